@@ -1,0 +1,46 @@
+# Every target makes its own virtual environment; nothing is installed globally.
+PYTHON ?= python3
+VENV   ?= .venv
+PY      = $(VENV)/bin/python
+STAMP   = $(VENV)/.installed
+
+.PHONY: venv test lint typecheck demo drills drills-quick bench bench-quick schema clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check integrator tests drills
+	$(VENV)/bin/ruff format --check integrator tests drills
+
+typecheck: $(STAMP)
+	$(VENV)/bin/mypy
+
+test: lint typecheck
+	$(PY) -m pytest -n 2 -q
+
+demo: $(STAMP)
+	$(PY) -m integrator.demo
+
+drills: $(STAMP)
+	$(PY) -m drills --full
+
+drills-quick: $(STAMP)
+	$(PY) -m drills
+
+bench: $(STAMP)
+	$(PY) -m bench --full
+
+bench-quick: $(STAMP)
+	$(PY) -m bench
+
+schema: $(STAMP)
+	$(VENV)/bin/integrator schema export contracts/
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

@@ -1,0 +1,342 @@
+"""Every git effect goes through here: processes, ref transactions, repository setup.
+
+Object reads and writes use pygit2 elsewhere (they cannot move authority); anything that
+moves a ref, or runs a git process, lives in this module so the fence has one door.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+import subprocess
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import pygit2
+
+from integrator.errors import ConfigurationError, GitError, RefLockedError, RefMovedError
+
+ZERO_OID = "0" * 40
+QUEUE_PREFIX = "refs/integrator/queue/"
+CLAIMS_PREFIX = "refs/integrator/claims/"
+HELD_PREFIX = "refs/integrator/held/"
+QUARANTINE_PREFIX = "refs/integrator/quarantine/"
+POLICY_REF = "refs/integrator/policy"
+
+# Settings written by `integrator init` so an accepted landing survives a power cut: git's
+# default `core.fsync` (committed,-loose-object) fsyncs neither refs nor loose objects, and
+# libgit2 (which writes our staging commits) fsyncs objects only with fsyncObjectFiles.
+DURABLE_CONFIG: dict[str, str] = {
+    "core.fsync": "objects,reference,derived-metadata",
+    "core.fsyncMethod": "fsync",
+    "core.fsyncObjectFiles": "true",
+    "merge.renameLimit": "10000",
+}
+
+_GIT_ENV_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY")
+
+
+def git_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _GIT_ENV_DROP}
+    env.setdefault("GIT_TERMINAL_PROMPT", "0")
+    env["LC_ALL"] = "C"
+    return env
+
+
+def run_git(
+    args: Sequence[str],
+    *,
+    cwd: str | Path,
+    input: bytes | None = None,
+    check: bool = True,
+) -> subprocess.CompletedProcess[bytes]:
+    """Run one git command; a failure becomes a GitError quoting git's own message."""
+    try:
+        proc = subprocess.run(
+            ["git", *args],
+            cwd=cwd,
+            input=input,
+            capture_output=True,
+            env=git_env(),
+            check=False,
+        )
+    except FileNotFoundError as err:
+        raise ConfigurationError("git is not installed or not on PATH") from err
+    if check and proc.returncode != 0:
+        message = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise GitError(f"git {args[0]} failed: {message[-1] if message else proc.returncode}")
+    return proc
+
+
+def open_repo(path: str | Path) -> pygit2.Repository:
+    """Open a repository (bare or not) at `path`, or raise a usable error."""
+    try:
+        return pygit2.Repository(str(path))
+    except (pygit2.GitError, KeyError) as err:
+        raise ConfigurationError(f"{path} is not a git repository") from err
+
+
+def git_dir(repo: pygit2.Repository) -> Path:
+    return Path(repo.path)
+
+
+def common_dir(repo: pygit2.Repository) -> Path:
+    """The shared `.git` folder (the same for every worktree of a repository)."""
+    gd = Path(repo.path)
+    commondir = gd / "commondir"
+    if commondir.exists():
+        return (gd / commondir.read_text().strip()).resolve()
+    return gd
+
+
+def ref_target(repo: pygit2.Repository, name: str) -> str | None:
+    """The OID a ref points at (peeled through symbolic refs), or None when absent."""
+    ref = repo.references.get(name)
+    if ref is None:
+        return None
+    try:
+        return str(ref.resolve().target)
+    except (pygit2.GitError, KeyError):
+        return None
+
+
+def refs_under(repo: pygit2.Repository, prefix: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name in repo.references:
+        if name.startswith(prefix):
+            target = ref_target(repo, name)
+            if target is not None:
+                out[name] = target
+    return out
+
+
+def resolve_commit(repo: pygit2.Repository, rev: str) -> pygit2.Commit:
+    try:
+        obj = repo.revparse_single(rev)
+        commit = obj.peel(pygit2.Commit)
+    except (KeyError, ValueError, pygit2.GitError) as err:
+        raise ConfigurationError(f"{rev!r} does not name a commit in {repo.path}") from err
+    assert isinstance(commit, pygit2.Commit)
+    return commit
+
+
+def has_object(repo: pygit2.Repository, oid: str) -> bool:
+    try:
+        return bool(repo.odb.exists(oid))
+    except (ValueError, pygit2.GitError):
+        return False
+
+
+def repo_identity(repo: pygit2.Repository, rev: str = "HEAD") -> str:
+    """`sha256:` of the repository's identity.
+
+    `integrator init` records it in `integrator.repoId`; before that it is derived from the
+    root commit on the first-parent chain of `rev`, so every clone agrees on it.
+    """
+    configured = repo.config.get_multivar("integrator.repoId")
+    for value in configured:
+        return str(value)
+    try:
+        commit = resolve_commit(repo, rev)
+    except ConfigurationError:
+        return "sha256:" + hashlib.sha256(b"integrator.repo.v1\nempty").hexdigest()
+    while commit.parent_ids:
+        parent = commit.parent_ids[0]
+        if not has_object(repo, str(parent)):
+            break
+        nxt = repo[parent]
+        assert isinstance(nxt, pygit2.Commit)
+        commit = nxt
+    seed = f"integrator.repo.v1\n{commit.id}".encode()
+    return "sha256:" + hashlib.sha256(seed).hexdigest()
+
+
+def set_config(repo: pygit2.Repository, values: dict[str, str]) -> None:
+    for key, value in values.items():
+        repo.config[key] = value
+
+
+# --- ref transactions -------------------------------------------------------------------
+
+_LOCK_RE = re.compile(r"cannot lock ref '(?P<ref>[^']+)': (?P<why>.*)")
+_LOCKFILE_RE = re.compile(r"Unable to create '(?P<lock>[^']+\.lock)': File exists")
+_IS_AT_RE = re.compile(r"is at (?P<actual>[0-9a-f]+) but expected (?P<expected>[0-9a-f]+)")
+
+
+@dataclass(frozen=True)
+class RefOp:
+    """One line of a transaction: `update` (new, old) or `verify` (old)."""
+
+    verb: str
+    ref: str
+    new: str | None = None
+    old: str | None = None
+
+    def line(self) -> str:
+        old = self.old or ZERO_OID
+        if self.verb == "verify":
+            return f"verify {self.ref} {old}\n"
+        if self.verb == "update":
+            return f"update {self.ref} {self.new} {old}\n"
+        if self.verb == "delete":
+            return f"delete {self.ref} {old}\n"
+        raise ValueError(f"unknown ref verb {self.verb}")
+
+
+def update(ref: str, new: str, old: str | None) -> RefOp:
+    return RefOp("update", ref, new, old)
+
+
+def verify(ref: str, old: str | None) -> RefOp:
+    return RefOp("verify", ref, None, old)
+
+
+def delete(ref: str, old: str) -> RefOp:
+    return RefOp("delete", ref, None, old)
+
+
+class RefUpdater:
+    """A long-lived `git update-ref --stdin`, one all-or-nothing transaction at a time.
+
+    git ends the process when a transaction fails; the next transaction starts a new one.
+    A `.lock` left by someone else is reported as RefLockedError, never deleted.
+    """
+
+    def __init__(self, repo_path: str | Path) -> None:
+        self.repo_path = str(repo_path)
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.transactions = 0
+        self.spawns = 0
+
+    def _ensure(self) -> subprocess.Popen[bytes]:
+        if self._proc is None or self._proc.poll() is not None:
+            self._proc = subprocess.Popen(
+                ["git", "update-ref", "--stdin"],
+                cwd=self.repo_path,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=git_env(),
+            )
+            self.spawns += 1
+        return self._proc
+
+    def _say(self, proc: subprocess.Popen[bytes], text: str, expect: str | None) -> None:
+        stdin: IO[bytes] | None = proc.stdin
+        stdout: IO[bytes] | None = proc.stdout
+        assert stdin is not None and stdout is not None
+        try:
+            stdin.write(text.encode())
+            stdin.flush()
+        except BrokenPipeError:
+            self._fail(proc)
+        if expect is None:
+            return
+        line = stdout.readline().decode().strip()
+        if line != expect:
+            self._fail(proc)
+
+    def _fail(self, proc: subprocess.Popen[bytes]) -> None:
+        with contextlib.suppress(OSError):
+            if proc.stdin:
+                proc.stdin.close()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        err = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
+        self._proc = None
+        raise classify_failure(err, self.repo_path)
+
+    def apply(self, ops: Sequence[RefOp]) -> None:
+        """Apply `ops` atomically: every expected old value holds, or nothing changes."""
+        proc = self._ensure()
+        body = "".join(op.line() for op in ops)
+        self._say(proc, "start\n", "start: ok")
+        self._say(proc, body, None)
+        self._say(proc, "prepare\n", "prepare: ok")
+        self._say(proc, "commit\n", "commit: ok")
+        self.transactions += 1
+
+    def close(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            with contextlib.suppress(OSError):
+                if self._proc.stdin:
+                    self._proc.stdin.close()
+            self._proc.wait(timeout=30)
+        self._proc = None
+
+    def __enter__(self) -> RefUpdater:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def classify_failure(stderr: str, repo_path: str) -> Exception:
+    match = _LOCK_RE.search(stderr)
+    if match is None:
+        return GitError(f"git update-ref failed: {stderr.strip() or 'no message'}")
+    ref = match.group("ref")
+    why = match.group("why")
+    lock = _LOCKFILE_RE.search(stderr)
+    if lock is not None:
+        return RefLockedError(ref, lock.group("lock"))
+    is_at = _IS_AT_RE.search(why)
+    if is_at is not None:
+        return RefMovedError(ref, is_at.group("actual"), is_at.group("expected"))
+    if "unable to resolve reference" in why:
+        return RefMovedError(ref, None, "an existing value")
+    if "reference already exists" in why:
+        return RefMovedError(ref, "an existing value", None)
+    return RefMovedError(ref, None, None)
+
+
+def stale_locks(repo: pygit2.Repository, prefix: str = "refs/integrator") -> Iterator[Path]:
+    """`.lock` files under our refs (left by a killed process, or held by a live one)."""
+    root = common_dir(repo)
+    base = root / prefix
+    if base.exists():
+        yield from sorted(base.rglob("*.lock"))
+    for name in ("packed-refs.lock",):
+        path = root / name
+        if path.exists():
+            yield path
+    heads = root / "refs" / "heads"
+    if heads.exists():
+        yield from sorted(heads.rglob("*.lock"))
+
+
+# --- merges ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MergeTreeResult:
+    tree: str | None
+    conflicts: tuple[str, ...]
+    messages: str
+
+
+def merge_tree(repo_path: str | Path, ours: str, theirs: str) -> MergeTreeResult:
+    """`git merge-tree --write-tree --name-only` over two commits.
+
+    Exit 1 means conflicts *or* a missing object, so stdout must start with a tree OID.
+    """
+    proc = run_git(
+        ["merge-tree", "--write-tree", "--name-only", "--no-messages", ours, theirs],
+        cwd=repo_path,
+        check=False,
+    )
+    out = proc.stdout.decode("utf-8", "surrogateescape").splitlines()
+    if not out or not re.fullmatch(r"[0-9a-f]{40,64}", out[0]):
+        err = proc.stderr.decode("utf-8", "replace").strip()
+        raise GitError(f"git merge-tree failed: {err or 'no tree written'}")
+    if proc.returncode == 0:
+        return MergeTreeResult(out[0], (), "")
+    conflicts = tuple(dict.fromkeys(line for line in out[1:] if line))
+    return MergeTreeResult(None, conflicts, proc.stderr.decode("utf-8", "replace"))

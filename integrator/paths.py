@@ -1,0 +1,150 @@
+"""Repository-relative paths and the allow/deny glob matcher.
+
+A path is POSIX, relative to the repository root, in Unicode NFC. Globs use gitignore
+syntax (pathspec): a pattern with a slash is anchored at the root, one without matches at
+any depth, `dir/**` matches everything below `dir`. Allow and deny are two separate specs
+and deny wins; `!` negation is refused so a line reads the same to people and tools.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import pathspec
+
+
+def unsafe_reason(path: str) -> str | None:
+    """Why `path` is not a safe repository-relative path, or None when it is."""
+    if not path:
+        return "empty path"
+    if "\x00" in path:
+        return "contains NUL"
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path):
+        return "contains a control character"
+    if any("\udc80" <= ch <= "\udcff" for ch in path):
+        return "is not valid UTF-8"
+    if path.startswith("/"):
+        return "is absolute"
+    if "\\" in path:
+        return "contains a backslash"
+    for part in path.split("/"):
+        if part == "":
+            return "has an empty component"
+        if part in (".", ".."):
+            return f"has a {part!r} component"
+        if part.casefold() == ".git":
+            return "has a .git component"
+    return None
+
+
+def normalize(path: str) -> str:
+    """The NFC form of a repository-relative path (validation is `unsafe_reason`)."""
+    return unicodedata.normalize("NFC", path)
+
+
+def glob_problem(pattern: str) -> str | None:
+    """Why `pattern` is not acceptable as a contract glob, or None."""
+    if not pattern or not pattern.strip():
+        return "empty pattern"
+    if pattern.startswith("!"):
+        return "negation ('!') is not allowed in contracts"
+    if pattern.startswith("#"):
+        return "a pattern may not start with '#'"
+    if any(ord(ch) < 0x20 for ch in pattern):
+        return "contains a control character"
+    body = pattern.lstrip("/")
+    for part in body.split("/"):
+        if part in (".", ".."):
+            return f"has a {part!r} component"
+        if part.casefold() == ".git":
+            return "names a .git component"
+    try:
+        pathspec.PathSpec.from_lines("gitignore", [pattern])
+    except Exception as exc:  # pathspec raises several types for bad patterns
+        return f"not a valid gitignore pattern: {exc}"
+    return None
+
+
+@dataclass(frozen=True)
+class Match:
+    """The outcome of matching one path: allowed or not, and the lines that decided it."""
+
+    allowed: bool
+    denied_by: str | None = None
+    allowed_by: str | None = None
+
+    @property
+    def reason(self) -> str:
+        if self.denied_by is not None:
+            return f"denied by {self.denied_by!r}"
+        if self.allowed_by is not None:
+            return f"allowed by {self.allowed_by!r}"
+        return "matched by no allowed pattern"
+
+
+@dataclass(frozen=True)
+class PathMatcher:
+    """Allow and deny glob sets; deny wins."""
+
+    allow: tuple[str, ...]
+    deny: tuple[str, ...] = ()
+    _allow: pathspec.PathSpec = field(init=False, repr=False, compare=False)
+    _deny: pathspec.PathSpec = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_allow", pathspec.PathSpec.from_lines("gitignore", self.allow))
+        object.__setattr__(self, "_deny", pathspec.PathSpec.from_lines("gitignore", self.deny))
+
+    @classmethod
+    def of(cls, allow: Iterable[str], deny: Iterable[str] = ()) -> PathMatcher:
+        return cls(tuple(allow), tuple(deny))
+
+    def match(self, path: str) -> Match:
+        """Match one NFC path; `denied_by`/`allowed_by` name the deciding pattern."""
+        path = normalize(path)
+        if self._deny.match_file(path):
+            return Match(False, denied_by=_deciding(self.deny, path))
+        if self._allow.match_file(path):
+            return Match(True, allowed_by=_deciding(self.allow, path))
+        return Match(False)
+
+    def covers(self, path: str) -> bool:
+        return self.match(path).allowed
+
+
+def _deciding(patterns: Sequence[str], path: str) -> str | None:
+    # Only called on the rare path that matched; finding the line is for the reader.
+    for pattern in patterns:
+        if pathspec.PathSpec.from_lines("gitignore", [pattern]).match_file(path):
+            return pattern
+    return None
+
+
+def literal_prefix(pattern: str) -> str:
+    """The folder part of a glob before its first wildcard, without a trailing slash.
+
+    `packages/billing/**` → `packages/billing`; `src/*.py` → `src`; `*.env` → ``
+    (unanchored patterns match at any depth, so their prefix is the root).
+    """
+    body = pattern.strip()
+    anchored = "/" in body.rstrip("/")
+    body = body.lstrip("/")
+    if not anchored:
+        return ""
+    parts: list[str] = []
+    for part in body.rstrip("/").split("/"):
+        if any(ch in part for ch in "*?[\\"):
+            break
+        parts.append(part)
+    else:
+        # No wildcard at all: the pattern names a file or folder itself.
+        return "/".join(parts)
+    return "/".join(parts)
+
+
+def is_literal(pattern: str) -> bool:
+    """True when the pattern has no wildcard and is anchored (names one path exactly)."""
+    body = pattern.strip()
+    return "/" in body.rstrip("/") and not any(ch in body for ch in "*?[\\")
