@@ -1,0 +1,388 @@
+"""Claims as refs: `refs/integrator/claims/<taskId>` and its history.
+
+Every change to a claim (issue, renew, reclaim, expand, revoke, consume) is a new commit on
+the claim's chain whose tree holds `contract.json` (the live contract) and `claim.json`
+(its state), so `git log` of the ref is the claim's history. Every write is a
+compare-and-swap through `git update-ref --stdin`.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Annotated, Literal
+
+import pygit2
+from pydantic import Field
+
+from integrator import git
+from integrator.contract import (
+    CONTRACT_SCHEMA,
+    Digest,
+    Glob,
+    Model,
+    OwnershipContract,
+    RefComponent,
+    Resource,
+    parse_contract,
+)
+from integrator.errors import ClaimConflictError, ConfigurationError, ReviewRequired
+from integrator.overlap import Overlap, find_overlaps
+from integrator.repository import Canonical, Claim, signature
+
+CLAIM_SCHEMA = "integrator.claim.v1"
+DEFAULT_MAX_PATCH_BYTES = 10 * 1024 * 1024
+
+
+def new_attempt_id(task_id: str) -> str:
+    return f"{task_id[:40]}-{secrets.token_hex(4)}"
+
+
+def claim_state(
+    contract: OwnershipContract,
+    *,
+    state: str,
+    lease_expires_at: datetime,
+    event: str,
+    staging_commit: str | None = None,
+    candidate: str | None = None,
+    reason: str | None = None,
+) -> dict[str, object]:
+    doc: dict[str, object] = {
+        "schema": CLAIM_SCHEMA,
+        "event": event,
+        "taskId": contract.task_id,
+        "attemptId": contract.attempt_id,
+        "generation": contract.ownership_generation,
+        "contractDigest": contract.digest,
+        "policyDigest": contract.policy_digest,
+        "state": state,
+        "leaseExpiresAt": lease_expires_at.isoformat(),
+    }
+    if staging_commit:
+        doc["stagingCommit"] = staging_commit
+    if candidate:
+        doc["candidate"] = candidate
+    if reason:
+        doc["reason"] = reason
+    return doc
+
+
+def write_claim_commit(
+    canonical: Canonical,
+    contract: OwnershipContract,
+    state: dict[str, object],
+    parent: str | None,
+    now: datetime,
+) -> str:
+    """Write (objects only, no ref) a claim commit holding `contract` and `state`."""
+    repo = canonical.repo
+    builder = repo.TreeBuilder()
+    builder.insert(
+        "contract.json", repo.create_blob(contract.to_json().encode() + b"\n"), pygit2.GIT_FILEMODE_BLOB
+    )
+    builder.insert(
+        "claim.json",
+        repo.create_blob(json.dumps(state, indent=2).encode() + b"\n"),
+        pygit2.GIT_FILEMODE_BLOB,
+    )
+    tree = builder.write()
+    event = state["event"]
+    message = (
+        f"{event}: {contract.task_id} generation {contract.ownership_generation} "
+        f"attempt {contract.attempt_id}\n"
+    )
+    if state.get("reason"):
+        message += f"\n{state['reason']}\n"
+    if state.get("stagingCommit"):
+        message += f"\nStaging-Commit: {state['stagingCommit']}\nCandidate: {state.get('candidate')}\n"
+    sig = signature(now)
+    parents = [pygit2.Oid(hex=parent)] if parent else []
+    return str(repo.create_commit(None, sig, sig, message, tree, parents))
+
+
+@dataclass(frozen=True)
+class IssueRequest:
+    task_id: str
+    paths: tuple[str, ...]
+    deny: tuple[str, ...] = ()
+    resources: tuple[str, ...] = ()
+    attempt_id: str | None = None
+    base: str | None = None
+    lease: timedelta = timedelta(minutes=30)
+    holder: str = "agent"
+    max_patch_bytes: int = DEFAULT_MAX_PATCH_BYTES
+    worktree_id: str | None = None
+
+
+def build_contract(
+    canonical: Canonical, request: IssueRequest, generation: int, now: datetime
+) -> OwnershipContract:
+    """A validated contract for `request` against the repository's live policy."""
+    base_rev = request.base or (
+        canonical.queue_ref if canonical.ref(canonical.queue_ref) else "HEAD"
+    )
+    base = str(git.resolve_commit(canonical.repo, base_rev).id)
+    doc: dict[str, object] = {
+        "schema": CONTRACT_SCHEMA,
+        "repo": canonical.identity,
+        "taskId": request.task_id,
+        "attemptId": request.attempt_id or new_attempt_id(request.task_id),
+        "baseCommit": base,
+        "ownershipGeneration": generation,
+        "paths": list(request.paths),
+        "deny": list(request.deny),
+        "resources": list(request.resources),
+        "lease": {
+            "holder": request.holder,
+            "expiresAt": (now + request.lease).isoformat().replace("+00:00", "Z"),
+        },
+        "maxPatchBytes": request.max_patch_bytes,
+        "policyDigest": canonical.policy_state().digest,
+    }
+    if request.worktree_id:
+        doc["worktreeId"] = request.worktree_id
+    return parse_contract(json.dumps(doc))
+
+
+def overlaps_with_live(
+    canonical: Canonical,
+    task_id: str,
+    paths: tuple[str, ...] | list[str],
+    resources: tuple[str, ...] | list[str],
+) -> list[tuple[str, Overlap]]:
+    shared = canonical.policy_state().policy.shared.resources
+    found: list[tuple[str, Overlap]] = []
+    for other in canonical.claims():
+        if other.view.task_id == task_id or other.view.state != "live":
+            continue
+        for overlap in find_overlaps(
+            paths, resources, other.contract.paths, other.contract.resources, shared_resources=shared
+        ):
+            found.append((other.view.task_id, overlap))
+    return found
+
+
+def _refuse_overlaps(found: list[tuple[str, Overlap]]) -> None:
+    if found:
+        lines = "; ".join(f"{task}: {overlap.describe()}" for task, overlap in found)
+        raise ClaimConflictError(
+            f"overlaps a live claim ({lines}); wait for it, split the work, or pass --force-shared"
+        )
+
+
+class Claims:
+    """The coordinator's operations on claims. Each one is a single compare-and-swap."""
+
+    def __init__(self, canonical: Canonical) -> None:
+        self.canonical = canonical
+
+    def _now(self) -> datetime:
+        return self.canonical.clock()
+
+    def _cas(self, task_id: str, new: str, old: str | None) -> None:
+        self.canonical.updater.apply([git.update(Canonical.claim_ref(task_id), new, old)])
+
+    def _live(self, task_id: str) -> Claim:
+        claim = self.canonical.claim(task_id)
+        if claim is None:
+            raise ConfigurationError(f"no claim for task {task_id!r}")
+        return claim
+
+    def issue(self, request: IssueRequest, *, force_shared: bool = False) -> OwnershipContract:
+        """Issue a contract and register its claim; refuses overlap with live claims."""
+        now = self._now()
+        previous = self.canonical.claim(request.task_id)
+        if previous is not None and previous.view.state == "live":
+            raise ClaimConflictError(
+                f"task {request.task_id!r} already has a live claim (generation "
+                f"{previous.view.generation}); use renew, reclaim or expand"
+            )
+        if not force_shared:
+            _refuse_overlaps(
+                overlaps_with_live(self.canonical, request.task_id, request.paths, request.resources)
+            )
+        generation = previous.view.generation + 1 if previous else 1
+        contract = build_contract(self.canonical, request, generation, now)
+        state = claim_state(
+            contract, state="live", lease_expires_at=contract.lease.expires_at, event="issue"
+        )
+        parent = previous.oid if previous else None
+        commit = write_claim_commit(self.canonical, contract, state, parent, now)
+        self._cas(request.task_id, commit, parent)
+        return contract
+
+    def renew(self, task_id: str, until: datetime) -> Claim:
+        """Extend the lease; same generation and contract (the agent's file stays valid)."""
+        claim = self._live(task_id)
+        if claim.view.state != "live":
+            raise ClaimConflictError(f"claim {task_id!r} is {claim.view.state}; cannot renew")
+        now = self._now()
+        if until <= now:
+            raise ClaimConflictError(f"--until {until.isoformat()} is not in the future")
+        state = claim_state(
+            claim.contract, state="live", lease_expires_at=until, event="renew"
+        )
+        commit = write_claim_commit(self.canonical, claim.contract, state, claim.oid, now)
+        self._cas(task_id, commit, claim.oid)
+        return self.canonical.claim_at(commit)
+
+    def reclaim(
+        self,
+        task_id: str,
+        *,
+        force: bool = False,
+        holder: str | None = None,
+        lease: timedelta = timedelta(minutes=30),
+        base: str | None = None,
+    ) -> OwnershipContract:
+        """Take over an expired lease: generation + 1, a new attempt; the old one is fenced."""
+        claim = self._live(task_id)
+        now = self._now()
+        if claim.view.state == "live" and now < claim.view.lease_expires_at and not force:
+            raise ClaimConflictError(
+                f"lease of {task_id!r} runs until {claim.view.lease_expires_at.isoformat()}; "
+                "reclaim after it expires, or pass --force"
+            )
+        old = claim.contract
+        request = IssueRequest(
+            task_id=task_id,
+            paths=tuple(old.paths),
+            deny=tuple(old.deny),
+            resources=tuple(old.resources),
+            base=base,
+            lease=lease,
+            holder=holder or old.lease.holder,
+            max_patch_bytes=old.max_patch_bytes,
+            worktree_id=old.worktree_id,
+        )
+        contract = build_contract(self.canonical, request, claim.view.generation + 1, now)
+        state = claim_state(
+            contract,
+            state="live",
+            lease_expires_at=contract.lease.expires_at,
+            event="reclaim",
+            reason=f"took over from attempt {old.attempt_id} (generation {old.ownership_generation})",
+        )
+        commit = write_claim_commit(self.canonical, contract, state, claim.oid, now)
+        self._cas(task_id, commit, claim.oid)
+        return contract
+
+    def expand(self, request: ExpansionRequest) -> OwnershipContract:
+        """CAS on generation and live digest, check all other claims, issue generation + 1."""
+        claim = self._live(request.task_id)
+        view = claim.view
+        if view.state != "live":
+            raise ReviewRequired(f"claim {request.task_id!r} is {view.state}; expansion goes to review")
+        if view.generation != request.expected_generation or view.contract_digest != request.contract_digest:
+            raise ReviewRequired(
+                f"expansion expected generation {request.expected_generation} / "
+                f"{request.contract_digest}, the live claim is generation {view.generation} / "
+                f"{view.contract_digest}; nothing was written, routed to review"
+            )
+        old = claim.contract
+        paths = tuple(dict.fromkeys([*old.paths, *request.add_paths]))
+        resources = tuple(dict.fromkeys([*old.resources, *request.add_resources]))
+        found = overlaps_with_live(self.canonical, request.task_id, paths, resources)
+        if found:
+            lines = "; ".join(f"{task}: {o.describe()}" for task, o in found)
+            raise ReviewRequired(
+                f"expansion of {request.task_id!r} conflicts with live claims ({lines}); "
+                "nothing was written, routed to review"
+            )
+        now = self._now()
+        new_request = IssueRequest(
+            task_id=request.task_id,
+            paths=paths,
+            deny=tuple(old.deny),
+            resources=resources,
+            attempt_id=old.attempt_id,
+            base=old.base_commit,
+            lease=max(view.lease_expires_at - now, timedelta(minutes=1)),
+            holder=old.lease.holder,
+            max_patch_bytes=old.max_patch_bytes,
+            worktree_id=old.worktree_id,
+        )
+        contract = build_contract(self.canonical, new_request, view.generation + 1, now)
+        state = claim_state(
+            contract,
+            state="live",
+            lease_expires_at=contract.lease.expires_at,
+            event="expand",
+            reason=f"added paths {list(request.add_paths)} resources {list(request.add_resources)}"
+            f" (tree {request.tree_digest}, diff {request.diff_digest})",
+        )
+        commit = write_claim_commit(self.canonical, contract, state, claim.oid, now)
+        self._cas(request.task_id, commit, claim.oid)
+        return contract
+
+    def revoke(self, task_id: str, reason: str = "revoked by the coordinator") -> Claim:
+        claim = self._live(task_id)
+        if claim.view.state != "live":
+            raise ClaimConflictError(f"claim {task_id!r} is already {claim.view.state}")
+        now = self._now()
+        commit = self.revoke_commit(claim, reason, now)
+        self._cas(task_id, commit, claim.oid)
+        return self.canonical.claim_at(commit)
+
+    def revoke_commit(self, claim: Claim, reason: str, now: datetime) -> str:
+        state = claim_state(
+            claim.contract,
+            state="revoked",
+            lease_expires_at=claim.view.lease_expires_at,
+            event="revoke",
+            reason=reason,
+        )
+        return write_claim_commit(self.canonical, claim.contract, state, claim.oid, now)
+
+    def consume_commit(self, claim: Claim, staging: str, candidate: str, now: datetime) -> str:
+        """The claim commit that records consumption by `staging` (written before the CAS)."""
+        state = claim_state(
+            claim.contract,
+            state="consumed",
+            lease_expires_at=claim.view.lease_expires_at,
+            event="consume",
+            staging_commit=staging,
+            candidate=candidate,
+        )
+        return write_claim_commit(self.canonical, claim.contract, state, claim.oid, now)
+
+
+class ExpansionRequest(Model):
+    """The seed's expansion request (`integrator.expansion.v1`).
+
+    Sent by an agent that must touch an undeclared path *before* writing it: the contract
+    it holds (digest, generation), digests of its current tree and diff, and what to add.
+    """
+
+    schema_: Literal["integrator.expansion.v1"] = Field(alias="schema")
+    task_id: RefComponent
+    contract_digest: Digest
+    expected_generation: Annotated[int, Field(ge=1)]
+    tree_digest: str
+    diff_digest: str
+    add_paths: list[Glob] = Field(default_factory=list)
+    add_resources: list[Resource] = Field(default_factory=list)
+
+
+def history(canonical: Canonical, task_id: str) -> list[tuple[str, dict[str, object], str]]:
+    """(commit, claim state, message) for each commit of the claim's chain, newest first."""
+    oid = canonical.ref(Canonical.claim_ref(task_id))
+    out: list[tuple[str, dict[str, object], str]] = []
+    while oid:
+        commit = canonical.commit(oid)
+        state = json.loads(canonical.blob_at(oid, "claim.json"))
+        out.append((oid, state, commit.message))
+        oid = str(commit.parent_ids[0]) if commit.parent_ids else None
+    return out
+
+
+__all__ = [
+    "Claims",
+    "ExpansionRequest",
+    "IssueRequest",
+    "build_contract",
+    "history",
+]

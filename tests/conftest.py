@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests.gitutil import GIT_ENV
+
+
+@pytest.fixture(autouse=True)
+def _pinned_git_env() -> Iterator[None]:
+    """Pin git identities and dates and ignore the machine's git configuration."""
+    saved = {k: os.environ.get(k) for k in GIT_ENV}
+    os.environ.update(GIT_ENV)
+    yield
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
