@@ -81,7 +81,9 @@ def write_claim_commit(
     repo = canonical.repo
     builder = repo.TreeBuilder()
     builder.insert(
-        "contract.json", repo.create_blob(contract.to_json().encode() + b"\n"), pygit2.GIT_FILEMODE_BLOB
+        "contract.json",
+        repo.create_blob(contract.to_json().encode() + b"\n"),
+        pygit2.GIT_FILEMODE_BLOB,
     )
     builder.insert(
         "claim.json",
@@ -97,7 +99,9 @@ def write_claim_commit(
     if state.get("reason"):
         message += f"\n{state['reason']}\n"
     if state.get("stagingCommit"):
-        message += f"\nStaging-Commit: {state['stagingCommit']}\nCandidate: {state.get('candidate')}\n"
+        message += (
+            f"\nStaging-Commit: {state['stagingCommit']}\nCandidate: {state.get('candidate')}\n"
+        )
     sig = signature(now)
     parents = [pygit2.Oid(hex=parent)] if parent else []
     return str(repo.create_commit(None, sig, sig, message, tree, parents))
@@ -159,7 +163,11 @@ def overlaps_with_live(
         if other.view.task_id == task_id or other.view.state != "live":
             continue
         for overlap in find_overlaps(
-            paths, resources, other.contract.paths, other.contract.resources, shared_resources=shared
+            paths,
+            resources,
+            other.contract.paths,
+            other.contract.resources,
+            shared_resources=shared,
         ):
             found.append((other.view.task_id, overlap))
     return found
@@ -183,6 +191,8 @@ class Claims:
         return self.canonical.clock()
 
     def _cas(self, task_id: str, new: str, old: str | None) -> None:
+        if git.durable(self.canonical.repo):
+            git.sync_objects(self.canonical.repo)
         self.canonical.updater.apply([git.update(Canonical.claim_ref(task_id), new, old)])
 
     def _live(self, task_id: str) -> Claim:
@@ -202,7 +212,9 @@ class Claims:
             )
         if not force_shared:
             _refuse_overlaps(
-                overlaps_with_live(self.canonical, request.task_id, request.paths, request.resources)
+                overlaps_with_live(
+                    self.canonical, request.task_id, request.paths, request.resources
+                )
             )
         generation = previous.view.generation + 1 if previous else 1
         contract = build_contract(self.canonical, request, generation, now)
@@ -222,9 +234,7 @@ class Claims:
         now = self._now()
         if until <= now:
             raise ClaimConflictError(f"--until {until.isoformat()} is not in the future")
-        state = claim_state(
-            claim.contract, state="live", lease_expires_at=until, event="renew"
-        )
+        state = claim_state(claim.contract, state="live", lease_expires_at=until, event="renew")
         commit = write_claim_commit(self.canonical, claim.contract, state, claim.oid, now)
         self._cas(task_id, commit, claim.oid)
         return self.canonical.claim_at(commit)
@@ -275,8 +285,13 @@ class Claims:
         claim = self._live(request.task_id)
         view = claim.view
         if view.state != "live":
-            raise ReviewRequired(f"claim {request.task_id!r} is {view.state}; expansion goes to review")
-        if view.generation != request.expected_generation or view.contract_digest != request.contract_digest:
+            raise ReviewRequired(
+                f"claim {request.task_id!r} is {view.state}; expansion goes to review"
+            )
+        if (
+            view.generation != request.expected_generation
+            or view.contract_digest != request.contract_digest
+        ):
             raise ReviewRequired(
                 f"expansion expected generation {request.expected_generation} / "
                 f"{request.contract_digest}, the live claim is generation {view.generation} / "

@@ -25,6 +25,7 @@ from pydantic.alias_generators import to_camel
 from integrator import paths
 from integrator.canonical import digest_of
 from integrator.errors import ContractError
+from integrator.paths import PathMatcher
 
 CONTRACT_SCHEMA = "coding.workspace.ownership.v1"
 
@@ -172,8 +173,8 @@ class OwnershipContract(Model):
     def digest(self) -> str:
         return contract_digest(self)
 
-    def matcher(self) -> paths.PathMatcher:
-        return paths.PathMatcher.of(self.paths, self.deny)
+    def matcher(self) -> PathMatcher:
+        return PathMatcher.of(self.paths, self.deny)
 
 
 def contract_digest(contract: OwnershipContract) -> str:

@@ -73,7 +73,9 @@ class Change:
     @property
     def mode_changed(self) -> bool:
         return (
-            self.old_mode is not None and self.new_mode is not None and self.old_mode != self.new_mode
+            self.old_mode is not None
+            and self.new_mode is not None
+            and self.old_mode != self.new_mode
         )
 
     @property
@@ -112,7 +114,9 @@ class RecomputedDiff:
 
     @property
     def added_paths(self) -> list[str]:
-        return [c.new_path for c in self.changes if c.new_path is not None and c.old_path != c.new_path]
+        return [
+            c.new_path for c in self.changes if c.new_path is not None and c.old_path != c.new_path
+        ]
 
     @property
     def all_paths(self) -> list[str]:

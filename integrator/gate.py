@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from integrator import paths
 from integrator.contract import OwnershipContract
@@ -222,10 +222,10 @@ def check_diff(
         return False, "not matched by any allowed pattern"
 
     for change in diff.changes:
-        for end in change.paths:
-            problem = paths.unsafe_reason(end)
+        for written in change.paths:
+            problem = paths.unsafe_reason(written)
             if problem:
-                out.append(Violation(code=Code.UNSAFE_PATH, path=end, detail=f"path {problem}"))
+                out.append(Violation(code=Code.UNSAFE_PATH, path=written, detail=f"path {problem}"))
         mode = _mode(policy, policy.category_of_path(change.path))
         if change.touches_gitlink:
             resource = f"submodule:{change.path}"
@@ -248,8 +248,10 @@ def check_diff(
                 )
             continue
         if change.status is Status.RENAMED:
-            for end, label in ((change.old_path, "old"), (change.new_path, "new")):
-                assert end is not None
+            ends = (("old", change.old_path), ("new", change.new_path))
+            for label, end in ends:
+                if end is None:
+                    continue
                 ok, why = cover(end)
                 if not ok:
                     out.append(
@@ -279,9 +281,7 @@ def check_diff(
             target = diff.symlink_targets.get(change.new_path, b"")
             escape = symlink_escape(change.new_path, target)
             if escape:
-                out.append(
-                    Violation(code=Code.SYMLINK_ESCAPE, path=change.new_path, detail=escape)
-                )
+                out.append(Violation(code=Code.SYMLINK_ESCAPE, path=change.new_path, detail=escape))
     for collision in diff.collisions:
         code = Code.CASE_COLLISION if collision.kind == "case" else Code.UNICODE_COLLISION
         out.append(
@@ -293,9 +293,7 @@ def check_diff(
             )
         )
     for path in diff.non_nfc:
-        out.append(
-            Violation(code=Code.UNSAFE_PATH, path=path, detail="path is not in Unicode NFC")
-        )
+        out.append(Violation(code=Code.UNSAFE_PATH, path=path, detail="path is not in Unicode NFC"))
     if diff.patch_bytes > contract.max_patch_bytes:
         out.append(
             Violation(
@@ -357,7 +355,7 @@ def make_verdict(
     resources: Sequence[ResourceUse] = (),
     diff: RecomputedDiff | None = None,
     decision: Decision | None = None,
-    **extra: object,
+    **extra: Any,
 ) -> Verdict:
     """Assemble a verdict; the decision follows from the violations unless given."""
     fields: dict[str, object] = {

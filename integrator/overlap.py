@@ -54,6 +54,8 @@ def find_overlaps(
     shared = set(shared_resources)
     theirs = set(resources_b)
     found.extend(
-        Overlap("resource", r, r) for r in dict.fromkeys(resources_a) if r in theirs and r not in shared
+        Overlap("resource", r, r)
+        for r in dict.fromkeys(resources_a)
+        if r in theirs and r not in shared
     )
     return found

@@ -11,6 +11,7 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pathspec
 
@@ -90,8 +91,8 @@ class PathMatcher:
 
     allow: tuple[str, ...]
     deny: tuple[str, ...] = ()
-    _allow: pathspec.PathSpec = field(init=False, repr=False, compare=False)
-    _deny: pathspec.PathSpec = field(init=False, repr=False, compare=False)
+    _allow: pathspec.PathSpec[Any] = field(init=False, repr=False, compare=False)
+    _deny: pathspec.PathSpec[Any] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_allow", pathspec.PathSpec.from_lines("gitignore", self.allow))

@@ -65,13 +65,14 @@ def view_from_state(doc: dict[str, object]) -> ClaimView:
     generation = doc["generation"]
     assert isinstance(generation, int)
     state = s("state")
-    assert state in ("live", "revoked", "consumed")
+    if state not in ("live", "revoked", "consumed"):
+        raise ConfigurationError(f"claim state {state!r} is not live, revoked or consumed")
     return ClaimView(
         task_id=s("taskId"),
         generation=generation,
         attempt_id=s("attemptId"),
         contract_digest=s("contractDigest"),
-        state=state,
+        state=state,  # type: ignore[arg-type]  # checked just above
         lease_expires_at=datetime.fromisoformat(s("leaseExpiresAt")),
         policy_digest=s("policyDigest"),
         staging_commit=opt("stagingCommit"),

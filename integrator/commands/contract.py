@@ -1,0 +1,256 @@
+"""`integrator contract …` — the coordinator's operations on ownership contracts."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import timedelta
+from typing import Any
+
+from pydantic import ValidationError
+
+from integrator.claims import (
+    DEFAULT_MAX_PATCH_BYTES,
+    Claims,
+    ExpansionRequest,
+    IssueRequest,
+    build_contract,
+    history,
+)
+from integrator.commands._common import (
+    add_json,
+    add_repo,
+    duration,
+    print_json,
+    read_input,
+    timestamp,
+    write_output,
+)
+from integrator.errors import ConfigurationError, UsageError
+from integrator.repository import Canonical, Claim
+
+
+def register(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "contract",
+        help="issue, renew, reclaim, expand, revoke, show and list ownership contracts",
+        description="The coordinator's operations on ownership contracts and their claims "
+        "(refs/integrator/claims/<task>). Every write is a compare-and-swap.",
+    )
+    inner = parser.add_subparsers(dest="contract_command", metavar="ACTION", required=True)
+
+    issue = inner.add_parser(
+        "issue",
+        help="issue a contract (and register its claim when the repository is initialized)",
+        description="Print (or write with -o) a new coding.workspace.ownership.v1 contract. In "
+        "a repository prepared with `integrator init` the claim is registered too, and a "
+        "contract whose paths or resources overlap another live claim is refused (see the "
+        "README for the overlap rule) unless --force-shared.",
+    )
+    add_repo(issue)
+    issue.add_argument("--task", required=True, help="task id (one git ref name component)")
+    issue.add_argument("--attempt", help="attempt id (default: generated)")
+    issue.add_argument("--base", help="base commit (default: the queue head, else HEAD)")
+    issue.add_argument(
+        "--path", action="append", required=True, metavar="GLOB", help="allowed path glob"
+    )
+    issue.add_argument("--deny", action="append", default=[], metavar="GLOB", help="denied glob")
+    issue.add_argument(
+        "--resource", action="append", default=[], metavar="KIND:NAME", help="semantic resource"
+    )
+    issue.add_argument("--lease", type=duration, default=timedelta(minutes=30), help="e.g. 30m")
+    issue.add_argument("--max-patch-bytes", type=int, default=DEFAULT_MAX_PATCH_BYTES)
+    issue.add_argument("--holder", default="agent", help="who holds the lease")
+    issue.add_argument("--worktree", help="worktree id the contract is bound to")
+    issue.add_argument("--force-shared", action="store_true", help="allow overlap with live claims")
+    issue.add_argument("-o", "--output", metavar="FILE", help="write the contract here")
+    issue.set_defaults(func=run_issue)
+
+    renew = inner.add_parser("renew", help="extend a lease (same generation and contract)")
+    add_repo(renew)
+    renew.add_argument("--task", required=True)
+    renew.add_argument(
+        "--until", required=True, help="RFC 3339 time, or a duration from now (e.g. 30m)"
+    )
+    add_json(renew)
+    renew.set_defaults(func=run_renew)
+
+    reclaim = inner.add_parser(
+        "reclaim", help="take over an expired lease: generation + 1, new attempt"
+    )
+    add_repo(reclaim)
+    reclaim.add_argument("--task", required=True)
+    reclaim.add_argument("--force", action="store_true", help="even if the lease is still valid")
+    reclaim.add_argument("--holder", help="the new holder (default: the old one)")
+    reclaim.add_argument("--lease", type=duration, default=timedelta(minutes=30))
+    reclaim.add_argument("--base", help="base for the new attempt (default: the queue head)")
+    reclaim.add_argument("-o", "--output", metavar="FILE", help="write the new contract here")
+    reclaim.set_defaults(func=run_reclaim)
+
+    expand = inner.add_parser(
+        "expand",
+        help="grant an expansion request (CAS on generation and digest) or route it to review",
+    )
+    add_repo(expand)
+    expand.add_argument("--request", required=True, metavar="FILE", help="expansion request JSON")
+    expand.add_argument("-o", "--output", metavar="FILE", help="write the new contract here")
+    expand.set_defaults(func=run_expand)
+
+    revoke = inner.add_parser("revoke", help="revoke a live claim")
+    add_repo(revoke)
+    revoke.add_argument("--task", required=True)
+    revoke.add_argument("--reason", default="revoked by the coordinator")
+    add_json(revoke)
+    revoke.set_defaults(func=run_revoke)
+
+    show = inner.add_parser("show", help="show a claim, its contract and its history")
+    add_repo(show)
+    show.add_argument("--task", required=True)
+    add_json(show)
+    show.set_defaults(func=run_show)
+
+    listing = inner.add_parser("list", help="list every claim")
+    add_repo(listing)
+    add_json(listing)
+    listing.set_defaults(func=run_list)
+
+
+def _summary(claim: Claim) -> dict[str, object]:
+    view = claim.view
+    return {
+        "taskId": view.task_id,
+        "attemptId": view.attempt_id,
+        "generation": view.generation,
+        "state": view.state,
+        "leaseExpiresAt": view.lease_expires_at.isoformat(),
+        "holder": claim.contract.lease.holder,
+        "contractDigest": view.contract_digest,
+        "paths": list(claim.contract.paths),
+        "resources": list(claim.contract.resources),
+        "stagingCommit": view.staging_commit,
+        "claimCommit": claim.oid,
+    }
+
+
+def run_issue(args: argparse.Namespace) -> int:
+    request = IssueRequest(
+        task_id=args.task,
+        paths=tuple(args.path),
+        deny=tuple(args.deny),
+        resources=tuple(args.resource),
+        attempt_id=args.attempt,
+        base=args.base,
+        lease=args.lease,
+        holder=args.holder,
+        max_patch_bytes=args.max_patch_bytes,
+        worktree_id=args.worktree,
+    )
+    with Canonical(args.repo) as canonical:
+        if canonical.initialized:
+            contract = Claims(canonical).issue(request, force_shared=args.force_shared)
+        else:
+            contract = build_contract(canonical, request, 1, canonical.clock())
+            print(
+                "integrator: note: repository not initialized; the claim was not registered "
+                "(run integrator init to enforce live claims)",
+                file=sys.stderr,
+            )
+    write_output(contract.to_json(), args.output)
+    return 0
+
+
+def run_renew(args: argparse.Namespace) -> int:
+    with Canonical(args.repo) as canonical:
+        try:
+            until = timestamp(args.until)
+        except argparse.ArgumentTypeError:
+            try:
+                until = canonical.clock() + duration(args.until)
+            except argparse.ArgumentTypeError as err:
+                raise UsageError(f"--until: {err}") from err
+        claim = Claims(canonical).renew(args.task, until)
+        summary = _summary(claim)
+    if args.json:
+        print_json(summary)
+    else:
+        print(f"renewed {args.task} generation {summary['generation']} until {until.isoformat()}")
+    return 0
+
+
+def run_reclaim(args: argparse.Namespace) -> int:
+    with Canonical(args.repo) as canonical:
+        contract = Claims(canonical).reclaim(
+            args.task, force=args.force, holder=args.holder, lease=args.lease, base=args.base
+        )
+    write_output(contract.to_json(), args.output)
+    return 0
+
+
+def run_expand(args: argparse.Namespace) -> int:
+    data = read_input(args.request)
+    try:
+        request = ExpansionRequest.model_validate_json(data)
+    except ValidationError as err:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()
+        )
+        raise UsageError(f"invalid expansion request: {problems}") from err
+    with Canonical(args.repo) as canonical:
+        contract = Claims(canonical).expand(request)
+    write_output(contract.to_json(), args.output)
+    return 0
+
+
+def run_revoke(args: argparse.Namespace) -> int:
+    with Canonical(args.repo) as canonical:
+        claim = Claims(canonical).revoke(args.task, args.reason)
+    if args.json:
+        print_json(_summary(claim))
+    else:
+        print(f"revoked {args.task} generation {claim.view.generation}: {args.reason}")
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    with Canonical(args.repo) as canonical:
+        claim = canonical.claim(args.task)
+        if claim is None:
+            raise ConfigurationError(f"no claim for task {args.task!r}")
+        events = history(canonical, args.task)
+        summary = _summary(claim)
+    if args.json:
+        doc = {
+            **summary,
+            "contract": claim.contract.wire(),
+            "history": [{"commit": c, **state} for c, state, _ in events],
+        }
+        print_json(doc)
+        return 0
+    for key, value in summary.items():
+        print(f"{key:>15}: {value}")
+    print("\nhistory (newest first):")
+    for commit, state, message in events:
+        print(f"  {commit[:12]}  {state.get('state', '?'):9} {message.splitlines()[0]}")
+    print("\ncontract:")
+    print(json.dumps(claim.contract.wire(), indent=2))
+    return 0
+
+
+def run_list(args: argparse.Namespace) -> int:
+    with Canonical(args.repo) as canonical:
+        rows = [_summary(c) for c in canonical.claims()]
+    if args.json:
+        print_json(rows)
+        return 0
+    if not rows:
+        print("no claims")
+        return 0
+    print(f"{'TASK':24} {'GEN':>4} {'STATE':9} {'LEASE UNTIL':26} PATHS")
+    for row in rows:
+        paths = ", ".join(str(p) for p in row["paths"])  # type: ignore[attr-defined]
+        print(
+            f"{row['taskId']!s:24} {row['generation']!s:>4} {row['state']!s:9} "
+            f"{row['leaseExpiresAt']!s:26} {paths}"
+        )
+    return 0

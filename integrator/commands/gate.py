@@ -1,0 +1,102 @@
+"""`integrator gate` and `integrator integrate` — one candidate, one verdict."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from integrator.commands._common import add_repo, read_input
+from integrator.integrate import Evaluation, Integrator
+from integrator.policy import PolicyState, load_policy_file
+from integrator.report import FORMATS, append_github_summary, render
+from integrator.repository import Canonical
+
+GATE_HELP = """\
+Check one candidate against its ownership contract without moving any ref: the contract
+parses (v1, strict), the live claim (when the repository has claims) is current, the base
+is an ancestor, and the diff recomputed from base to candidate stays inside the contract —
+every path, both ends of every rename, modes, symlinks, submodules, collisions, patch
+size and semantic resources. Every violation is reported, not only the first.
+
+exit codes: 0 ACCEPTED, 1 FENCED, 3 REVIEW, 2 usage or configuration error, 4 retryable.
+"""
+
+INTEGRATE_HELP = """\
+Gate a candidate with live claim checks, merge it onto the queue head, write a staging
+commit, and in one `git update-ref --stdin` transaction verify the policy ref, move the
+queue ref (and the target branch when it follows the queue) and consume the claim.
+Integrating a candidate that already landed reports the earlier result and writes nothing.
+
+exit codes: 0 ACCEPTED, 1 FENCED, 3 REVIEW, 2 usage or configuration error, 4 retryable.
+"""
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    add_repo(parser)
+    parser.add_argument(
+        "--contract", required=True, metavar="FILE", help="the ownership contract (- for stdin)"
+    )
+    parser.add_argument("--candidate", required=True, metavar="REV", help="the candidate commit")
+    parser.add_argument(
+        "--format", choices=FORMATS, default="text", help="output format (default: text)"
+    )
+    parser.add_argument("--json", action="store_true", help="same as --format json")
+
+
+def register(sub: Any) -> None:
+    gate: argparse.ArgumentParser = sub.add_parser(
+        "gate",
+        help="one-shot, read-only verdict on a candidate (for CI)",
+        description=GATE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _common(gate)
+    gate.add_argument(
+        "--policy",
+        type=Path,
+        metavar="FILE",
+        help="policy TOML to use instead of the repository's (for repositories without "
+        "integrator init; disables live claim checks)",
+    )
+    gate.set_defaults(func=run_gate)
+    integrate: argparse.ArgumentParser = sub.add_parser(
+        "integrate",
+        help="gate, merge onto the queue head and land a candidate atomically",
+        description=INTEGRATE_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _common(integrate)
+    integrate.set_defaults(func=run_integrate)
+
+
+def _emit(args: argparse.Namespace, evaluation: Evaluation) -> int:
+    verdict = evaluation.verdict
+    fmt = "json" if args.json else args.format
+    changes = evaluation.diff.changes if evaluation.diff is not None else ()
+    color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    print(render(verdict, fmt, changes=changes, color=color))
+    if fmt == "github":
+        append_github_summary(verdict, os.environ)
+    return verdict.exit_code
+
+
+def run_gate(args: argparse.Namespace) -> int:
+    data = read_input(args.contract)
+    with Canonical(args.repo) as canonical:
+        override = None
+        if args.policy is not None:
+            policy = load_policy_file(args.policy)
+            override = PolicyState(policy, 0, args.policy.read_text("utf-8"))
+        engine = Integrator(canonical, policy_override=override)
+        return _emit(args, engine.evaluate(data, args.candidate))
+
+
+def run_integrate(args: argparse.Namespace) -> int:
+    data = read_input(args.contract)
+    with Canonical(args.repo) as canonical:
+        engine = Integrator(canonical)
+        verdict = engine.integrate(data, args.candidate)
+        return _emit(args, Evaluation(verdict))

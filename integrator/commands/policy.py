@@ -1,0 +1,68 @@
+"""`integrator policy init|show|set` — the integration policy."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from integrator.commands._common import add_json, add_repo, print_json
+from integrator.errors import ConfigurationError
+from integrator.policy import default_policy_text, load_policy_file
+from integrator.policy_ref import set_policy
+from integrator.repository import Canonical
+
+
+def register(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "policy", help="print the default policy, show or set the repository's policy"
+    )
+    inner = parser.add_subparsers(dest="policy_command", metavar="ACTION", required=True)
+    init = inner.add_parser("init", help="print the default policy (TOML, documented)")
+    init.set_defaults(func=run_init)
+    show = inner.add_parser("show", help="print the repository's policy, generation and digest")
+    add_repo(show)
+    add_json(show)
+    show.set_defaults(func=run_show)
+    setp = inner.add_parser(
+        "set",
+        help="replace the policy: generation + 1, every unconsumed contract revoked",
+        description="Move refs/integrator/policy to FILE, bump the policy generation and, in "
+        "the same ref transaction, revoke every live claim (reissue them under the new digest).",
+    )
+    add_repo(setp)
+    setp.add_argument("file", type=Path, help="policy TOML")
+    add_json(setp)
+    setp.set_defaults(func=run_set)
+
+
+def run_init(args: argparse.Namespace) -> int:
+    print(default_policy_text(), end="")
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    with Canonical(args.repo) as canonical:
+        if not canonical.initialized:
+            raise ConfigurationError(f"{args.repo} has no policy ref; run integrator init")
+        state = canonical.policy_state()
+    if args.json:
+        print_json({"generation": state.generation, "digest": state.digest, "text": state.text})
+    else:
+        print(f"# generation {state.generation}, digest {state.digest}")
+        print(state.text, end="")
+    return 0
+
+
+def run_set(args: argparse.Namespace) -> int:
+    load_policy_file(args.file)
+    with Canonical(args.repo) as canonical:
+        if not canonical.initialized:
+            raise ConfigurationError(f"{args.repo} has no policy ref; run integrator init first")
+        state, revoked = set_policy(canonical, args.file.read_text("utf-8"))
+    if args.json:
+        print_json({"generation": state.generation, "digest": state.digest, "revoked": revoked})
+    else:
+        print(f"policy generation {state.generation} ({state.digest})")
+        print(f"revoked {len(revoked)} live claim(s): {', '.join(revoked) or '-'}")
+    return 0
