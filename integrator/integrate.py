@@ -143,10 +143,9 @@ class Integrator:
             return Evaluation(_invalid("; ".join(err.errors) or str(err), candidate, policy.digest))
 
         def done(violations: list[Violation], **extra: Any) -> Evaluation:
+            extra.setdefault("candidate", candidate)
             return Evaluation(
-                gate.make_verdict(
-                    contract, violations, candidate=candidate, policy_digest=policy.digest, **extra
-                ),
+                gate.make_verdict(contract, violations, policy_digest=policy.digest, **extra),
                 contract=contract,
             )
 

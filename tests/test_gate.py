@@ -1,0 +1,421 @@
+"""The one-shot gate on real repositories: every violation code and the accepted shapes."""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from integrator.verdict import Code, Decision, Determination
+from tests.factories import Gate, contract_doc, later
+from tests.gitutil import commit_files, git, make_repo
+
+SUB_A = "a" * 40
+SUB_B = "b" * 40
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    path = make_repo(tmp_path / "repo")
+    commit_files(
+        path,
+        {
+            "src/app.py": "print('hi')\n",
+            "src/util.py": "x = 1\n",
+            "docs/guide.md": "# guide\n",
+            "README": "readme\n",
+            "vendor/lib": (SUB_A, "g"),
+            "src/run.sh": "#!/bin/sh\n",
+        },
+        "base",
+    )
+    return path
+
+
+@pytest.fixture
+def gate(repo: Path) -> Gate:
+    return Gate(repo)
+
+
+def base_of(repo: Path) -> str:
+    return git("rev-parse", "HEAD", cwd=repo)
+
+
+def change(repo: Path, files: dict[str, object]) -> str:
+    return commit_files(repo, files, "candidate", ref=None)  # type: ignore[arg-type]
+
+
+def codes(verdict: object) -> list[Code]:
+    return list(verdict.codes)  # type: ignore[attr-defined]
+
+
+def test_owned_edit_is_accepted(repo: Path, gate: Gate) -> None:
+    """An edit inside the allowed globs is ACCEPTED with no violations."""
+    base = base_of(repo)
+    cand = change(repo, {"src/app.py": "print('bye')\n"})
+    verdict = gate.run(base, cand)
+    assert verdict.decision is Decision.ACCEPTED
+    assert verdict.violations == []
+    assert verdict.changes == 1
+
+
+def test_unowned_path_is_fenced(repo: Path, gate: Gate) -> None:
+    """A change outside the allowed globs is PATH_NOT_OWNED and FENCED."""
+    base = base_of(repo)
+    cand = change(repo, {"src/app.py": "y\n", "docs/guide.md": "changed\n"})
+    verdict = gate.run(base, cand)
+    assert verdict.decision is Decision.FENCED
+    assert [(v.code, v.path) for v in verdict.violations] == [
+        (Code.PATH_NOT_OWNED, "docs/guide.md")
+    ]
+
+
+def test_deletion_outside_contract_is_fenced(repo: Path, gate: Gate) -> None:
+    """A deletion must be owned like any other change: deletions do not escape detection."""
+    base = base_of(repo)
+    cand = change(repo, {"README": None})
+    verdict = gate.run(base, cand)
+    assert codes(verdict) == [Code.PATH_NOT_OWNED]
+    assert "deletes README" in verdict.violations[0].detail
+
+
+def test_denied_path_wins_over_allowed(repo: Path, gate: Gate) -> None:
+    """A path matched by both allow and deny globs is PATH_DENIED (deny wins)."""
+    base = base_of(repo)
+    cand = change(repo, {"src/util.py": "x = 2\n"})
+    verdict = gate.run(base, cand, deny=["src/util.py"])
+    assert codes(verdict) == [Code.PATH_DENIED]
+    assert "src/util.py" in verdict.violations[0].detail
+
+
+def test_every_violation_is_reported(repo: Path, gate: Gate) -> None:
+    """The gate reports all violations, not only the first."""
+    base = base_of(repo)
+    cand = change(repo, {"docs/guide.md": "a\n", "README": "b\n", "src/util.py": "c\n"})
+    verdict = gate.run(base, cand, deny=["src/util.py"])
+    assert sorted(codes(verdict)) == sorted(
+        [Code.PATH_NOT_OWNED, Code.PATH_NOT_OWNED, Code.PATH_DENIED]
+    )
+
+
+def test_rename_needs_both_ends(repo: Path, gate: Gate) -> None:
+    """A rename out of the contract names the uncovered end in RENAME_NOT_OWNED."""
+    base = base_of(repo)
+    cand = change(repo, {"src/app.py": None, "docs/app.py": "print('hi')\n"})
+    verdict = gate.run(base, cand)
+    assert [(v.code, v.path) for v in verdict.violations] == [
+        (Code.RENAME_NOT_OWNED, "docs/app.py")
+    ]
+    assert "new end" in verdict.violations[0].detail
+
+
+def test_rename_into_contract_from_outside_is_fenced(repo: Path, gate: Gate) -> None:
+    """Moving a file into the contract from outside it leaves the old end uncovered."""
+    base = base_of(repo)
+    cand = change(repo, {"docs/guide.md": None, "src/guide.md": "# guide\n"})
+    verdict = gate.run(base, cand)
+    assert [(v.code, v.path) for v in verdict.violations] == [
+        (Code.RENAME_NOT_OWNED, "docs/guide.md")
+    ]
+    assert "old end" in verdict.violations[0].detail
+
+
+def test_owned_rename_with_edit_is_accepted(repo: Path, gate: Gate) -> None:
+    """A rename with an edit inside the contract is ACCEPTED and reported as a rename."""
+    base = base_of(repo)
+    body = "".join(f"line {i}\n" for i in range(20))
+    base2 = commit_files(repo, {"src/big.py": body}, "more")
+    cand = change(repo, {"src/big.py": None, "src/moved/big.py": body + "one more\n"})
+    verdict = gate.run(base2, cand)
+    assert verdict.decision is Decision.ACCEPTED
+    with gate.canonical() as canonical:
+        from integrator.diff import recompute
+
+        repo_obj = canonical.repo
+        diff = recompute(repo_obj, repo_obj[base2].tree, repo_obj[cand].tree)
+    assert [(c.status.value, c.old_path, c.new_path) for c in diff.changes] == [
+        ("R", "src/big.py", "src/moved/big.py")
+    ]
+    assert base != base2
+
+
+def test_mode_change_outside_contract(repo: Path, gate: Gate) -> None:
+    """Flipping the exec bit on an unowned path is MODE_NOT_OWNED."""
+    base = base_of(repo)
+    cand = change(repo, {"README": ("readme\n", "x")})
+    verdict = gate.run(base, cand)
+    assert codes(verdict) == [Code.MODE_NOT_OWNED]
+    assert "100644 → 100755" in verdict.violations[0].detail
+
+
+def test_owned_mode_change_and_symlink_inside_repo_are_accepted(repo: Path, gate: Gate) -> None:
+    """Exec-bit flips and symlinks that stay inside the repository are ACCEPTED."""
+    base = base_of(repo)
+    cand = change(
+        repo,
+        {
+            "src/run.sh": ("#!/bin/sh\n", "x"),
+            "src/link": ("../docs/guide.md", "l"),
+            "src/app.py": ("util.py", "l"),
+        },
+    )
+    verdict = gate.run(base, cand)
+    assert verdict.decision is Decision.ACCEPTED, verdict.violations
+
+
+@pytest.mark.parametrize(
+    ("target", "why"),
+    [
+        ("/etc/passwd", "absolute"),
+        ("../../etc/passwd", "climbs above"),
+        ("../.git/config", "into .git"),
+        ("sub/../../../x", "climbs above"),
+        ("../.GIT/hooks", "into .git"),
+    ],
+)
+def test_symlink_escape(repo: Path, gate: Gate, target: str, why: str) -> None:
+    """A symlink that escapes the repository or points into .git is SYMLINK_ESCAPE."""
+    base = base_of(repo)
+    cand = change(repo, {"src/evil": (target, "l")})
+    verdict = gate.run(base, cand)
+    assert codes(verdict) == [Code.SYMLINK_ESCAPE]
+    assert why in verdict.violations[0].detail
+
+
+def test_submodule_bump_needs_resource(repo: Path, gate: Gate) -> None:
+    """A gitlink moved to another commit needs the path and submodule:<path>."""
+    base = base_of(repo)
+    cand = change(repo, {"vendor/lib": (SUB_B, "g")})
+    verdict = gate.run(base, cand, paths=["src/**", "vendor/lib"])
+    assert codes(verdict) == [Code.SUBMODULE_NOT_OWNED]
+    violation = verdict.violations[0]
+    assert violation.resource == "submodule:vendor/lib"
+    assert SUB_A in violation.detail
+    assert SUB_B in violation.detail
+
+
+def test_submodule_bump_with_resource_is_accepted(repo: Path, gate: Gate) -> None:
+    """A submodule bump with both the path and the resource is ACCEPTED and OWNED."""
+    base = base_of(repo)
+    cand = change(repo, {"vendor/lib": (SUB_B, "g")})
+    verdict = gate.run(
+        base, cand, paths=["src/**", "vendor/lib"], resources=["submodule:vendor/lib"]
+    )
+    assert verdict.decision is Decision.ACCEPTED
+    assert [(r.resource, r.determination) for r in verdict.resources] == [
+        ("submodule:vendor/lib", Determination.OWNED)
+    ]
+
+
+def test_case_collision(repo: Path, gate: Gate) -> None:
+    """Adding a path that equals another under case folding is CASE_COLLISION."""
+    base = base_of(repo)
+    cand = change(repo, {"src/App.py": "x\n"})
+    verdict = gate.run(base, cand)
+    assert codes(verdict) == [Code.CASE_COLLISION]
+    assert "src/app.py" in verdict.violations[0].detail
+
+
+def test_case_collision_on_a_folder(repo: Path, gate: Gate) -> None:
+    """A new folder whose name case-folds onto an existing one collides too."""
+    base = base_of(repo)
+    cand = change(repo, {"SRC/new.py": "x\n"})
+    verdict = gate.run(base, cand, paths=["src/**", "SRC/**"])
+    assert codes(verdict) == [Code.CASE_COLLISION]
+
+
+def test_unicode_collision(repo: Path, gate: Gate) -> None:
+    """NFC and NFD spellings of one name in one folder are UNICODE_COLLISION."""
+    nfc = unicodedata.normalize("NFC", "src/café.txt")
+    nfd = unicodedata.normalize("NFD", "src/café.txt")
+    base = commit_files(repo, {nfc: "one\n"}, "nfc")
+    cand = change(repo, {nfd: "two\n"})
+    verdict = gate.run(base, cand)
+    assert Code.UNICODE_COLLISION in codes(verdict)
+
+
+def test_unsafe_path_in_tree(repo: Path, gate: Gate) -> None:
+    """A path with a control character or a backslash is UNSAFE_PATH."""
+    base = base_of(repo)
+    cand = change(repo, {"src/bad\x01name": "x\n", "src/back\\slash": "y\n"})
+    verdict = gate.run(base, cand)
+    assert codes(verdict) == [Code.UNSAFE_PATH, Code.UNSAFE_PATH]
+
+
+def test_patch_too_large(repo: Path, gate: Gate) -> None:
+    """A change larger than maxPatchBytes is PATCH_TOO_LARGE, with the measured size."""
+    base = base_of(repo)
+    cand = change(repo, {"src/blob.bin": "x" * 5000})
+    verdict = gate.run(base, cand, maxPatchBytes=4000)
+    assert codes(verdict) == [Code.PATCH_TOO_LARGE]
+    assert verdict.patch_bytes == 5000
+    assert "5000 bytes" in verdict.violations[0].detail
+
+
+def test_patch_size_counts_old_and_new_blobs(repo: Path, gate: Gate) -> None:
+    """A modification counts the old and the new blob; an exact rename counts nothing."""
+    base = base_of(repo)
+    cand = change(
+        repo, {"src/util.py": "x = 22\n", "src/app.py": None, "src/b.py": "print('hi')\n"}
+    )
+    verdict = gate.run(base, cand)
+    assert verdict.patch_bytes == len("x = 1\n") + len("x = 22\n")
+
+
+def test_base_missing_goes_to_review(repo: Path, gate: Gate) -> None:
+    """An unknown base commit is REVIEW with BASE_MISSING, never ACCEPTED."""
+    cand = change(repo, {"src/app.py": "z\n"})
+    verdict = gate.run("1234567890" * 4, cand)
+    assert verdict.decision is Decision.REVIEW
+    assert codes(verdict) == [Code.BASE_MISSING]
+
+
+def test_base_not_ancestor(repo: Path, gate: Gate) -> None:
+    """A base that is not an ancestor of the candidate is BASE_NOT_ANCESTOR."""
+    base = base_of(repo)
+    other = commit_files(repo, {"src/x.py": "1\n"}, "side", ref=None)
+    cand = change(repo, {"src/app.py": "z\n"})
+    verdict = gate.run(other, cand)
+    assert codes(verdict) == [Code.BASE_NOT_ANCESTOR]
+    assert base != other
+
+
+def test_shallow_clone_missing_base_is_review(repo: Path, tmp_path: Path) -> None:
+    """In a shallow clone that lacks the base, the verdict is REVIEW BASE_MISSING."""
+    base = base_of(repo)
+    commit_files(repo, {"src/app.py": "two\n"}, "second")
+    tip = commit_files(repo, {"src/app.py": "three\n"}, "third")
+    clone = tmp_path / "shallow"
+    git("clone", "-q", "--depth", "1", f"file://{repo}", str(clone), cwd=tmp_path)
+    verdict = Gate(clone).run(base, tip)
+    assert verdict.decision is Decision.REVIEW
+    assert codes(verdict) == [Code.BASE_MISSING]
+    assert "shallow" in verdict.violations[0].detail
+
+
+def test_invalid_contract_is_fenced_with_errors(repo: Path, gate: Gate) -> None:
+    """A contract with an unknown field or resource kind is FENCED CONTRACT_INVALID naming it."""
+    base = base_of(repo)
+    cand = change(repo, {"src/app.py": "q\n"})
+    doc = gate.doc(base, resources=["database:main"])
+    doc["surprise"] = True
+    verdict = gate.run_raw(json.dumps(doc).encode(), cand)
+    assert verdict.decision is Decision.FENCED
+    assert codes(verdict) == [Code.CONTRACT_INVALID]
+    detail = verdict.violations[0].detail
+    assert "database" in detail
+    assert "surprise" in detail
+
+
+def test_legacy_submission_goes_to_review(repo: Path, gate: Gate) -> None:
+    """A submission without an ownership generation goes only to review."""
+    base = base_of(repo)
+    cand = change(repo, {"src/app.py": "q\n"})
+    doc = gate.doc(base)
+    del doc["ownershipGeneration"]
+    verdict = gate.run_raw(json.dumps(doc).encode(), cand)
+    assert verdict.decision is Decision.REVIEW
+    assert codes(verdict) == [Code.LEGACY_SUBMISSION]
+
+
+def test_repo_mismatch(repo: Path, gate: Gate) -> None:
+    """A contract issued for another repository is REPO_MISMATCH."""
+    base = base_of(repo)
+    cand = change(repo, {"src/app.py": "q\n"})
+    data = json.dumps(
+        contract_doc(baseCommit=base, policyDigest=gate.policy.digest, repo="sha256:" + "e" * 64)
+    ).encode()
+    verdict = gate.run_raw(data, cand)
+    assert codes(verdict) == [Code.REPO_MISMATCH]
+
+
+def test_expired_lease_without_claims(repo: Path, gate: Gate) -> None:
+    """Without claims, the contract's own expired lease fences it."""
+    base = base_of(repo)
+    cand = change(repo, {"src/app.py": "q\n"})
+    verdict = gate.run(base, cand, lease={"holder": "agent-a", "expiresAt": later(-1)})
+    assert codes(verdict) == [Code.LEASE_EXPIRED]
+
+
+def test_candidate_missing(repo: Path, gate: Gate) -> None:
+    """A candidate that is not in the repository is CANDIDATE_MISSING."""
+    verdict = gate.run(base_of(repo), "f" * 40)
+    assert codes(verdict) == [Code.CANDIDATE_MISSING]
+
+
+def test_lockfile_resource_not_owned(repo: Path, gate: Gate) -> None:
+    """Rewriting a well-known lockfile touches lockfile:<path>; unowned it is fenced."""
+    base = commit_files(repo, {"src/pnpm-lock.yaml": "a\n"}, "lock")
+    cand = change(repo, {"src/pnpm-lock.yaml": "b\n", "src/app.py": "c\n"})
+    verdict = gate.run(base, cand)
+    assert codes(verdict) == [Code.RESOURCE_NOT_OWNED]
+    assert verdict.violations[0].resource == "lockfile:src/pnpm-lock.yaml"
+    owned = gate.run(base, cand, resources=["lockfile:src/pnpm-lock.yaml"])
+    assert owned.decision is Decision.ACCEPTED
+    assert [(r.resource, r.determination) for r in owned.resources] == [
+        ("lockfile:src/pnpm-lock.yaml", Determination.OWNED)
+    ]
+
+
+POLICY = """
+version = 1
+[[resource]]
+paths = ["gen/**"]
+resource = "codegen:client"
+unknown = true
+
+[[resource]]
+paths = ["db/migrations/billing/**"]
+resource = "migration-slot:billing"
+
+[shared]
+resources = ["migration-slot:billing"]
+paths = ["CHANGELOG"]
+
+[enforcement]
+source = "observe"
+
+[categories]
+ci = [".github/**"]
+"""
+
+
+def test_unknown_resource_goes_to_review(repo: Path) -> None:
+    """Touching output whose owner cannot be resolved statically is REVIEW RESOURCE_UNKNOWN."""
+    gate = Gate(repo, POLICY)
+    base = base_of(repo)
+    cand = change(repo, {"gen/client.py": "x\n"})
+    verdict = gate.run(base, cand, paths=["gen/**"])
+    assert verdict.decision is Decision.REVIEW
+    assert codes(verdict) == [Code.RESOURCE_UNKNOWN]
+    assert verdict.resources[0].determination is Determination.UNKNOWN
+    expanded = gate.run(base, cand, paths=["gen/**"], resources=["codegen:client"])
+    assert expanded.decision is Decision.ACCEPTED
+
+
+def test_shared_resource_and_path(repo: Path) -> None:
+    """Shared resources are SHARED and shared paths need no ownership."""
+    gate = Gate(repo, POLICY)
+    base = base_of(repo)
+    cand = change(repo, {"db/migrations/billing/001.sql": "x\n", "CHANGELOG": "entry\n"})
+    verdict = gate.run(base, cand, paths=["db/**"])
+    assert verdict.decision is Decision.ACCEPTED
+    assert [(r.resource, r.determination) for r in verdict.resources] == [
+        ("migration-slot:billing", Determination.SHARED)
+    ]
+
+
+def test_observe_mode_records_but_lets_through(repo: Path) -> None:
+    """In observe mode an ownership violation is recorded and the candidate passes."""
+    gate = Gate(repo, POLICY)
+    base = base_of(repo)
+    cand = change(repo, {"docs/guide.md": "x\n", ".github/ci.yml": "y\n"})
+    verdict = gate.run(base, cand)
+    assert verdict.decision is Decision.FENCED  # .github is category ci: enforced
+    modes = {v.path: v.mode for v in verdict.violations}
+    assert modes == {"docs/guide.md": "observe", ".github/ci.yml": "enforce"}
+    observed_only = gate.run(base, change(repo, {"docs/guide.md": "x\n"}))
+    assert observed_only.decision is Decision.ACCEPTED
+    assert codes(observed_only) == [Code.PATH_NOT_OWNED]
