@@ -1,0 +1,64 @@
+"""Preparing a canonical repository: queue ref, policy ref, durable settings. Idempotent."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from integrator import git
+from integrator.errors import ConfigurationError
+from integrator.policy import default_policy_text, parse_policy
+from integrator.policy_ref import write_policy_commit
+from integrator.repository import Canonical
+
+
+@dataclass(frozen=True)
+class Prepared:
+    target: str
+    queue_ref: str
+    actions: tuple[str, ...]
+
+
+def prepare(
+    path: str | Path, *, target: str | None = None, policy_text: str | None = None
+) -> Prepared:
+    """Create what integration needs in the repository at `path`; a second run changes nothing."""
+    with Canonical(path) as canonical:
+        repo = canonical.repo
+        target = target or canonical.target
+        target_ref = f"refs/heads/{target}"
+        head = canonical.ref(target_ref)
+        if head is None:
+            raise ConfigurationError(
+                f"{target_ref} does not exist in {path}; commit something to {target} first "
+                "or pass --target"
+            )
+        git.set_config(repo, git.DURABLE_CONFIG)
+        repo.config["integrator.target"] = target
+        actions: list[str] = []
+        if not list(repo.config.get_multivar("integrator.repoId")):
+            identity = git.repo_identity(repo, target_ref)
+            repo.config["integrator.repoId"] = identity
+            actions.append(f"recorded repository identity {identity}")
+        ops = []
+        queue_ref = f"{git.QUEUE_PREFIX}{target}"
+        if canonical.ref(queue_ref) is None:
+            ops.append(git.update(queue_ref, head, None))
+            actions.append(f"created {queue_ref} at {head[:12]}")
+        if canonical.ref(git.POLICY_REF) is None:
+            text = policy_text if policy_text is not None else default_policy_text()
+            parse_policy(text)
+            commit = write_policy_commit(canonical, text, 1, None, "init")
+            ops.append(git.update(git.POLICY_REF, commit, None))
+            actions.append(f"created {git.POLICY_REF} (generation 1)")
+        elif (
+            policy_text is not None and parse_policy(policy_text) != canonical.policy_state().policy
+        ):
+            raise ConfigurationError(
+                "a different policy is already set; use `integrator policy set FILE` to change "
+                "it (that revokes unconsumed contracts)"
+            )
+        if ops:
+            git.sync_objects(repo)
+            canonical.updater.apply(ops)
+        return Prepared(target, queue_ref, tuple(actions))

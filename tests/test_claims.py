@@ -1,0 +1,214 @@
+"""Claims as refs: every operation is a commit on the claim's chain, written by CAS."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from integrator.claims import Claims, ExpansionRequest, history
+from integrator.errors import ClaimConflictError, ConfigurationError, ReviewRequired
+from integrator.policy import default_policy_text
+from integrator.policy_ref import set_policy
+from integrator.prepare import prepare
+from integrator.verdict import Code, Decision
+from tests.canon import Canon, make_canon
+from tests.gitutil import git
+
+
+@pytest.fixture
+def canon(tmp_path: Path) -> Canon:
+    return make_canon(tmp_path)
+
+
+def test_issue_registers_claim_with_history(canon: Canon) -> None:
+    """Issuing writes refs/integrator/claims/<task> whose log reads as the claim's history."""
+    contract = canon.issue("billing", ["billing/**"])
+    assert contract.ownership_generation == 1
+    log = git("log", "--format=%s", "refs/integrator/claims/billing", cwd=canon.path)
+    assert log == f"issue: billing generation 1 attempt {contract.attempt_id}"
+    with canon.open() as canonical:
+        claim = canonical.claim("billing")
+        assert claim is not None
+        assert claim.view.state == "live"
+        assert claim.contract == contract
+
+
+def test_issue_refuses_overlap_unless_forced(canon: Canon) -> None:
+    """A contract overlapping a live claim's paths or resources is refused, --force-shared aside."""
+    canon.issue("billing", ["billing/**"], resources=("api:Invoice",))
+    with pytest.raises(ClaimConflictError, match="billing/tax.py"):
+        canon.issue("tax", ["billing/tax.py"])
+    with pytest.raises(ClaimConflictError, match="api:Invoice"):
+        canon.issue("api", ["auth/**"], resources=("api:Invoice",))
+    with canon.open() as canonical:
+        from integrator.claims import IssueRequest
+
+        shared = Claims(canonical).issue(
+            IssueRequest(task_id="tax", paths=("billing/tax.py",)), force_shared=True
+        )
+    assert shared.task_id == "tax"
+    assert canon.issue("auth", ["auth/**"]).task_id == "auth"
+
+
+def test_unanchored_pattern_overlaps_everything(canon: Canon) -> None:
+    """A pattern without a slash matches at any depth, so it overlaps every claim."""
+    canon.issue("billing", ["billing/**"])
+    with pytest.raises(ClaimConflictError):
+        canon.issue("env", ["*.env"])
+
+
+def test_issue_twice_for_live_task_is_refused(canon: Canon) -> None:
+    """A task with a live claim cannot be issued again; renew, reclaim or expand it."""
+    canon.issue("billing", ["billing/**"])
+    with pytest.raises(ClaimConflictError, match="already has a live claim"):
+        canon.issue("billing", ["billing/**"])
+
+
+def test_renew_keeps_generation_and_contract(canon: Canon) -> None:
+    """Renewing extends the lease only: same generation, same contract digest."""
+    contract = canon.issue("billing", ["billing/**"])
+    with canon.open() as canonical:
+        until = canon.clock.now.replace(year=2027)
+        claim = Claims(canonical).renew("billing", until)
+    assert claim.view.generation == 1
+    assert claim.view.contract_digest == contract.digest
+    assert claim.view.lease_expires_at == until
+    canon.clock.advance(60 * 24)  # past the original lease
+    assert canon.check(contract, contract.base_commit).codes == []
+
+
+def test_reclaim_requires_expiry_and_fences_old_attempt(canon: Canon) -> None:
+    """Reclaim works only after the lease expired (or forced), bumps the generation, fences the old."""
+    old = canon.issue("billing", ["billing/**"])
+    with canon.open() as canonical, pytest.raises(ClaimConflictError, match="reclaim after"):
+        Claims(canonical).reclaim("billing")
+    canon.clock.advance(31)
+    with canon.open() as canonical:
+        new = Claims(canonical).reclaim("billing", holder="agent-b")
+    assert new.ownership_generation == 2
+    assert new.attempt_id != old.attempt_id
+    assert new.lease.holder == "agent-b"
+    cand = canon.commit({"billing/invoice.py": "invoice = 2\n"})
+    stale = canon.integrate(old, cand)
+    assert stale.decision is Decision.FENCED
+    assert stale.codes == [Code.STALE_GENERATION]
+    assert canon.integrate(new, cand).decision is Decision.ACCEPTED
+
+
+def test_forced_reclaim(canon: Canon) -> None:
+    """--force reclaims a lease that has not expired."""
+    canon.issue("billing", ["billing/**"])
+    with canon.open() as canonical:
+        new = Claims(canonical).reclaim("billing", force=True)
+    assert new.ownership_generation == 2
+
+
+def _request(contract_digest: str, generation: int, **kw: object) -> ExpansionRequest:
+    doc = {
+        "schema": "integrator.expansion.v1",
+        "taskId": "billing",
+        "contractDigest": contract_digest,
+        "expectedGeneration": generation,
+        "treeDigest": "sha256:" + "a" * 64,
+        "diffDigest": "sha256:" + "b" * 64,
+        "addPaths": ["docs/billing.md"],
+        "addResources": [],
+        **kw,
+    }
+    return ExpansionRequest.model_validate_json(json.dumps(doc))
+
+
+def test_expand_issues_next_generation_with_full_write_set(canon: Canon) -> None:
+    """An expansion that conflicts with nothing issues generation + 1 with old ∪ added paths."""
+    contract = canon.issue("billing", ["billing/**"])
+    with canon.open() as canonical:
+        expanded = Claims(canonical).expand(_request(contract.digest, 1))
+    assert expanded.ownership_generation == 2
+    assert expanded.paths == ["billing/**", "docs/billing.md"]
+    assert expanded.attempt_id == contract.attempt_id
+    cand = canon.commit({"docs/billing.md": "new\n"})
+    assert canon.integrate(contract, cand).codes == [Code.STALE_GENERATION]
+    assert canon.integrate(expanded, cand).decision is Decision.ACCEPTED
+
+
+def test_expand_on_stale_digest_goes_to_review_and_writes_nothing(canon: Canon) -> None:
+    """A CAS mismatch on generation or digest writes nothing and routes to review."""
+    contract = canon.issue("billing", ["billing/**"])
+    before = canon.ref("refs/integrator/claims/billing")
+    with canon.open() as canonical, pytest.raises(ReviewRequired):
+        Claims(canonical).expand(_request("sha256:" + "c" * 64, 1))
+    with canon.open() as canonical, pytest.raises(ReviewRequired):
+        Claims(canonical).expand(_request(contract.digest, 5))
+    assert canon.ref("refs/integrator/claims/billing") == before
+
+
+def test_expand_conflicting_with_other_claim_goes_to_review(canon: Canon) -> None:
+    """An expansion into another live claim's paths writes nothing and routes to review."""
+    contract = canon.issue("billing", ["billing/**"])
+    canon.issue("docs", ["docs/**"])
+    before = canon.ref("refs/integrator/claims/billing")
+    with canon.open() as canonical, pytest.raises(ReviewRequired, match="docs"):
+        Claims(canonical).expand(_request(contract.digest, 1))
+    assert canon.ref("refs/integrator/claims/billing") == before
+
+
+def test_revoke_fences_and_frees_paths(canon: Canon) -> None:
+    """A revoked claim fences its contract and no longer blocks overlapping issues."""
+    contract = canon.issue("billing", ["billing/**"])
+    with canon.open() as canonical:
+        Claims(canonical).revoke("billing", "task cancelled")
+    cand = canon.commit({"billing/invoice.py": "x\n"})
+    verdict = canon.integrate(contract, cand)
+    assert verdict.codes == [Code.CLAIM_REVOKED]
+    assert "task cancelled" in verdict.violations[0].detail
+    assert canon.issue("tax", ["billing/tax.py"]).ownership_generation == 1
+    reissued = canon.issue("billing", ["billing/invoice.py"])
+    assert reissued.ownership_generation == 2
+
+
+def test_policy_set_revokes_live_claims_atomically(canon: Canon) -> None:
+    """Setting a policy bumps its generation and revokes every unconsumed contract."""
+    contract = canon.issue("billing", ["billing/**"])
+    canon.issue("auth", ["auth/**"])
+    with canon.open() as canonical:
+        state, revoked = set_policy(canonical, default_policy_text() + "\n# v2\n")
+    assert state.generation == 2
+    assert sorted(revoked) == ["auth", "billing"]
+    cand = canon.commit({"billing/invoice.py": "x\n"})
+    verdict = canon.integrate(contract, cand)
+    assert Code.CLAIM_REVOKED in verdict.codes
+    assert Code.POLICY_CHANGED in verdict.codes
+    reissued = canon.issue("billing", ["billing/**"])
+    assert canon.integrate(reissued, cand).decision is Decision.ACCEPTED
+
+
+def test_history_lists_every_event(canon: Canon) -> None:
+    """The claim's chain records issue, renew, reclaim and consume in order."""
+    canon.issue("billing", ["billing/**"])
+    with canon.open() as canonical:
+        Claims(canonical).renew("billing", canon.clock.now.replace(year=2027))
+        new = Claims(canonical).reclaim("billing", force=True)
+    cand = canon.commit({"billing/invoice.py": "x\n"})
+    assert canon.integrate(new, cand).decision is Decision.ACCEPTED
+    with canon.open() as canonical:
+        events = [state["event"] for _, state, _ in history(canonical, "billing")]
+    assert events == ["consume", "reclaim", "renew", "issue"]
+
+
+def test_unknown_task_operations_fail_clearly(canon: Canon) -> None:
+    """Operations on a task without a claim say so."""
+    with canon.open() as canonical, pytest.raises(ConfigurationError, match="no claim"):
+        Claims(canonical).revoke("ghost")
+
+
+def test_prepare_is_idempotent(canon: Canon) -> None:
+    """A second `init` changes nothing."""
+    queue = canon.ref("refs/integrator/queue/main")
+    policy = canon.ref("refs/integrator/policy")
+    again = prepare(canon.path)
+    assert again.actions == ()
+    assert canon.ref("refs/integrator/queue/main") == queue
+    assert canon.ref("refs/integrator/policy") == policy
+    assert git("config", "core.fsync", cwd=canon.path) == "objects,reference,derived-metadata"

@@ -1,0 +1,248 @@
+"""The integration transaction: live checks, merges, staging commits, idempotent landing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from integrator.claims import Claims
+from integrator.integrate import trailers
+from integrator.verdict import Code, Decision
+from tests.canon import Canon, make_canon
+from tests.gitutil import commit_files, git
+
+
+@pytest.fixture
+def canon(tmp_path: Path) -> Canon:
+    return make_canon(tmp_path)
+
+
+def test_accepted_candidate_lands_atomically(canon: Canon) -> None:
+    """ACCEPTED moves queue and main to one staging commit and consumes the claim."""
+    contract = canon.issue("billing", ["billing/**"])
+    cand = canon.commit({"billing/invoice.py": "invoice = 2\n"})
+    base_queue = canon.ref("refs/integrator/queue/main")
+    verdict = canon.integrate(contract, cand)
+    assert verdict.decision is Decision.ACCEPTED
+    staging = verdict.staging_commit
+    assert staging is not None
+    assert canon.ref("refs/integrator/queue/main") == staging
+    assert canon.ref("refs/heads/main") == staging
+    assert git("rev-parse", f"{staging}^", cwd=canon.path) == base_queue
+    assert verdict.tree == canon.tree_of(cand)
+    message = git("log", "-1", "--format=%B", staging, cwd=canon.path)
+    fields = trailers(message)
+    assert fields["Integrator-Candidate"] == cand
+    assert fields["Integrator-Generation"] == "1"
+    assert fields["Integrator-Contract-Digest"] == contract.digest
+    with canon.open() as canonical:
+        claim = canonical.claim("billing")
+        assert claim is not None
+        assert claim.view.state == "consumed"
+        assert claim.view.staging_commit == staging
+
+
+def test_integrating_again_is_idempotent(canon: Canon) -> None:
+    """A candidate that already landed returns the earlier result and writes nothing."""
+    contract = canon.issue("billing", ["billing/**"])
+    cand = canon.commit({"billing/invoice.py": "invoice = 2\n"})
+    first = canon.integrate(contract, cand)
+    refs = git("for-each-ref", cwd=canon.path)
+    second = canon.integrate(contract, cand)
+    assert second.decision is Decision.ACCEPTED
+    assert second.recovered is True
+    assert second.staging_commit == first.staging_commit
+    assert git("for-each-ref", cwd=canon.path) == refs
+
+
+def test_consumed_claim_fences_another_candidate(canon: Canon) -> None:
+    """After a landing, the same contract cannot land a different candidate."""
+    contract = canon.issue("billing", ["billing/**"])
+    canon.integrate(contract, canon.commit({"billing/invoice.py": "2\n"}))
+    other = canon.commit({"billing/tax.py": "3\n"})
+    verdict = canon.integrate(contract, other)
+    assert verdict.codes == [Code.CLAIM_CONSUMED]
+
+
+def test_digest_mismatch(canon: Canon) -> None:
+    """A contract edited by hand (same generation) is CONTRACT_DIGEST_MISMATCH."""
+    contract = canon.issue("billing", ["billing/**"])
+    doc = contract.wire()
+    doc["paths"] = ["**"]
+    cand = canon.commit({"auth/login.py": "pwned\n"})
+    verdict = canon.integrate(json.dumps(doc).encode(), cand)
+    assert verdict.codes == [Code.CONTRACT_DIGEST_MISMATCH]
+
+
+def test_lease_expired(canon: Canon) -> None:
+    """A live claim whose lease ran out is LEASE_EXPIRED even before anyone reclaims."""
+    contract = canon.issue("billing", ["billing/**"])
+    canon.clock.advance(31)
+    verdict = canon.integrate(contract, canon.commit({"billing/invoice.py": "2\n"}))
+    assert verdict.codes == [Code.LEASE_EXPIRED]
+
+
+def test_policy_changed(canon: Canon) -> None:
+    """A contract naming another policy digest is POLICY_CHANGED."""
+    contract = canon.issue("billing", ["billing/**"])
+    doc = contract.wire()
+    doc["policyDigest"] = "sha256:" + "9" * 64
+    with canon.open() as canonical:
+        # Register the edited contract as the live one so only the policy differs.
+        from integrator import git as igit
+        from integrator.claims import claim_state, write_claim_commit
+        from integrator.contract import parse_contract
+
+        edited = parse_contract(json.dumps(doc))
+        claim = canonical.claim("billing")
+        assert claim is not None
+        state = claim_state(
+            edited, state="live", lease_expires_at=claim.view.lease_expires_at, event="issue"
+        )
+        commit = write_claim_commit(canonical, edited, state, claim.oid, canon.clock())
+        canonical.updater.apply([igit.update("refs/integrator/claims/billing", commit, claim.oid)])
+    verdict = canon.integrate(json.dumps(doc).encode(), canon.commit({"billing/tax.py": "2\n"}))
+    assert verdict.codes == [Code.POLICY_CHANGED]
+
+
+def test_claim_missing(canon: Canon) -> None:
+    """A contract whose task has no claim in an initialized repository is CLAIM_MISSING."""
+    contract = canon.issue("billing", ["billing/**"])
+    doc = contract.wire()
+    doc["taskId"] = "ghost"
+    verdict = canon.integrate(json.dumps(doc).encode(), canon.commit({"billing/tax.py": "2\n"}))
+    assert verdict.codes == [Code.CLAIM_MISSING]
+
+
+def test_disjoint_candidates_land_on_drifted_queue(canon: Canon) -> None:
+    """Candidates on a common base land one after another; the queue keeps every change."""
+    billing = canon.issue("billing", ["billing/**"])
+    auth = canon.issue("auth", ["auth/**"])
+    c1 = canon.commit({"billing/invoice.py": "invoice = 2\n", "billing/new.py": "n\n"})
+    c2 = canon.commit({"auth/login.py": "login = 2\n", "auth/x/y.py": "y\n"})
+    assert canon.integrate(billing, c1).decision is Decision.ACCEPTED
+    verdict = canon.integrate(auth, c2)
+    assert verdict.decision is Decision.ACCEPTED
+    files = git("ls-tree", "-r", "--name-only", "refs/heads/main", cwd=canon.path).splitlines()
+    assert files == sorted(
+        [
+            "auth/login.py",
+            "auth/x/y.py",
+            "billing/invoice.py",
+            "billing/new.py",
+            "billing/tax.py",
+            "docs/index.md",
+        ]
+    )
+    assert git("show", "main:billing/invoice.py", cwd=canon.path) == "invoice = 2"
+
+
+def test_conflicting_shared_edit_is_merge_conflict(canon: Canon) -> None:
+    """Two forced-shared claims editing the same line: the second is MERGE_CONFLICT."""
+    first = canon.issue("a", ["billing/**"])
+    with canon.open() as canonical:
+        from integrator.claims import IssueRequest
+
+        second = Claims(canonical).issue(
+            IssueRequest(task_id="b", paths=("billing/invoice.py",)), force_shared=True
+        )
+    c1 = canon.commit({"billing/invoice.py": "invoice = 'a'\n"})
+    c2 = canon.commit({"billing/invoice.py": "invoice = 'b'\n"})
+    assert canon.integrate(first, c1).decision is Decision.ACCEPTED
+    queue = canon.ref("refs/integrator/queue/main")
+    verdict = canon.integrate(second, c2)
+    assert verdict.decision is Decision.FENCED
+    assert [(v.code, v.path) for v in verdict.violations] == [
+        (Code.MERGE_CONFLICT, "billing/invoice.py")
+    ]
+    assert canon.ref("refs/integrator/queue/main") == queue
+
+
+LOCK_POLICY = """
+version = 1
+[[resource]]
+paths = ["pnpm-lock.yaml"]
+resource = "lockfile:{path}"
+"""
+
+
+def test_clean_merge_on_same_resource_is_resource_conflict(tmp_path: Path) -> None:
+    """A textually clean merge where both sides touched one lockfile goes to REVIEW."""
+    lock = "".join(f"pkg{i}: 1\n" for i in range(20))
+    canon = make_canon(
+        tmp_path, {"a/x.py": "1\n", "b/y.py": "1\n", "pnpm-lock.yaml": lock}, policy=LOCK_POLICY
+    )
+    first = canon.issue("a", ["a/**", "pnpm-lock.yaml"], resources=("lockfile:pnpm-lock.yaml",))
+    with canon.open() as canonical:
+        from integrator.claims import IssueRequest
+
+        second = Claims(canonical).issue(
+            IssueRequest(
+                task_id="b",
+                paths=("b/**", "pnpm-lock.yaml"),
+                resources=("lockfile:pnpm-lock.yaml",),
+            ),
+            force_shared=True,
+        )
+    c1 = canon.commit({"a/x.py": "2\n", "pnpm-lock.yaml": lock.replace("pkg1: 1", "pkg1: 2")})
+    c2 = canon.commit({"b/y.py": "2\n", "pnpm-lock.yaml": lock.replace("pkg18: 1", "pkg18: 2")})
+    assert canon.integrate(first, c1).decision is Decision.ACCEPTED
+    verdict = canon.integrate(second, c2)
+    assert verdict.decision is Decision.REVIEW
+    assert verdict.codes == [Code.RESOURCE_CONFLICT]
+    assert verdict.violations[0].resource == "lockfile:pnpm-lock.yaml"
+
+
+def test_base_not_on_queue(canon: Canon) -> None:
+    """A base off the queue's history is BASE_NOT_ON_QUEUE: its extra commits are unproven."""
+    side = commit_files(canon.path, {"docs/index.md": "side\n"}, "side", parent="main", ref=None)
+    contract = canon.issue("billing", ["billing/**"], base=side)
+    cand = canon.commit({"billing/invoice.py": "2\n"}, parent=side)
+    verdict = canon.integrate(contract, cand)
+    assert verdict.codes == [Code.BASE_NOT_ON_QUEUE]
+
+
+def test_target_moved_outside_queue_is_fenced(canon: Canon) -> None:
+    """When main was moved behind the queue's back, landing refuses with REF_MOVED."""
+    contract = canon.issue("billing", ["billing/**"])
+    commit_files(
+        canon.path,
+        {"docs/index.md": "direct push\n"},
+        "direct",
+        parent="main",
+        ref="refs/heads/main",
+    )
+    verdict = canon.integrate(
+        contract, canon.commit({"billing/invoice.py": "2\n"}, parent="refs/integrator/queue/main")
+    )
+    assert verdict.decision is Decision.FENCED
+    assert verdict.codes == [Code.REF_MOVED]
+    assert verdict.violations[0].resource == "refs/heads/main"
+
+
+def test_target_can_stay_still(tmp_path: Path) -> None:
+    """With target_follows_queue = false, only the queue moves."""
+    canon = make_canon(
+        tmp_path, policy="version = 1\n[integration]\ntarget_follows_queue = false\n"
+    )
+    main = canon.ref("refs/heads/main")
+    contract = canon.issue("billing", ["billing/**"])
+    verdict = canon.integrate(contract, canon.commit({"billing/invoice.py": "2\n"}))
+    assert verdict.decision is Decision.ACCEPTED
+    assert canon.ref("refs/heads/main") == main
+    assert canon.ref("refs/integrator/queue/main") == verdict.staging_commit
+
+
+def test_integrate_requires_init(tmp_path: Path) -> None:
+    """integrate on a repository without `integrator init` is a configuration error."""
+    from integrator.errors import ConfigurationError
+    from integrator.integrate import Integrator
+    from integrator.repository import Canonical
+    from tests.gitutil import make_repo
+
+    repo = make_repo(tmp_path / "plain")
+    commit_files(repo, {"a": "1\n"}, "base")
+    with Canonical(repo) as canonical, pytest.raises(ConfigurationError, match="integrator init"):
+        Integrator(canonical).integrate(b"{}", "HEAD")
