@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -14,7 +15,7 @@ from integrator.prepare import prepare
 from integrator.repository import Canonical
 from integrator.verdict import Verdict
 from tests.factories import NOW
-from tests.gitutil import commit_files, git, make_repo
+from tests.gitutil import Spec, commit_files, git, make_repo
 
 
 @dataclass
@@ -55,13 +56,13 @@ class Canon:
         with self.open() as canonical:
             return canonical.ref(name)
 
-    def commit(self, files: dict[str, object], *, parent: str | None = None) -> str:
+    def commit(self, files: Mapping[str, Spec], *, parent: str | None = None) -> str:
         return commit_files(
             self.path,
             files,
             "agent change",
             parent=parent or "main",
-            ref=None,  # type: ignore[arg-type]
+            ref=None,
         )
 
     def tree_of(self, rev: str) -> str:
@@ -69,7 +70,7 @@ class Canon:
 
 
 def make_canon(
-    tmp_path: Path, files: dict[str, object] | None = None, *, policy: str | None = None
+    tmp_path: Path, files: Mapping[str, Spec] | None = None, *, policy: str | None = None
 ) -> Canon:
     path = make_repo(tmp_path / "canon")
     commit_files(
@@ -80,7 +81,7 @@ def make_canon(
             "billing/tax.py": "tax = 1\n",
             "auth/login.py": "login = 1\n",
             "docs/index.md": "# docs\n",
-        },  # type: ignore[arg-type]
+        },
         "base",
         ref="refs/heads/main",
     )
