@@ -14,6 +14,7 @@ Unset (the normal case), a point costs one dictionary lookup.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 
@@ -34,8 +35,19 @@ def _parse(text: str) -> dict[str, signal.Signals]:
 _armed = _parse(os.environ.get(FAULT_ENV, ""))
 
 
+# Child processes (the long-lived `git update-ref --stdin`) die with us on `kill`, as they
+# would when a service manager kills the whole control group: a git child left alive
+# would see end of input and abort a prepared transaction, hiding the crash.
+children: set[int] = set()
+
+
 def point(name: str) -> None:
     """Act on the fault armed for `name`, if any."""
     sig = _armed.get(name)
-    if sig is not None:
-        os.kill(os.getpid(), sig)
+    if sig is None:
+        return
+    if sig == signal.SIGKILL:
+        for pid in list(children):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    os.kill(os.getpid(), sig)

@@ -21,6 +21,7 @@ from typing import IO, Any
 
 import pygit2
 
+from integrator import faults
 from integrator.errors import ConfigurationError, GitError, RefLockedError, RefMovedError
 
 ZERO_OID = "0" * 40
@@ -39,6 +40,8 @@ DURABLE_CONFIG: dict[str, str] = {
     "core.fsync": "objects,reference,derived-metadata",
     "core.fsyncMethod": "fsync",
     "integrator.durable": "true",
+    # Concurrent integrators queue on a ref lock for up to a second instead of failing.
+    "core.filesRefLockTimeout": "1000",
     "merge.renameLimit": "10000",
 }
 
@@ -258,6 +261,7 @@ class RefUpdater:
                 env=git_env(),
             )
             self.spawns += 1
+            faults.children.add(self._proc.pid)
         return self._proc
 
     def _say(self, proc: subprocess.Popen[bytes], text: str, expect: str | None) -> None:
@@ -285,6 +289,7 @@ class RefUpdater:
             proc.kill()
             proc.wait()
         err = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
+        faults.children.discard(proc.pid)
         self._proc = None
         raise classify_failure(err, self.repo_path)
 
@@ -301,11 +306,13 @@ class RefUpdater:
         self.transactions += 1
 
     def close(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            with contextlib.suppress(OSError):
-                if self._proc.stdin:
-                    self._proc.stdin.close()
-            self._proc.wait(timeout=30)
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    if self._proc.stdin:
+                        self._proc.stdin.close()
+                self._proc.wait(timeout=30)
+            faults.children.discard(self._proc.pid)
         self._proc = None
 
     def __enter__(self) -> RefUpdater:

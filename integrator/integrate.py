@@ -10,6 +10,8 @@ the claim it read is part of the compare-and-swap.
 from __future__ import annotations
 
 import json
+import random
+import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -20,13 +22,14 @@ from integrator import faults, gate, git
 from integrator.claims import Claims
 from integrator.contract import OwnershipContract, parse_contract
 from integrator.diff import RecomputedDiff, find_collisions, recompute
-from integrator.errors import ConfigurationError, ContractError, RefMovedError
+from integrator.errors import ConfigurationError, ContractError, RefLockedError, RefMovedError
 from integrator.merge import merge_onto_head, resources_touched_since_base
 from integrator.policy import PolicyState
 from integrator.repository import Canonical, Claim, signature
 from integrator.verdict import Code, Decision, ResourceUse, Verdict, Violation
 
 TRAILER_CANDIDATE = "Integrator-Candidate"
+LOCK_RETRIES = 2
 
 
 @dataclass
@@ -259,14 +262,26 @@ class Integrator:
         assert policy is not None
         retries = policy.policy.integration.queue_retries
         attempt = 0
+        locked = 0
         while True:
-            verdict, moved = self._land(evaluation)
+            try:
+                verdict, moved = self._land(evaluation)
+            except RefLockedError:
+                # Contention with a live integrator usually clears within git's own lock
+                # timeout; a lock that outlives a few more tries is reported, never deleted.
+                locked += 1
+                if locked > LOCK_RETRIES:
+                    raise
+                time.sleep(random.uniform(0.05, 0.2))
+                continue
             if moved is None:
                 return verdict
             attempt += 1
-            if moved.ref != self.canonical.queue_ref or attempt > retries:
+            if attempt > retries:
                 return self._ref_moved(evaluation, moved, attempt)
-            # Only the queue head advanced: re-read it and merge again.
+            # Someone landed first. The next round re-reads every ref: if only the queue
+            # (and the target following it) advanced, it merges again; if the claim or
+            # the policy moved, it fences with REF_MOVED naming that ref.
 
     def _ref_moved(self, evaluation: Evaluation, moved: RefMovedError, attempts: int) -> Verdict:
         contract = evaluation.contract
@@ -300,12 +315,34 @@ class Integrator:
                 f"neither {queue_ref} nor {canonical.target_ref} exists; run integrator init"
             )
         target_oid = canonical.ref(canonical.target_ref)
-        claim_oid = canonical.ref(Canonical.claim_ref(contract.task_id))
+        claim_ref = Canonical.claim_ref(contract.task_id)
+        claim_oid = canonical.ref(claim_ref)
         claim = canonical.claim_at(claim_oid) if claim_oid else None
         now = canonical.clock()
         live = gate.check_live(contract, claim.view if claim else None, policy.digest, now)
-        if live:
-            return self._verdict(ev, live), None
+        moved_refs: list[tuple[str, str | None, str | None]] = []
+        if ev.claim is not None and claim_oid != ev.claim.oid:
+            moved_refs.append((claim_ref, claim_oid, ev.claim.oid))
+        policy_now = canonical.ref(git.POLICY_REF)
+        if policy_now != ev.policy_oid:
+            moved_refs.append((git.POLICY_REF, policy_now, ev.policy_oid))
+            live.append(
+                Violation(
+                    code=Code.POLICY_CHANGED,
+                    detail=f"the policy moved to {policy_now} after the check",
+                )
+            )
+        if moved_refs or live:
+            fences = [
+                Violation(
+                    code=Code.REF_MOVED,
+                    resource=ref,
+                    detail=f"{ref} moved to {now_oid or 'nothing'} after the check "
+                    f"(read {then_oid or 'nothing'})",
+                )
+                for ref, now_oid, then_oid in moved_refs
+            ]
+            return self._verdict(ev, [*fences, *live], decision=Decision.FENCED), None
         assert claim is not None
         head = canonical.commit(head_oid)
 

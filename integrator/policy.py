@@ -63,7 +63,7 @@ class _Section(BaseModel):
 class Integration(_Section):
     target_follows_queue: bool = True
     resource_conflict: Literal["review", "fence"] = "review"
-    queue_retries: Annotated[int, Field(ge=0, le=100)] = 5
+    queue_retries: Annotated[int, Field(ge=0, le=100)] = 16
     rename_limit: Annotated[int, Field(ge=0)] = 1000
 
 
