@@ -1,0 +1,71 @@
+"""`integrator history` — read decisions and review actions back from the registry mirror."""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+import sys
+from pathlib import Path
+from typing import Any
+
+from integrator import logs
+from integrator.commands._common import print_json
+from integrator.errors import EXIT_OK, InfrastructureError, UsageError
+from integrator.mirror import REGISTRY_FILE, for_spool
+
+
+def register(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "history",
+        help="decisions and review actions recorded in the registry mirror",
+        description="Read the registry mirror (SQLite). With --spool, records still waiting "
+        "in the spool's backlog are mirrored first, so the answer is complete when the "
+        "registry is reachable. The mirror is a copy for people and dashboards; git holds "
+        "the authority.",
+    )
+    parser.add_argument("--spool", type=Path, metavar="DIR", help="the daemon's spool")
+    parser.add_argument(
+        "--mirror", type=Path, metavar="FILE", help=f"the registry (default DIR/{REGISTRY_FILE})"
+    )
+    parser.add_argument("--task", metavar="T", help="only this task")
+    parser.add_argument("--limit", type=int, metavar="N", help="only the newest N records")
+    parser.add_argument("--json", action="store_true", help="print the records as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.spool is None and args.mirror is None:
+        raise UsageError("pass --spool DIR (or --mirror FILE)")
+    logs.configure(stream=sys.stderr)
+    root = args.spool if args.spool is not None else args.mirror.parent
+    if args.mirror is not None and not args.mirror.exists():
+        raise UsageError(f"{args.mirror} does not exist")
+    mirror = for_spool(root, args.mirror, timeout=2.0)
+    try:
+        if args.spool is not None:
+            try:
+                mirror.flush(retry=False)
+            except InfrastructureError as err:
+                print(f"integrator: warning: {err}", file=sys.stderr)
+            waiting = mirror.backlog.depth()
+            if waiting:
+                print(f"integrator: {waiting} records are not mirrored yet", file=sys.stderr)
+        try:
+            records = mirror.registry.history(task=args.task, limit=args.limit)
+        except sqlite3.Error as err:
+            raise InfrastructureError(f"cannot read the registry: {err}") from err
+    finally:
+        mirror.close()
+    if args.json:
+        print_json([r.wire() for r in records])
+        return EXIT_OK
+    for r in records:
+        what = r.action or r.kind
+        outcome = r.decision or "-"
+        codes = ",".join(dict.fromkeys(r.codes)) or "-"
+        print(
+            f"{r.at.isoformat(timespec='seconds')}  {r.submission}  {what:<8} {outcome:<8} "
+            f"{r.task_id or '-':<16} gen {r.generation if r.generation is not None else '-':<3} "
+            f"{codes}" + (f"  {r.reason}" if r.reason else "")
+        )
+    return EXIT_OK

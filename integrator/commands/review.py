@@ -1,0 +1,242 @@
+"""`integrator review list|show|approve|reject` — the release manager's work on held candidates."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from integrator import logs
+from integrator.commands._common import print_json, read_input
+from integrator.errors import EXIT_OK, UsageError
+from integrator.integrate import Integrator
+from integrator.mirror import for_spool
+from integrator.repository import Canonical
+from integrator.review import FileDiff, Held, Review, default_actor, history, pending
+from integrator.spool import Spool
+from integrator.verdict import Verdict
+
+RED, GREEN, CYAN, YELLOW, BOLD, RESET = (
+    "\033[31m", "\033[32m", "\033[36m", "\033[33m", "\033[1m", "\033[0m",
+)  # fmt: skip
+
+
+def register(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "review",
+        help="list, show, approve or reject candidates held as FENCED or REVIEW",
+        description="Held candidates wait in the spool's fenced/ and review/ folders, kept "
+        "alive by refs/integrator/held/<id>. Approval never bypasses the fence: it runs the "
+        "candidate through integrate again under the contract the coordinator re-issued or "
+        "expanded. Every action is recorded in the held ref's history and in the mirror.",
+    )
+    inner = parser.add_subparsers(dest="review_command", metavar="ACTION", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--spool", required=True, type=Path, metavar="DIR", help="the spool")
+        p.add_argument(
+            "--repo", type=Path, metavar="PATH", help="canonical repo (default: the daemon's)"
+        )
+        p.add_argument("--mirror", type=Path, metavar="FILE", help="SQLite registry")
+        p.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    listing = inner.add_parser("list", help="held candidates with their codes")
+    common(listing)
+    listing.set_defaults(func=run_list)
+
+    show = inner.add_parser("show", help="a held candidate's violations beside its diff")
+    show.add_argument("id", help="submission id")
+    common(show)
+    show.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    show.set_defaults(func=run_show)
+
+    approve = inner.add_parser(
+        "approve", help="run it through integrate again under a re-issued contract"
+    )
+    approve.add_argument("id", help="submission id")
+    common(approve)
+    approve.add_argument(
+        "--contract",
+        metavar="FILE",
+        help="the re-issued or expanded contract (default: the task's live claim)",
+    )
+    approve.add_argument("--actor", default=None, help="who approves (default: user@host)")
+    approve.add_argument("--reason", help="why, for the record")
+    approve.set_defaults(func=run_approve)
+
+    reject = inner.add_parser("reject", help="archive it with a reason; nothing is integrated")
+    reject.add_argument("id", help="submission id")
+    common(reject)
+    reject.add_argument("--reason", required=True, help="why, for the record")
+    reject.add_argument("--actor", default=None, help="who rejects (default: user@host)")
+    reject.set_defaults(func=run_reject)
+
+
+def _review(args: argparse.Namespace, *, engine: bool = False) -> Review:
+    logs.configure(stream=sys.stderr)
+    spool = Spool(args.spool)
+    repo = args.repo or spool.repo_path()
+    if repo is None:
+        raise UsageError(f"{spool.root} does not record its repository yet; pass --repo")
+    canonical = Canonical(repo)
+    mirror = for_spool(spool.root, args.mirror)
+    return Review(spool, canonical, mirror, engine=Integrator(canonical) if engine else None)
+
+
+def _codes(verdict: Verdict) -> str:
+    return ", ".join(dict.fromkeys(v.code.value for v in verdict.violations)) or "-"
+
+
+def run_list(args: argparse.Namespace) -> int:
+    items = pending(Spool(args.spool))
+    if args.json:
+        print_json([_summary(h) for h in items])
+        return EXIT_OK
+    if not items:
+        print("nothing is held for review")
+    for h in items:
+        v = h.verdict
+        print(
+            f"{h.sid}  {v.decision.value:<7} {v.task_id or '-':<20} gen {v.generation or '-':<3} "
+            f"{h.submission.candidate[:12]}  {_codes(v)}"
+        )
+    return EXIT_OK
+
+
+def _summary(h: Held) -> dict[str, Any]:
+    v = h.verdict
+    return {
+        "submission": h.sid,
+        "folder": h.folder,
+        "decision": v.decision.value,
+        "codes": list(dict.fromkeys(x.code.value for x in v.violations)),
+        "taskId": v.task_id,
+        "attemptId": v.attempt_id,
+        "generation": v.generation,
+        "candidate": h.submission.candidate,
+        "submittedAt": h.submission.submitted_at.isoformat(),
+        "submitter": h.submission.submitter.wire(),
+    }
+
+
+def run_show(args: argparse.Namespace) -> int:
+    review = _review(args)
+    held = review.get(args.id)
+    base, files = review.diff(held)
+    records = history(review.canonical, held.sid)
+    if args.json:
+        print_json(
+            {
+                **_summary(held),
+                "verdict": held.verdict.wire(),
+                "diffBase": base,
+                "history": [{"commit": c, **a.wire()} for c, a in records],
+                "files": [
+                    {
+                        "path": f.path,
+                        "oldPath": f.old_path,
+                        "status": f.status,
+                        "violations": [v.wire() for v in f.violations],
+                        "patch": f.patch,
+                    }
+                    for f in files
+                ],
+            }
+        )
+        return EXIT_OK
+    color = args.color == "always" or (
+        args.color == "auto" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    )
+    sys.stdout.write(render_show(held, base, files, [a.wire() for _, a in records], color=color))
+    return EXIT_OK
+
+
+def render_show(
+    held: Held,
+    base: str | None,
+    files: list[FileDiff],
+    actions: list[dict[str, Any]],
+    *,
+    color: bool,
+) -> str:
+    """Violations first, then each file's patch under the violations that name it."""
+
+    def paint(code: str, text: str) -> str:
+        return f"{code}{text}{RESET}" if color else text
+
+    v = held.verdict
+    out = [
+        paint(BOLD, f"submission {held.sid}  {v.decision.value}  ({held.folder}/)"),
+        f"task {v.task_id}  attempt {v.attempt_id}  generation {v.generation}",
+        f"candidate {held.submission.candidate}  base {v.base or '-'}",
+        f"submitted by {held.submission.submitter.user}@{held.submission.submitter.host} "
+        f"at {held.submission.submitted_at.isoformat()}",
+        "",
+        paint(BOLD, "violations"),
+    ]
+    in_diff = {id(x) for f in files for x in f.violations}
+    for x in v.violations:
+        where = "" if id(x) in in_diff else "  (not in the diff)" if x.path else ""
+        out.append(paint(RED, f"  ✗ {x.code.value:<20} {x.subject}: {x.detail}{where}"))
+    if not v.violations:
+        out.append("  none")
+    out += ["", paint(BOLD, "history")]
+    for a in actions:
+        out.append(
+            f"  {a['at']}  {a['action']:<8} by {a['actor']}: "
+            f"{a.get('decision') or ''} {' '.join(a.get('codes', []))} {a.get('reason') or ''}".rstrip()
+        )
+    out += ["", paint(BOLD, f"diff {base or '(empty tree)'}..{held.submission.candidate}")]
+    if not files and base is None:
+        out.append("  the candidate's objects are not in the repository")
+    for f in files:
+        out.append("")
+        for x in f.violations:
+            out.append(paint(RED, f"✗ {x.code.value}: {x.detail}"))
+        for line in f.patch.splitlines():
+            out.append(_paint_line(line, paint))
+    return "\n".join(out) + "\n"
+
+
+def _paint_line(line: str, paint: Any) -> str:
+    if line.startswith(("+++", "---", "diff --git", "index ")):
+        return str(paint(BOLD, line))
+    if line.startswith("+"):
+        return str(paint(GREEN, line))
+    if line.startswith("-"):
+        return str(paint(RED, line))
+    if line.startswith("@@"):
+        return str(paint(CYAN, line))
+    return line
+
+
+def run_approve(args: argparse.Namespace) -> int:
+    review = _review(args, engine=True)
+    contract = read_input(args.contract) if args.contract else None
+    verdict = review.approve(args.id, args.actor or default_actor(), contract, args.reason)
+    _print_verdict(args, args.id, verdict)
+    return verdict.exit_code
+
+
+def run_reject(args: argparse.Namespace) -> int:
+    review = _review(args)
+    review.reject(args.id, args.actor or default_actor(), args.reason)
+    if args.json:
+        print_json({"submission": args.id, "action": "reject", "folder": "archived"})
+    else:
+        print(f"{args.id} rejected and archived: {args.reason}")
+    return EXIT_OK
+
+
+def _print_verdict(args: argparse.Namespace, sid: str, verdict: Verdict) -> None:
+    if args.json:
+        print_json({"submission": sid, "action": "approve", "verdict": verdict.wire()})
+        return
+    codes = _codes(verdict)
+    print(f"{sid} {verdict.decision.value}" + (f" ({codes})" if verdict.violations else ""))
+    for x in verdict.violations:
+        print(f"  {x.code.value} {x.subject}: {x.detail}")
+    if verdict.staging_commit:
+        print(f"  landed as {verdict.staging_commit}")

@@ -1,0 +1,132 @@
+"""`integrator serve` — run the integration daemon on a spool."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from integrator import git, logs
+from integrator.daemon import Daemon, Settings, load_settings
+from integrator.errors import ConfigurationError
+from integrator.health import Check, HealthServer, Metrics, repository_check
+from integrator.integrate import Integrator
+from integrator.mirror import Mirror, for_spool
+from integrator.notify import Notifier
+from integrator.repository import Canonical
+from integrator.spool import Spool
+
+
+def register(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "serve",
+        help="run the integration daemon on a spool",
+        description="Claim submissions from the spool in id order, integrate each, write its "
+        "verdict beside it and file it under accepted/, fenced/, review/ or rejected/. "
+        "SIGTERM finishes the submissions in hand and exits 0; SIGHUP reloads --config and "
+        "the policy. Logs are JSON lines on stdout (console text on a terminal).",
+    )
+    parser.add_argument("--repo", required=True, type=Path, metavar="PATH", help="canonical repo")
+    parser.add_argument("--spool", required=True, type=Path, metavar="DIR", help="the spool")
+    parser.add_argument("--once", action="store_true", help="drain the spool, then exit")
+    parser.add_argument(
+        "--poll", type=float, metavar="SECONDS", help="rescan interval (default 2; also on NFS)"
+    )
+    parser.add_argument(
+        "--no-watch",
+        action="store_true",
+        help="no inotify, rescan only (for NFS and other file systems without events)",
+    )
+    parser.add_argument("--http", metavar="HOST:PORT", help="serve /livez, /readyz, /metrics")
+    parser.add_argument(
+        "--mirror", type=Path, metavar="FILE", help="SQLite registry (default DIR/registry.sqlite3)"
+    )
+    parser.add_argument("--config", type=Path, metavar="FILE", help="TOML with a [serve] table")
+    parser.add_argument(
+        "--log-format", choices=("auto", "json", "console"), default="auto", help="default auto"
+    )
+    parser.set_defaults(func=run)
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    """Defaults, then the config file, then what the command line says."""
+    settings = load_settings(args.config, Settings())
+    if args.poll is not None:
+        if args.poll <= 0:
+            raise ConfigurationError("--poll must be positive")
+        settings = replace(settings, poll=args.poll)
+    if args.no_watch:
+        settings = replace(settings, watch=False)
+    return settings
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    logs.configure(fmt=args.log_format, level=settings.log_level)
+    log = structlog.get_logger("integrator.serve")
+    spool = Spool(args.spool).ensure()
+    canonical = Canonical(args.repo)
+    if not canonical.initialized:
+        raise ConfigurationError(
+            f"{args.repo} is not prepared; run `integrator init --repo {args.repo}`"
+        )
+    mirror = for_spool(spool.root, args.mirror)
+    metrics = Metrics()
+    metrics.bind(
+        queue_depth=spool.depth,
+        mirror_backlog=mirror.backlog.depth,
+        mirror_lag=mirror.backlog.lag_seconds,
+        mirror_up=lambda: 1.0 if mirror.healthy else 0.0,
+    )
+
+    def reload() -> Settings:
+        fresh = settings_from(args)
+        logs.configure(fmt=args.log_format, level=fresh.log_level)
+        return fresh
+
+    daemon = Daemon(
+        spool=spool,
+        canonical=canonical,
+        engine=Integrator(canonical),
+        mirror=mirror,
+        settings=settings,
+        metrics=metrics,
+        notifier=Notifier(),
+        reload=reload,
+    )
+    daemon.install_signal_handlers()
+    server: HealthServer | None = None
+    if args.http:
+        server = HealthServer(
+            args.http, lambda: readiness(canonical, spool, mirror, daemon), metrics
+        )
+        server.start()
+        host, port = server.address
+        log.info("http.listening", host=host, port=port)
+    try:
+        return daemon.run(once=args.once)
+    finally:
+        if server is not None:
+            server.stop()
+        mirror.close()
+        canonical.close()
+
+
+def readiness(
+    canonical: Canonical, spool: Spool, mirror: Mirror, daemon: Daemon
+) -> dict[str, Check]:
+    """What /readyz reports: each dependency, and whether integration is making progress."""
+    problem = spool.check()
+    error = mirror.last_error
+    return {
+        "repository": repository_check(git.common_dir(canonical.repo)),
+        "spool": Check(problem is None, problem or str(spool.root)),
+        "mirror": Check(
+            mirror.healthy,
+            f"{mirror.backlog.depth()} records waiting" + (f"; {error}" if error else ""),
+        ),
+        "integration": Check(daemon.last_error is None, daemon.last_error or "ok"),
+    }

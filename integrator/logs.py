@@ -1,0 +1,50 @@
+"""structlog configuration: JSON lines for machines, console rendering on a terminal.
+
+Processors are pure (dict in, dict out); only the renderer at the end does IO. The
+daemon logs one summary event per decision (see `daemon.py`), so a log shipper can rebuild
+every decision from the JSON lines alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Literal, TextIO
+
+import structlog
+from structlog.typing import Processor
+
+Format = Literal["auto", "json", "console"]
+
+LEVELS = ("debug", "info", "warning", "error")
+
+
+def configure(*, fmt: Format = "auto", level: str = "info", stream: TextIO | None = None) -> None:
+    """Route structlog to `stream` (stdout by default) as JSON lines or console text.
+
+    `auto` picks console rendering when the stream is a terminal, JSON otherwise.
+    """
+    out = stream or sys.stdout
+    if level not in LEVELS:
+        raise ValueError(f"log level {level!r} is not one of {', '.join(LEVELS)}")
+    console = fmt == "console" or (fmt == "auto" and out.isatty())
+    shared: list[Processor] = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    renderer: list[Processor]
+    if console:
+        renderer = [structlog.dev.ConsoleRenderer(colors=out.isatty())]
+    else:
+        renderer = [
+            structlog.processors.format_exc_info,
+            structlog.processors.JSONRenderer(ensure_ascii=False, default=str),
+        ]
+    structlog.configure(
+        processors=[*shared, *renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(file=out),
+        # Not cached: SIGHUP may change the level, and tests reconfigure per test.
+        cache_logger_on_first_use=False,
+    )

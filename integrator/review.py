@@ -1,0 +1,322 @@
+"""Held candidates and the release manager's review: list, show, approve, reject.
+
+A FENCED or REVIEW candidate is kept alive by `refs/integrator/held/<submission>`, which
+points at a chain of *record* commits: each holds `action.json` (what was done, by whom,
+why), `verdict.json` and `submission.json`, has the previous record (if any) as its first
+parent and the candidate as its last parent. So `git log` of the ref is the review history
+and the candidate's objects cannot be pruned while it waits. Once a review ends (accepted
+on approval, or rejected) the chain moves to `refs/integrator/archived/<submission>`.
+
+Approval never bypasses the fence: it runs the candidate through `integrate` again under
+the contract the coordinator re-issued or expanded, and reports that verdict.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Literal, Protocol
+
+import pygit2
+from pydantic import Field, ValidationError
+
+from integrator import git
+from integrator.contract import Model
+from integrator.errors import InfrastructureError, UsageError
+from integrator.mirror import Mirror, review_record
+from integrator.repository import Canonical, signature
+from integrator.spool import (
+    SUBMISSION_FILE,
+    VERDICT_FILE,
+    Spool,
+    Submission,
+    atomic_write,
+)
+from integrator.verdict import Decision, Verdict, Violation
+
+ACTION_SCHEMA = "integrator.review-action.v1"
+ARCHIVED_PREFIX = "refs/integrator/archived/"
+REVIEW_FILE = "review.json"
+HELD_FOLDERS = ("fenced", "review")
+FOLDER_OF = {Decision.ACCEPTED: "accepted", Decision.FENCED: "fenced", Decision.REVIEW: "review"}
+
+Action = Literal["hold", "approve", "reject"]
+
+
+class ReviewAction(Model):
+    """`integrator.review-action.v1`: one entry of a held candidate's history."""
+
+    schema_: Literal["integrator.review-action.v1"] = Field(
+        default="integrator.review-action.v1", alias="schema"
+    )
+    submission: str
+    action: Action
+    actor: str
+    at: datetime
+    reason: str | None = None
+    decision: Decision | None = None
+    codes: list[str] = Field(default_factory=list)
+    contract_digest: str | None = None
+    previous: str | None = None
+
+
+def held_ref(sid: str) -> str:
+    return f"{git.HELD_PREFIX}{sid}"
+
+
+def archived_ref(sid: str) -> str:
+    return f"{ARCHIVED_PREFIX}{sid}"
+
+
+def write_record(
+    repo: pygit2.Repository,
+    action: ReviewAction,
+    verdict: Verdict | None,
+    submission: bytes,
+    candidate: str | None,
+) -> str:
+    """Write (objects only, no ref) the record commit for `action`."""
+    builder = repo.TreeBuilder()
+    blob = pygit2.GIT_FILEMODE_BLOB
+    builder.insert("action.json", repo.create_blob(action.to_json().encode() + b"\n"), blob)
+    builder.insert(SUBMISSION_FILE, repo.create_blob(submission), blob)
+    if verdict is not None:
+        builder.insert(VERDICT_FILE, repo.create_blob(verdict.to_json().encode() + b"\n"), blob)
+    parents = [pygit2.Oid(hex=action.previous)] if action.previous else []
+    if candidate and git.has_object(repo, candidate):
+        parents.append(pygit2.Oid(hex=candidate))
+    outcome = f"{action.decision.value} {' '.join(action.codes)}".strip() if action.decision else ""
+    message = f"{action.action} {action.submission}: {outcome or action.reason or ''}".rstrip()
+    message += "\n\n"
+    if action.reason:
+        message += f"{action.reason}\n\n"
+    message += f"Integrator-Submission: {action.submission}\nIntegrator-Review-Action: "
+    message += f"{action.action}\nIntegrator-Actor: {action.actor}\n"
+    if candidate:
+        message += f"Integrator-Candidate: {candidate}\n"
+    sig = signature(action.at)
+    return str(repo.create_commit(None, sig, sig, message, builder.write(), parents))
+
+
+def hold_op(
+    canonical: Canonical, sid: str, verdict: Verdict, submission: bytes, now: datetime
+) -> git.RefOp:
+    """The ref update that holds a FENCED/REVIEW candidate (appends when already held)."""
+    old = canonical.ref(held_ref(sid))
+    action = ReviewAction(
+        submission=sid,
+        action="hold",
+        actor="integrator",
+        at=now,
+        decision=verdict.decision,
+        codes=[v.code.value for v in verdict.violations],
+        contract_digest=verdict.contract_digest,
+        previous=old,
+    )
+    commit = write_record(canonical.repo, action, verdict, submission, verdict.candidate)
+    return git.update(held_ref(sid), commit, old)
+
+
+def history(canonical: Canonical, sid: str) -> list[tuple[str, ReviewAction]]:
+    """(commit, action) of a held or archived candidate's records, oldest first."""
+    oid = canonical.ref(held_ref(sid)) or canonical.ref(archived_ref(sid))
+    out: list[tuple[str, ReviewAction]] = []
+    while oid:
+        try:
+            action = ReviewAction.model_validate_json(canonical.blob_at(oid, "action.json"))
+        except (KeyError, ValidationError):
+            break
+        out.append((oid, action))
+        oid = action.previous
+    out.reverse()
+    return out
+
+
+@dataclass(frozen=True)
+class Held:
+    """A candidate waiting in `fenced/` or `review/`."""
+
+    sid: str
+    folder: str
+    verdict: Verdict
+    submission: Submission
+    raw: bytes
+
+
+def read_held(spool: Spool, folder: str, sid: str) -> Held:
+    path = spool.folder(folder) / sid
+    raw = (path / SUBMISSION_FILE).read_bytes()
+    verdict = Verdict.model_validate_json((path / VERDICT_FILE).read_bytes())
+    return Held(sid, folder, verdict, Submission.model_validate_json(raw), raw)
+
+
+def pending(spool: Spool) -> list[Held]:
+    """Every held candidate of a spool, in submission order (reads no repository)."""
+    items = [
+        read_held(spool, folder, sid) for folder in HELD_FOLDERS for sid in spool.entries(folder)
+    ]
+    return sorted(items, key=lambda h: h.sid)
+
+
+class Engine(Protocol):
+    def integrate(self, contract_data: bytes, candidate: str) -> Verdict: ...
+
+
+def default_actor() -> str:
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+class Review:
+    """The release manager's operations on one spool and its canonical repository."""
+
+    def __init__(
+        self,
+        spool: Spool,
+        canonical: Canonical,
+        mirror: Mirror | None = None,
+        *,
+        engine: Engine | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.spool = spool
+        self.canonical = canonical
+        self.mirror = mirror
+        self.engine = engine
+        self.clock = clock
+
+    def pending(self) -> list[Held]:
+        return pending(self.spool)
+
+    def get(self, sid: str) -> Held:
+        found = self.spool.find(sid)
+        if found is None:
+            raise UsageError(f"no submission {sid!r} in {self.spool.root}")
+        folder, _ = found
+        if folder not in HELD_FOLDERS:
+            raise UsageError(f"submission {sid} is in {folder}/, not held for review")
+        return read_held(self.spool, folder, sid)
+
+    def live_contract(self, held: Held) -> bytes:
+        """The contract the coordinator holds now for the candidate's task."""
+        task = held.verdict.task_id or held.submission.contract.get("taskId")
+        claim = self.canonical.claim(task) if isinstance(task, str) else None
+        if claim is None:
+            raise UsageError(
+                f"no claim for the task of {held.sid}; pass --contract with the contract the "
+                "coordinator re-issued or expanded"
+            )
+        return claim.contract.to_json().encode()
+
+    def approve(
+        self, sid: str, actor: str, contract: bytes | None = None, reason: str | None = None
+    ) -> Verdict:
+        """Run the held candidate through the fence again under a re-issued contract."""
+        held = self.get(sid)
+        if self.engine is None:
+            raise UsageError("approve needs the integration engine")
+        data = contract if contract is not None else self.live_contract(held)
+        verdict = self.engine.integrate(data, held.submission.candidate)
+        digest = verdict.contract_digest
+        self._record(held, "approve", actor, reason, verdict, digest)
+        return verdict
+
+    def reject(self, sid: str, actor: str, reason: str) -> None:
+        """Archive a held candidate with the reason; nothing is integrated."""
+        held = self.get(sid)
+        self._record(held, "reject", actor, reason, None, held.verdict.contract_digest)
+
+    def _record(
+        self,
+        held: Held,
+        action: Action,
+        actor: str,
+        reason: str | None,
+        verdict: Verdict | None,
+        digest: str | None,
+    ) -> None:
+        now = self.clock()
+        canonical = self.canonical
+        old = canonical.ref(held_ref(held.sid))
+        entry = ReviewAction(
+            submission=held.sid,
+            action=action,
+            actor=actor,
+            at=now,
+            reason=reason,
+            decision=verdict.decision if verdict else None,
+            codes=[v.code.value for v in verdict.violations] if verdict else [],
+            contract_digest=digest,
+            previous=old,
+        )
+        commit = write_record(
+            canonical.repo, entry, verdict or held.verdict, held.raw, held.submission.candidate
+        )
+        still_held = verdict is not None and verdict.decision is not Decision.ACCEPTED
+        if still_held:
+            ops = [git.update(held_ref(held.sid), commit, old)]
+        else:
+            ops = [
+                git.update(archived_ref(held.sid), commit, canonical.ref(archived_ref(held.sid)))
+            ]
+            if old is not None:
+                ops.append(git.delete(held_ref(held.sid), old))
+        canonical.updater.apply(ops)
+        path = self.spool.folder(held.folder) / held.sid
+        atomic_write(path / REVIEW_FILE, entry.to_json().encode() + b"\n")
+        if verdict is not None:
+            atomic_write(path / VERDICT_FILE, verdict.to_json().encode() + b"\n")
+        destination = FOLDER_OF[verdict.decision] if verdict is not None else "archived"
+        if destination != held.folder:
+            self.spool.move(held.sid, held.folder, destination)
+        if self.mirror is not None:
+            self.mirror.record([review_record(held.sid, action, actor, now, verdict, reason)])
+            with contextlib.suppress(InfrastructureError):
+                self.mirror.flush(retry=False)  # else the backlog keeps it for the daemon
+
+    def diff(self, held: Held) -> tuple[str | None, list[FileDiff]]:
+        """(base used, per-file patches with the violations that name each file)."""
+        repo = self.canonical.repo
+        candidate = held.submission.candidate
+        if not git.has_object(repo, candidate):
+            return None, []
+        cand = self.canonical.commit(candidate)
+        base = held.verdict.base or held.submission.contract.get("baseCommit")
+        if not isinstance(base, str) or not git.has_object(repo, base):
+            # The base is missing (e.g. BASE_MISSING): show what the candidate itself did.
+            base = str(cand.parent_ids[0]) if cand.parent_ids else None
+        if base is not None:
+            found = self.canonical.commit(base).tree.diff_to_tree(cand.tree)
+        else:
+            found = cand.tree.diff_to_tree(swap=True)  # a root commit: everything is added
+        found.find_similar()
+        out = []
+        for patch in found:
+            if patch is None:
+                continue
+            delta = patch.delta
+            path, old = delta.new_file.path, delta.old_file.path
+            named = [v for v in held.verdict.violations if v.path in (path, old)]
+            out.append(
+                FileDiff(
+                    path, old if old != path else None, delta.status_char(), patch.text or "", named
+                )
+            )
+        return base, out
+
+
+@dataclass(frozen=True)
+class FileDiff:
+    path: str
+    old_path: str | None
+    status: str
+    patch: str
+    violations: list[Violation]

@@ -1,0 +1,440 @@
+"""The spool: a Maildir-style folder tree through which agents hand candidates to the daemon.
+
+A producer builds a submission folder in `tmp/`, fsyncs it and `rename()`s it into `new/`;
+the daemon claims it by renaming it into `work/`, and files it (with its verdict beside it)
+under `accepted/`, `fenced/`, `review/` or `rejected/`. Every move is one atomic rename of
+one folder, so a submission is never half in one place and half in another. Folder names
+are generated here (time-sortable plus random), never taken from anything a submitter wrote.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import re
+import secrets
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import pygit2
+from pydantic import AfterValidator, Field, ValidationError, field_validator
+
+from integrator import git
+from integrator.contract import Model, ObjectId
+from integrator.errors import ConfigurationError, InfrastructureError, UsageError
+
+SUBMISSION_SCHEMA = "integrator.submission.v1"
+SPOOL_SCHEMA = "integrator.spool.v1"
+REJECTION_SCHEMA = "integrator.rejection.v1"
+
+SUBMISSION_FILE = "submission.json"
+VERDICT_FILE = "verdict.json"
+REJECTION_FILE = "rejection.json"
+BUNDLE_FILE = "candidate.bundle"
+STRAY_ENTRY = "stray-entry"
+META_FILE = "spool.json"
+LOCK_FILE = "daemon.lock"
+BACKLOG = "mirror-backlog"
+
+INBOX = ("tmp", "new", "work")
+DECIDED = ("accepted", "fenced", "review", "rejected", "archived")
+FOLDERS = (*INBOX, *DECIDED)
+
+# 20260601T120000123456Z-0a1b2c3d: sorts by time, then by chance; a valid ref component.
+ID_RE = re.compile(r"^\d{8}T\d{12}Z-[0-9a-f]{8}$")
+_BUNDLE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,100}\.bundle$")
+
+
+def new_id(now: datetime | None = None) -> str:
+    """A submission id: UTC time to the microsecond, then 32 random bits."""
+    moment = (now or datetime.now(UTC)).astimezone(UTC)
+    return f"{moment:%Y%m%dT%H%M%S%f}Z-{secrets.token_hex(4)}"
+
+
+def _bundle_name(value: str) -> str:
+    if not _BUNDLE_NAME_RE.match(value):
+        raise ValueError(f"{value!r} is not a plain file name ending in .bundle")
+    return value
+
+
+class Submitter(Model):
+    """Who handed the candidate in. Self-reported: it is for people, never for authority."""
+
+    user: Annotated[str, Field(min_length=1, max_length=200)]
+    host: Annotated[str, Field(min_length=1, max_length=255)]
+    pid: Annotated[int, Field(ge=0)] | None = None
+    repo: Annotated[str, Field(max_length=4096)] | None = None
+
+
+class Submission(Model):
+    """`integrator.submission.v1`: one candidate handed to the daemon through the spool.
+
+    `contract` is carried as the JSON object the coordinator issued; the gate validates it,
+    and fences an invalid one with CONTRACT_INVALID (a malformed *envelope* is rejected).
+    """
+
+    schema_: Literal["integrator.submission.v1"] = Field(alias="schema")
+    contract: dict[str, Any] = Field(
+        description="The ownership contract (coding.workspace.ownership.v1) as issued; "
+        "see ownership-contract.v1.schema.json. Validated by the gate, not by the spool."
+    )
+    candidate: ObjectId
+    submitter: Submitter
+    submitted_at: datetime
+    bundle: Annotated[str, AfterValidator(_bundle_name)] | None = Field(
+        default=None,
+        description="A git bundle in the submission folder holding the candidate, for agents "
+        "that do not share the canonical object store.",
+    )
+
+    @field_validator("submitted_at")
+    @classmethod
+    def _aware(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            raise ValueError("submittedAt must carry a time zone (RFC 3339, e.g. ...Z)")
+        return value
+
+    def contract_bytes(self) -> bytes:
+        """The contract as the engine reads it (its digest is over the parsed form)."""
+        return json.dumps(self.contract, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def render_errors(err: ValidationError) -> list[str]:
+    out = []
+    for item in err.errors():
+        where = ".".join(str(p) for p in item["loc"]) or "(document)"
+        msg = "unknown field" if item["type"] == "extra_forbidden" else item["msg"]
+        out.append(f"{where}: {msg}")
+    return out
+
+
+# --- small durable-file helpers -----------------------------------------------------------
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_file(path: Path, data: bytes, *, sync: bool) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """Write `path` so readers see the old content or the new, never a torn file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    write_file(tmp, data, sync=sync)
+    tmp.replace(path)
+    if sync:
+        fsync_dir(path.parent)
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A submission folder in `work/`; `problem` says why it is not a submission at all."""
+
+    sid: str
+    path: Path
+    problem: str | None = None
+
+
+class Spool:
+    """The folder tree of one spool (see docs/daemon.md for the layout)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+
+    def __repr__(self) -> str:
+        return f"Spool({str(self.root)!r})"
+
+    def folder(self, name: str) -> Path:
+        return self.root / name
+
+    @property
+    def backlog(self) -> Path:
+        return self.root / BACKLOG
+
+    def ensure(self) -> Spool:
+        """Create the layout (idempotent)."""
+        try:
+            for name in (*FOLDERS, BACKLOG):
+                (self.root / name).mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ConfigurationError(f"cannot create spool {self.root}: {err.strerror}") from err
+        return self
+
+    def check(self) -> str | None:
+        """Why the spool is not usable by the daemon, or None."""
+        for name in (*FOLDERS, BACKLOG):
+            path = self.root / name
+            if not path.is_dir():
+                return f"{path} is missing"
+            if not os.access(path, os.W_OK | os.X_OK):
+                return f"{path} is not writable"
+        return None
+
+    def entries(self, name: str) -> list[str]:
+        """Names in a folder, in id order; dot files (editors, rsync) are not entries."""
+        try:
+            with os.scandir(self.root / name) as it:
+                return sorted(e.name for e in it if not e.name.startswith("."))
+        except FileNotFoundError:
+            return []
+
+    def depth(self) -> int:
+        """How many submissions wait in `new/`."""
+        return len(self.entries("new"))
+
+    # -- producers ------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def draft(self, now: datetime | None = None) -> Iterator[Path]:
+        """A fresh `tmp/<id>/` folder, removed again unless `publish` moved it."""
+        for name in ("tmp", "new"):
+            (self.root / name).mkdir(parents=True, exist_ok=True)
+        path = self.root / "tmp" / new_id(now)
+        path.mkdir()
+        try:
+            yield path
+        finally:
+            if path.exists():
+                shutil.rmtree(path, ignore_errors=True)
+
+    def publish(self, draft: Path, submission: Submission) -> str:
+        """Write the submission into `draft`, make it durable, and rename it into `new/`."""
+        write_file(draft / SUBMISSION_FILE, submission.to_json().encode() + b"\n", sync=True)
+        bundle = draft / BUNDLE_FILE
+        if bundle.exists():
+            with open(bundle, "rb") as fh:
+                os.fsync(fh.fileno())
+        fsync_dir(draft)
+        target = self.root / "new" / draft.name
+        os.rename(draft, target)
+        fsync_dir(target.parent)
+        return draft.name
+
+    def submit(self, submission: Submission, now: datetime | None = None) -> str:
+        """Publish a submission that carries no bundle; returns its id."""
+        with self.draft(now) as draft:
+            return self.publish(draft, submission)
+
+    # -- the daemon's moves ----------------------------------------------------------------
+
+    def claim(self, name: str) -> Claimed | None:
+        """Move `new/<name>` into `work/`; None when another claimer got it first.
+
+        An entry that is not a submission folder is wrapped in a folder with a fresh id, so
+        it can be filed under `rejected/` without trusting its name.
+        """
+        source = self.root / "new" / name
+        if ID_RE.match(name) and source.is_dir() and not source.is_symlink():
+            target = self.root / "work" / name
+            try:
+                os.rename(source, target)
+            except FileNotFoundError:
+                return None
+            return Claimed(name, target)
+        sid = new_id()
+        holder = self.root / "work" / sid
+        holder.mkdir()
+        try:
+            os.rename(source, holder / STRAY_ENTRY)
+        except FileNotFoundError:
+            holder.rmdir()
+            return None
+        return Claimed(sid, holder, f"entry {name!r} in new/ is not a submission folder")
+
+    def working(self, sid: str) -> Claimed:
+        """A folder already in `work/` (left there by a crash or a retry)."""
+        path = self.root / "work" / sid
+        if ID_RE.match(sid) and path.is_dir():
+            if (path / STRAY_ENTRY).exists():
+                return Claimed(sid, path, "an entry in new/ was not a submission folder")
+            return Claimed(sid, path)
+        sid2 = new_id()
+        holder = self.root / "work" / sid2
+        holder.mkdir()
+        os.rename(path, holder / STRAY_ENTRY)
+        return Claimed(sid2, holder, f"entry {sid!r} in work/ is not a submission folder")
+
+    def load(self, folder: Path) -> tuple[Submission, bytes]:
+        """Parse a submission folder; UsageError says what is malformed."""
+        try:
+            raw = (folder / SUBMISSION_FILE).read_bytes()
+        except FileNotFoundError as err:
+            raise UsageError(f"the submission folder has no {SUBMISSION_FILE}") from err
+        except OSError as err:
+            raise InfrastructureError(f"cannot read {folder / SUBMISSION_FILE}: {err}") from err
+        try:
+            submission = Submission.model_validate_json(raw)
+        except ValidationError as err:
+            problems = "; ".join(render_errors(err))
+            raise UsageError(
+                f"{SUBMISSION_FILE} is not an {SUBMISSION_SCHEMA}: {problems}"
+            ) from err
+        if submission.bundle is not None and not (folder / submission.bundle).is_file():
+            raise UsageError(f"the submission names bundle {submission.bundle!r}, which is missing")
+        return submission, raw
+
+    def file(self, sid: str, destination: str, name: str, document: bytes) -> Path:
+        """Write `document` beside the submission, then move the folder to `destination`."""
+        assert destination in DECIDED
+        source = self.root / "work" / sid
+        write_file(source / name, document, sync=False)
+        target = self.root / destination / sid
+        os.rename(source, target)
+        return target
+
+    def move(self, sid: str, source: str, destination: str) -> Path:
+        target = self.root / destination / sid
+        os.rename(self.root / source / sid, target)
+        return target
+
+    def find(self, sid: str) -> tuple[str, Path] | None:
+        """Which folder holds submission `sid` (None when it is nowhere)."""
+        if not ID_RE.match(sid):
+            return None
+        for name in ("new", "work", *DECIDED):
+            path = self.root / name / sid
+            if path.is_dir():
+                return name, path
+        return None
+
+    # -- the daemon's lock and the spool's metadata -----------------------------------------
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the spool for one daemon; the kernel drops the lock when the process dies."""
+        path = self.root / LOCK_FILE
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError as err:
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+                raise ConfigurationError(
+                    f"another daemon (pid {holder}) serves {self.root}; stop it first"
+                ) from err
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            yield
+        finally:
+            os.close(fd)
+
+    def write_meta(self, repo: Path) -> None:
+        doc = {"schema": SPOOL_SCHEMA, "repo": str(repo.resolve())}
+        atomic_write(self.root / META_FILE, json.dumps(doc, indent=2).encode() + b"\n")
+
+    def repo_path(self) -> Path | None:
+        """The repository the daemon last served from this spool, if recorded."""
+        try:
+            doc = json.loads((self.root / META_FILE).read_bytes())
+        except (OSError, ValueError):
+            return None
+        repo = doc.get("repo") if isinstance(doc, dict) else None
+        return Path(repo) if isinstance(repo, str) else None
+
+
+def rejection_document(sid: str, reason: str, at: datetime) -> bytes:
+    doc = {
+        "schema": REJECTION_SCHEMA,
+        "submission": sid,
+        "reason": reason,
+        "rejectedAt": at.isoformat().replace("+00:00", "Z"),
+    }
+    return json.dumps(doc, indent=2, ensure_ascii=False).encode() + b"\n"
+
+
+# --- bundles: candidates from clones that do not share the canonical object store ----------
+
+OUTGOING_PREFIX = "refs/integrator/outgoing/"
+DEFAULT_BUNDLE_MAX_BYTES = 256 * 1024 * 1024
+_HEADER_LIMIT = 1024 * 1024
+_OID = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+
+
+def create_bundle(repo_path: Path, candidate: str, base: str | None, out: Path) -> None:
+    """Write a bundle of `candidate` (minus what `base` already has) to `out`.
+
+    `git bundle` only packs named refs, so the candidate gets a short-lived ref under
+    refs/integrator/outgoing/ in the submitting clone, written and removed through git.py.
+    """
+    repo = git.open_repo(repo_path)
+    ref = f"{OUTGOING_PREFIX}{out.parent.name}"
+    args = ["bundle", "create", "-q", str(out), ref]
+    if base and base != candidate and git.has_object(repo, base):
+        args.append(f"^{base}")
+    with git.RefUpdater(repo_path) as updater:
+        updater.apply([git.update(ref, candidate, None)])
+        try:
+            git.run_git(args, cwd=repo_path)
+        finally:
+            updater.apply([git.delete(ref, candidate)])
+
+
+def bundle_refs(path: Path) -> list[tuple[str, str]]:
+    """(oid, refname) pairs of a v2/v3 bundle header; UsageError when it is not one."""
+    with open(path, "rb") as fh:
+        head = fh.read(_HEADER_LIMIT)
+    end = head.find(b"\n\n")
+    lines = head[:end].decode("utf-8", "replace").split("\n") if end > 0 else []
+    if not lines or lines[0] not in ("# v2 git bundle", "# v3 git bundle"):
+        raise UsageError("the bundle has no git bundle v2/v3 header")
+    refs = []
+    for line in lines[1:]:
+        if line.startswith(("-", "@")):
+            continue  # prerequisites and v3 capabilities
+        oid, _, name = line.partition(" ")
+        if not _OID.match(oid) or not name.startswith(("refs/", "HEAD")):
+            raise UsageError(f"the bundle header has an unreadable line {line[:80]!r}")
+        refs.append((oid, name))
+    if not refs:
+        raise UsageError("the bundle holds no refs")
+    return refs
+
+
+def quarantine_prefix(sid: str) -> str:
+    return f"{git.QUARANTINE_PREFIX}{sid}/"
+
+
+def import_bundle(
+    repo: pygit2.Repository, sid: str, bundle: Path, candidate: str, max_bytes: int
+) -> None:
+    """Import a submission's bundle under refs/integrator/quarantine/<sid>/.
+
+    Nothing here touches a real ref; the daemon deletes the quarantine refs when it files
+    the submission. A bad bundle is a UsageError (the submission is rejected); a failing
+    fetch of a bundle that verified is an InfrastructureError (retried later).
+    """
+    cwd = repo.path
+    size = bundle.stat().st_size
+    if size > max_bytes:
+        raise UsageError(f"the bundle is {size} bytes, more than the limit of {max_bytes}")
+    refs = bundle_refs(bundle)
+    try:
+        git.run_git(["bundle", "verify", "--quiet", str(bundle)], cwd=cwd)
+    except InfrastructureError as err:
+        raise UsageError(f"the bundle does not verify against the repository: {err}") from err
+    prefix = quarantine_prefix(sid)
+    specs = [f"+{name}:{prefix}{i}" for i, (_, name) in enumerate(refs)]
+    fetch = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-maintenance"]
+    git.run_git([*fetch, str(bundle), *specs], cwd=cwd)
+    if not git.has_object(repo, candidate):
+        raise UsageError(f"the bundle does not contain the candidate {candidate}")
