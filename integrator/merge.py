@@ -4,7 +4,8 @@ Ownership partitioning makes a candidate usually disjoint from what landed since
 base. Then the result is the queue head's tree with the candidate's changes applied, and
 only the folders on the changed paths are rebuilt (`fast`). Where both sides changed the
 same regular files and nothing else interferes, those files are merged one by one with
-libgit2 on one-entry trees (`per-path`, honouring a `merge=union` attribute). Anything
+libgit2 on one-entry trees (`per-path`, honouring a `merge=union` attribute set where
+git reads it for a bare repository: `$GIT_DIR/info/attributes`). Anything
 else (renames on the head's side, directories appearing or vanishing on both sides,
 symlinks, submodules, conflicts) goes to `git merge-tree --write-tree` over two synthetic
 commits whose only common ancestor is the base (`merge-tree`), because git 2.39 has no
@@ -129,7 +130,6 @@ class _NotSimple(Exception):
 
 def _merge_file(
     repo: pygit2.Repository,
-    head_commit: pygit2.Oid,
     path: str,
     base: Entry,
     ours: Entry,
@@ -138,12 +138,10 @@ def _merge_file(
     """Merge one regular file; the merged blob, or None on conflict."""
     assert base is not None and ours is not None and theirs is not None
     favor = pygit2.enums.MergeFavor.NORMAL
-    attr = repo.get_attr(
-        path,
-        "merge",
-        flags=pygit2.enums.AttrCheck.INCLUDE_COMMIT | pygit2.enums.AttrCheck.NO_SYSTEM,
-        commit=head_commit,
-    )
+    # The attributes git itself would use for this merge: $GIT_DIR/info/attributes, the
+    # global and system files, a checked-out .gitattributes. `git merge-tree` (2.39) does
+    # not read .gitattributes from the commits being merged, so neither do we.
+    attr = repo.get_attr(path, "merge")
     if attr == "union":
         favor = pygit2.enums.MergeFavor.UNION
     elif attr not in (None, True):
@@ -193,8 +191,9 @@ def merge_onto_head(
         per_path = True
         for path in dict.fromkeys(both):
             b, h, c = entry_at(base, path), entry_at(head, path), entry_at(candidate, path)
-            if h == c:
-                continue
+            # Only a file both sides modified in place is merged here. A side that deleted
+            # it may have renamed it (git pairs renames and may report rename/delete or
+            # rename/rename), so anything else goes to git.
             if not all(e is not None and e[1] in (MODE_BLOB, MODE_EXEC) for e in (b, h, c)):
                 per_path = False
                 break
@@ -202,7 +201,9 @@ def merge_onto_head(
             if not (b[1] == h[1] == c[1]):
                 per_path = False
                 break
-            merged = _merge_file(repo, head_commit.id, path, b, h, c)
+            if h == c:
+                continue
+            merged = _merge_file(repo, path, b, h, c)
             if merged is None:
                 per_path = False
                 break
