@@ -1,0 +1,119 @@
+"""The ownership contract model: strict v1 parsing, ref-safe ids, canonical digests."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from integrator.contract import parse_contract, refname_problem
+from integrator.errors import ContractError
+from tests.factories import contract_doc, create_contract
+
+
+def test_valid_contract_round_trips() -> None:
+    """A valid document parses and its wire form parses back to an equal contract."""
+    contract = create_contract()
+    assert parse_contract(contract.to_json()) == contract
+
+
+def test_unknown_field_is_rejected_by_name() -> None:
+    """An unknown field rejects the whole contract and the error names it."""
+    with pytest.raises(ContractError, match="surprise"):
+        parse_contract(json.dumps(contract_doc(surprise=1)))
+
+
+def test_unknown_resource_kind_is_rejected_by_name() -> None:
+    """A resource kind a v1 reader does not know rejects the contract, naming the kind."""
+    with pytest.raises(ContractError, match="'database'"):
+        parse_contract(json.dumps(contract_doc(resources=["database:main"])))
+
+
+@pytest.mark.parametrize(
+    "resource",
+    [
+        "api:Invoice.v2",
+        "schema:Event",
+        "migration-slot:billing",
+        "lockfile:pnpm-lock.yaml",
+        "codegen:client",
+        "symbol:pkg.fn",
+        "submodule:vendor/lib",
+        "ci:deploy",
+    ],
+)
+def test_every_v1_resource_kind_is_accepted(resource: str) -> None:
+    """The eight v1 kinds are accepted."""
+    assert create_contract(resources=[resource]).resources == [resource]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "a/b",
+        "",
+        ".hidden",
+        "x.lock",
+        "a..b",
+        "a b",
+        "a~1",
+        "a^",
+        "a:b",
+        "a?",
+        "a*",
+        "a[",
+        "a\\b",
+        "@",
+        "a@{1",
+        "end.",
+    ],
+)
+def test_ids_must_be_one_ref_component(bad: str) -> None:
+    """taskId and attemptId are refused when git check-ref-format (or '/') would refuse them."""
+    assert refname_problem(bad) is not None
+    with pytest.raises(ContractError, match="taskId"):
+        parse_contract(json.dumps(contract_doc(taskId=bad)))
+
+
+def test_negation_and_unsafe_globs_are_refused() -> None:
+    """'!' patterns, '..' components and .git globs are refused in contracts."""
+    for bad in ["!src/**", "../x/**", "src/.git/**", "/.GIT/config"]:
+        with pytest.raises(ContractError, match="paths"):
+            parse_contract(json.dumps(contract_doc(paths=[bad])))
+
+
+def test_naive_lease_time_is_refused() -> None:
+    """A lease time without a time zone is refused."""
+    with pytest.raises(ContractError, match="expiresAt"):
+        parse_contract(
+            json.dumps(contract_doc(lease={"holder": "a", "expiresAt": "2026-06-01T13:00:00"}))
+        )
+
+
+def test_strict_types() -> None:
+    """Strict parsing: a generation given as a string is refused, not coerced."""
+    with pytest.raises(ContractError, match="ownershipGeneration"):
+        parse_contract(json.dumps(contract_doc(ownershipGeneration="7")))
+
+
+def test_digest_is_canonical() -> None:
+    """The digest ignores key order and whitespace and changes with any field."""
+    doc = contract_doc()
+    shuffled = json.dumps(dict(reversed(list(doc.items()))), indent=4)
+    a = parse_contract(json.dumps(doc))
+    b = parse_contract(shuffled)
+    assert a.digest == b.digest
+    assert a.digest.startswith("sha256:")
+    assert len(a.digest) == len("sha256:") + 64
+    assert create_contract(ownershipGeneration=2).digest != a.digest
+
+
+def test_digest_is_rfc8785_of_wire_form() -> None:
+    """The digest is SHA-256 over the RFC 8785 form (pinned against a known value)."""
+    import hashlib
+
+    import rfc8785
+
+    contract = create_contract()
+    expected = "sha256:" + hashlib.sha256(rfc8785.dumps(contract.wire())).hexdigest()
+    assert contract.digest == expected

@@ -1,0 +1,103 @@
+"""Repository paths and the allow/deny matcher."""
+
+from __future__ import annotations
+
+import unicodedata
+
+import pytest
+
+from integrator.overlap import find_overlaps, patterns_overlap
+from integrator.paths import PathMatcher, literal_prefix, unsafe_reason
+
+
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        ("/etc/passwd", "absolute"),
+        ("a/../b", "'..'"),
+        ("a//b", "empty"),
+        (".git/config", ".git"),
+        ("sub/.GIT/hooks/x", ".git"),
+        ("a\x00b", "NUL"),
+        ("a\nb", "control"),
+        ("", "empty"),
+        ("a\\b", "backslash"),
+    ],
+)
+def test_unsafe_paths(path: str, why: str) -> None:
+    """Absolute, '..', empty components, .git (any case), NUL and control characters are unsafe."""
+    reason = unsafe_reason(path)
+    assert reason is not None
+    assert why in reason
+
+
+def test_safe_path() -> None:
+    """An ordinary relative path is safe."""
+    assert unsafe_reason("src/app/main.py") is None
+    assert unsafe_reason(".github/workflows/ci.yml") is None
+
+
+def test_deny_wins_and_names_the_pattern() -> None:
+    """A path in both sets is denied, and the deciding deny pattern is named."""
+    matcher = PathMatcher.of(["src/**"], ["src/secret/**"])
+    match = matcher.match("src/secret/key.pem")
+    assert not match.allowed
+    assert match.denied_by == "src/secret/**"
+    ok = matcher.match("src/app.py")
+    assert ok.allowed
+    assert ok.allowed_by == "src/**"
+
+
+def test_gitignore_semantics() -> None:
+    """Slash-anchored patterns match at the root; slash-less ones at any depth."""
+    matcher = PathMatcher.of(["docs/**", "*.md"])
+    assert matcher.covers("docs/a/b.txt")
+    assert matcher.covers("deep/down/README.md")
+    assert not matcher.covers("src/docs/a.txt")
+
+
+def test_matching_is_on_nfc() -> None:
+    """An NFD spelling matches an NFC pattern."""
+    matcher = PathMatcher.of([unicodedata.normalize("NFC", "café/**")])
+    assert matcher.covers(unicodedata.normalize("NFD", "café/menu.txt"))
+
+
+@pytest.mark.parametrize(
+    ("pattern", "prefix"),
+    [
+        ("packages/billing/**", "packages/billing"),
+        ("src/*.py", "src"),
+        ("*.env", ""),
+        ("/top/x", "top/x"),
+        ("**/lock", ""),
+        ("a/b?/c", "a"),
+    ],
+)
+def test_literal_prefix(pattern: str, prefix: str) -> None:
+    """The literal prefix is the folder part before the first wildcard (root if unanchored)."""
+    assert literal_prefix(pattern) == prefix
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "overlap"),
+    [
+        ("billing/**", "billing/tax.py", True),
+        ("billing/**", "auth/**", False),
+        ("a/b/**", "a/bc/**", False),
+        ("src/a*", "src/b*", True),  # conservative: same prefix
+        ("*.md", "docs/**", True),  # unanchored overlaps everything
+        ("Docs/**", "docs/x.md", True),  # case-insensitive filesystems collide
+    ],
+)
+def test_overlap_rule(a: str, b: str, overlap: bool) -> None:
+    """Patterns overlap when one's literal prefix contains the other's (component-wise)."""
+    assert patterns_overlap(a, b) is overlap
+    assert patterns_overlap(b, a) is overlap
+
+
+def test_resource_overlap_skips_shared() -> None:
+    """Claims on the same resource overlap unless the policy shares it."""
+    found = find_overlaps(
+        [], ["api:X", "lockfile:a"], [], ["api:X", "lockfile:a"], shared_resources=["lockfile:a"]
+    )
+    assert [(o.kind, o.mine) for o in found] == [("resource", "api:X")]
