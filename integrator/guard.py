@@ -1,0 +1,454 @@
+"""The write guard (seed 001: "a tool proxy checks the contract before every file write").
+
+An agent's pre-tool hook hands us the tool call; we find the contract bound to the worktree
+the agent runs in (`workspace.bound_contract`), recheck its live claim, and allow or deny
+every path the call would write, with the contract line that decided. Understood dialects:
+
+- Claude Code `PreToolUse` (`Write`/`Edit`/`MultiEdit`: `file_path`; `NotebookEdit`:
+  `notebook_path`); deny = exit 0 with `hookSpecificOutput.permissionDecision = "deny"`.
+- Codex, same wire format; `apply_patch` carries a raw patch in `tool_input.command` whose
+  `*** Add/Update/Delete File:` and `*** Move to:` headers name the paths.
+- Gemini CLI `BeforeTool` (`write_file`, `replace`: `file_path`); deny = `{"decision": "deny"}`.
+
+Fail closed: input we cannot read, a missing or foreign contract, a revoked, consumed or
+expired claim — all deny. A crash still denies: the hook runner treats exit 2 as a block,
+and the installed hook command turns any other failure into exit 2. This is an early stop,
+not a security boundary; the gate recomputes the diff and decides for real.
+
+A path outside the worktree is denied (another worktree, the main checkout and the queue
+are outside too), unless it lies under a folder given with `--allow-outside` (say /tmp).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from integrator import git, paths
+from integrator.contract import OwnershipContract
+from integrator.errors import IntegratorError
+from integrator.gate import ClaimView
+from integrator.repository import Canonical
+from integrator.workspace import (
+    BINDING_DIR,
+    bound_contract,
+    exclude_path,
+    worktree_git_dir,
+    worktree_id,
+    worktree_root,
+)
+
+Dialect = Literal["claude", "gemini"]
+
+WRITE_FIELDS = ("file_path", "notebook_path", "path", "filePath", "absolute_path", "target_file")
+READ_ONLY_TOOLS = frozenset(
+    {
+        # Claude Code
+        "Read", "Glob", "Grep", "LS", "WebFetch", "WebSearch", "Task", "TodoWrite",
+        "BashOutput", "KillShell", "ExitPlanMode", "NotebookRead",
+        # Gemini CLI
+        "read_file", "read_many_files", "list_directory", "glob", "search_file_content",
+        "google_web_search", "web_fetch", "save_memory", "write_todos",
+    }
+)  # fmt: skip
+SHELL_TOOLS = frozenset({"Bash", "run_shell_command", "shell", "exec_command", "local_shell"})
+PATCH_HEADERS = ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: ")
+
+
+class GuardInputError(ValueError):
+    """The hook input cannot be read as a tool call; the guard denies."""
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    dialect: Dialect
+    tool: str
+    targets: tuple[str, ...]
+    cwd: Path
+    mediated: bool = True  # False: the tool writes nothing we can see (reads, plain shell)
+
+
+def patch_paths(patch: str) -> list[str]:
+    """Every path an `apply_patch` body names (both ends of a move)."""
+    found: list[str] = []
+    for line in patch.splitlines():
+        for header in PATCH_HEADERS:
+            if line.startswith(header):
+                path = line[len(header) :].strip()
+                if not path:
+                    raise GuardInputError(f"patch header {line!r} names no path")
+                found.append(path)
+    if not found:
+        raise GuardInputError("the patch names no file (no '*** Add/Update/Delete File:' header)")
+    return list(dict.fromkeys(found))
+
+
+def _text(value: object) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return "\n".join(value)
+    return None
+
+
+def parse_event(data: bytes, *, default_cwd: Path) -> ToolCall:
+    """Read a Claude Code / Codex `PreToolUse` or Gemini `BeforeTool` event."""
+    try:
+        event = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise GuardInputError(f"hook input is not JSON: {err}") from err
+    if not isinstance(event, dict):
+        raise GuardInputError("hook input is not a JSON object")
+    name = event.get("hook_event_name")
+    dialects: dict[object, Dialect] = {"PreToolUse": "claude", "BeforeTool": "gemini"}
+    if name not in dialects:
+        raise GuardInputError(f"hook_event_name {name!r} is not PreToolUse or BeforeTool")
+    tool, tool_input = event.get("tool_name"), event.get("tool_input")
+    if not isinstance(tool, str) or not tool or not isinstance(tool_input, dict):
+        raise GuardInputError("hook input lacks tool_name or a tool_input object")
+    cwd = event.get("cwd")
+    here = Path(cwd) if isinstance(cwd, str) and os.path.isabs(cwd) else default_cwd
+    dialect = dialects[name]
+    command = _text(tool_input.get("command"))
+    if tool == "apply_patch" or (command is not None and "*** Begin Patch" in command):
+        if command is None:
+            raise GuardInputError(f"{tool}: tool_input.command holds no patch text")
+        return ToolCall(dialect, tool, tuple(patch_paths(command)), here)
+    if tool in READ_ONLY_TOOLS or tool in SHELL_TOOLS:
+        return ToolCall(dialect, tool, (), here, mediated=False)
+    targets = [tool_input[f] for f in WRITE_FIELDS if f in tool_input]
+    if any(not isinstance(t, str) or not t for t in targets):
+        raise GuardInputError(f"{tool}: a path field of tool_input is not a non-empty string")
+    if not targets:
+        if tool in ("Write", "Edit", "MultiEdit", "NotebookEdit", "write_file", "replace"):
+            raise GuardInputError(f"{tool}: tool_input has no file_path")
+        return ToolCall(dialect, tool, (), here, mediated=False)
+    return ToolCall(dialect, tool, tuple(str(t) for t in targets), here)
+
+
+# --- the decision (pure) -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """A path as the tool gave it, and where it lands relative to the worktree root."""
+
+    given: str
+    relative: str | None  # None: outside the worktree
+    outside_allowed: bool = False
+
+
+@dataclass(frozen=True)
+class PathVerdict:
+    given: str
+    relative: str | None
+    allowed: bool
+    reason: str
+    rule: str | None = None  # the contract line that decided
+
+
+@dataclass(frozen=True)
+class GuardDecision:
+    allowed: bool
+    reason: str
+    paths: tuple[PathVerdict, ...] = ()
+    task_id: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "decision": "allow" if self.allowed else "deny",
+            "reason": self.reason,
+            "task": self.task_id,
+            "paths": [
+                {"path": p.given, "relative": p.relative, "allowed": p.allowed,
+                 "reason": p.reason, "rule": p.rule}
+                for p in self.paths
+            ],
+        }  # fmt: skip
+
+
+def deny(reason: str) -> GuardDecision:
+    return GuardDecision(False, f"integrator guard: {reason}")
+
+
+def contract_problem(
+    contract: OwnershipContract | None, claim: ClaimView | None, wid: str | None, now: datetime
+) -> str | None:
+    """Why no write may happen under this contract at all, or None."""
+    if contract is None:
+        return (
+            "no contract is bound to this worktree; claim a task (integrator task claim) "
+            "before writing — every write is denied until then"
+        )
+    if contract.worktree_id is None or contract.worktree_id != wid:
+        return (
+            f"the contract of task {contract.task_id} is bound to worktree "
+            f"{contract.worktree_id!r}, not this one ({wid or 'the main checkout'}); a contract "
+            "must not move to another checkout"
+        )
+    if claim is None:
+        return f"task {contract.task_id} has no claim ref; the coordinator must issue it"
+    if claim.generation != contract.ownership_generation or (
+        claim.contract_digest != contract.digest
+    ):
+        return (
+            f"this contract (generation {contract.ownership_generation}) is stale: the live "
+            f"claim of {contract.task_id} is generation {claim.generation}; stop writing"
+        )
+    if claim.state != "live":
+        why = f" ({claim.reason})" if claim.reason else ""
+        return f"the claim of task {contract.task_id} is {claim.state}{why}; stop writing"
+    if now >= claim.lease_expires_at:
+        return (
+            f"the lease of task {contract.task_id} expired at "
+            f"{claim.lease_expires_at.isoformat()}; ask the coordinator to renew it"
+        )
+    return None
+
+
+def judge_path(contract: OwnershipContract, target: Target) -> PathVerdict:
+    if target.relative is None:
+        if target.outside_allowed:
+            return PathVerdict(target.given, None, True, "outside the repository, allowed")
+        return PathVerdict(target.given, None, False, "outside this worktree")
+    unsafe = paths.unsafe_reason(target.relative)
+    if unsafe:
+        return PathVerdict(target.given, target.relative, False, f"unsafe path: {unsafe}")
+    match = contract.matcher().match(target.relative)
+    rule = match.denied_by or match.allowed_by
+    if match.allowed:
+        return PathVerdict(target.given, target.relative, True, match.reason, rule)
+    if match.denied_by:
+        reason = f"denied by the contract's deny line {match.denied_by!r}"
+    else:
+        reason = "not covered by the contract's paths " + ", ".join(contract.paths)
+    return PathVerdict(target.given, target.relative, False, reason, rule)
+
+
+def decide(
+    contract: OwnershipContract | None,
+    claim: ClaimView | None,
+    wid: str | None,
+    now: datetime,
+    targets: Sequence[Target],
+) -> GuardDecision:
+    """Allow only when the contract is live for this worktree and covers every target."""
+    problem = contract_problem(contract, claim, wid, now)
+    if problem is not None or contract is None:
+        return deny(problem or "no contract")
+    verdicts = tuple(judge_path(contract, t) for t in targets)
+    denied = [v for v in verdicts if not v.allowed]
+    task = contract.task_id
+    if not denied:
+        return GuardDecision(True, f"task {task} owns every path written", verdicts, task)
+    lines = "; ".join(f"{v.relative or v.given}: {v.reason}" for v in denied)
+    reason = (
+        f"integrator guard: task {task} (generation {contract.ownership_generation}) may not "
+        f"write {lines}. Do not work around this: if the task needs the path, pause and "
+        "request an expansion of the contract before writing; if it is unrelated, file a "
+        "new task."
+    )
+    return GuardDecision(False, reason, verdicts, task)
+
+
+# --- effects: locate paths, read the binding, render the hook answer -------------------
+
+
+def locate(given: str, cwd: Path, root: Path, allow_outside: Sequence[Path] = ()) -> Target:
+    """Resolve `given` (symlinks included) and express it relative to the worktree root."""
+    path = Path(given) if os.path.isabs(given) else cwd / given
+    real = Path(os.path.realpath(path))
+    try:
+        relative = real.relative_to(Path(os.path.realpath(root))).as_posix()
+    except ValueError:
+        ok = any(real.is_relative_to(os.path.realpath(d)) for d in allow_outside)
+        return Target(given, None, ok)
+    return Target(given, relative if relative != "." else "")
+
+
+def evaluate(
+    targets: Sequence[str],
+    cwd: Path,
+    now: datetime,
+    *,
+    allow_outside: Sequence[Path] = (),
+    relative_to_root: bool = False,
+) -> GuardDecision:
+    """Decide for paths written from `cwd`, reading the worktree's binding and live claim."""
+    try:
+        root = worktree_root(cwd)
+    except IntegratorError:
+        return deny(f"{cwd} is not inside a git worktree; nothing is bound here")
+    contract = bound_contract(root)
+    claim = None
+    if contract is not None:
+        with Canonical(root) as canonical:
+            live = canonical.claim(contract.task_id)
+            claim = live.view if live is not None else None
+    base = root if relative_to_root else cwd
+    located = [locate(t, base, root, allow_outside) for t in targets]
+    return decide(contract, claim, worktree_id(root), now, located)
+
+
+def staged_paths(root: Path) -> list[str]:
+    """Paths staged for the next commit; a rename counts as both its ends."""
+    proc = git.run_git(["diff", "--cached", "--name-only", "--no-renames", "-z"], cwd=root)
+    return [p for p in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if p]
+
+
+@dataclass(frozen=True)
+class HookAnswer:
+    exit_code: int
+    stdout: str = ""
+    stderr: str = ""
+
+
+def answer(call: ToolCall | None, decision: GuardDecision) -> HookAnswer:
+    """The hook protocol's answer. Unknown dialect (unreadable input): exit 2, which every
+    supported tool treats as a block, with the reason on stderr."""
+    if call is None:
+        return HookAnswer(2, "", decision.reason + "\n")
+    if call.dialect == "gemini":
+        body: dict[str, object] = {} if decision.allowed else {
+            "decision": "deny", "reason": decision.reason,
+        }  # fmt: skip
+        return HookAnswer(0, json.dumps(body) + "\n")
+    if decision.allowed:
+        return HookAnswer(0)  # no opinion: the tool's own permission rules still apply
+    output = {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": decision.reason,
+        }
+    }
+    return HookAnswer(0, json.dumps(output) + "\n")
+
+
+def run_hook(
+    data: bytes, *, cwd: Path, now: datetime, allow_outside: Sequence[Path] = ()
+) -> tuple[HookAnswer, GuardDecision]:
+    """Handle one hook event end to end; never raises, and denies on any failure."""
+    call: ToolCall | None = None
+    try:
+        call = parse_event(data, default_cwd=cwd)
+        if not call.mediated:
+            decision = GuardDecision(True, f"{call.tool} writes no file the guard can see")
+        else:
+            decision = evaluate(call.targets, call.cwd, now, allow_outside=allow_outside)
+    except GuardInputError as err:
+        decision = deny(f"{err} (fail closed)")
+    except Exception as err:  # fail closed on anything, including our own bugs
+        decision = deny(f"internal error {type(err).__name__}: {err} (fail closed)")
+    return answer(call, decision), decision
+
+
+# --- installation into a worktree -------------------------------------------------------
+
+HOOK_FILES: dict[str, tuple[str, str, str]] = {
+    # agent: (settings file in the worktree, event, tool matcher)
+    "claude": (".claude/settings.local.json", "PreToolUse", "Write|Edit|MultiEdit|NotebookEdit"),
+    "codex": (".codex/hooks.json", "PreToolUse", "apply_patch|Edit|Write"),
+    "gemini": (".gemini/settings.json", "BeforeTool", "write_file|replace"),
+}
+AGENTS = tuple(HOOK_FILES)
+
+
+def hook_command(python: str) -> str:
+    # `|| exit 2`: should the guard itself fail to start, the tool still blocks the write.
+    return (
+        f"{shlex.quote(python)} -m integrator guard || "
+        "{ echo 'integrator guard failed; the write is blocked (fail closed)' >&2; exit 2; }"
+    )
+
+
+def _merge_hook(document: dict[str, Any], event: str, matcher: str, command: str) -> None:
+    hooks = document.setdefault("hooks", {})
+    groups = [
+        g
+        for g in hooks.get(event, [])
+        if not any("-m integrator guard" in str(h.get("command", "")) for h in g.get("hooks", []))
+    ]
+    entry: dict[str, Any] = {"type": "command", "command": command}
+    if event == "BeforeTool":
+        entry["name"] = "integrator-guard"
+    groups.append({"matcher": matcher, "hooks": [entry]})
+    hooks[event] = groups
+
+
+@dataclass(frozen=True)
+class Installed:
+    written: tuple[Path, ...]
+    warnings: tuple[str, ...]
+
+
+def _tracked(root: Path, relative: str) -> bool:
+    proc = git.run_git(["ls-files", "--error-unmatch", "--", relative], cwd=root, check=False)
+    return proc.returncode == 0
+
+
+def install(
+    worktree: Path, *, agents: Sequence[str] = AGENTS, python: str = sys.executable
+) -> Installed:
+    """Write the agents' hook settings and a pre-commit hook that checks staged paths."""
+    root = worktree_root(worktree)
+    written: list[Path] = []
+    warnings: list[str] = []
+    for agent in agents:
+        relative, event, matcher = HOOK_FILES[agent]
+        path = root / relative
+        try:
+            document = json.loads(path.read_text("utf-8")) if path.exists() else {}
+        except ValueError as err:
+            raise IntegratorError(f"{path} is not JSON ({err}); fix it and retry") from err
+        _merge_hook(document, event, matcher, hook_command(python))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        written.append(path)
+        if _tracked(root, relative):
+            warnings.append(f"{relative} is tracked: the hook entry is now a local change to it")
+        else:
+            exclude_path(root, "/" + relative)
+    written.append(install_pre_commit(root, python))
+    return Installed(tuple(written), tuple(warnings))
+
+
+def install_pre_commit(root: Path, python: str) -> Path:
+    """Point this worktree (only) at a hooks folder whose pre-commit runs `guard --staged`,
+    then hands over to the hook it replaced, so the project's own hooks keep running."""
+    hooks = worktree_git_dir(root) / BINDING_DIR / "hooks"
+    hooks.mkdir(parents=True, exist_ok=True)
+    previous_file = hooks / ".previous"
+    if previous_file.exists():
+        previous = previous_file.read_text("utf-8").strip()
+    else:
+        found = git.run_git(
+            ["rev-parse", "--path-format=absolute", "--git-path", "hooks"], cwd=root
+        )
+        previous = found.stdout.decode().strip()
+        previous_file.write_text(previous + "\n", encoding="utf-8")
+    names = {"pre-commit"} | (
+        {p.name for p in Path(previous).iterdir() if os.access(p, os.X_OK) and not p.suffix}
+        if Path(previous).is_dir()
+        else set()
+    )
+    for name in sorted(names):
+        chain = shlex.quote(f"{previous}/{name}")
+        check = f"{shlex.quote(python)} -m integrator guard --staged || exit 1\n"
+        script = (
+            "#!/bin/sh\n# Installed by `integrator guard install`.\n"
+            + (check if name == "pre-commit" else "")
+            + f'if [ -x {chain} ]; then exec {chain} "$@"; fi\n'
+        )
+        (hooks / name).write_text(script, encoding="utf-8")
+        (hooks / name).chmod(0o755)
+    git.run_git(["config", "extensions.worktreeConfig", "true"], cwd=root)
+    git.run_git(["config", "--worktree", "core.hooksPath", str(hooks)], cwd=root)
+    return hooks / "pre-commit"
