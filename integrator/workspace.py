@@ -159,6 +159,10 @@ def resolve_lock_mode(task: Task, agent: str, registry: Registry) -> Resolution:
 # --- exclusive locks --------------------------------------------------------------------
 
 
+class WorkspaceBusyError(ClaimConflictError):
+    """The workspace is held by another task, or still carries an earlier task's changes."""
+
+
 def lock_path(queue_root: Path, workspace: str) -> Path:
     return queue_root / "locks" / f"{workspace}.json"
 
@@ -188,7 +192,7 @@ def acquire_lock(
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
         holder = read_lock(queue_root, workspace) or {}
-        raise ClaimConflictError(
+        raise WorkspaceBusyError(
             f"workspace {workspace} is held exclusively by task {holder.get('task')} "
             f"(agent {holder.get('agent')}, since {holder.get('since')}); task {task_id} "
             "went back to the inbox — retry when that task completes, or bind agent "
@@ -282,7 +286,7 @@ def prepare_worktree(main: Path, path: Path, base: str, workspace: str) -> Path:
         )
     status = git.run_git(["status", "--porcelain", "--untracked-files=all"], cwd=path)
     if status.stdout.strip():
-        raise ClaimConflictError(
+        raise WorkspaceBusyError(
             f"workspace {workspace} ({path}) has uncommitted changes left by an earlier "
             "task; submit or discard them before it takes new work"
         )
@@ -342,10 +346,6 @@ def unbind(worktree: Path, task_id: str) -> bool:
 
 
 # --- the claim that ties queue, contract and worktree together ----------------------------
-
-
-class WorkspaceBusyError(ClaimConflictError):
-    """The workspace is held by another task, or still carries an earlier task's changes."""
 
 
 @dataclass(frozen=True)
@@ -475,10 +475,7 @@ class Fleet:
         try:
             base = _queue_head(canonical)
             path = self.registry().path_of(how.workspace, self.main)
-            try:
-                worktree = prepare_worktree(self.main, path, base, how.workspace)
-            except ClaimConflictError as err:
-                raise WorkspaceBusyError(str(err)) from err
+            worktree = prepare_worktree(self.main, path, base, how.workspace)
             holder = binding_record(worktree).get("task")
             if holder is not None and holder in live - {task.id}:
                 raise WorkspaceBusyError(f"workspace {how.workspace} is bound to task {holder}")

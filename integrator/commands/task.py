@@ -178,6 +178,7 @@ def run_claim(args: argparse.Namespace) -> int:
         waiting = {k: list(v) for k, v in plan.waiting.items()}
         state = "inbox:blocked" if fleet.queue.entries("inbox", parse=False) else "inbox:empty"
         details = [f"  {k}: {'; '.join(v)}" for k, v in waiting.items()]
+        details += [f"  skipped {s}" for s in outcome.skipped if s.split(":")[0] not in waiting]
         doc: dict[str, object] = {
             "claimed": None,
             "state": state,
