@@ -18,7 +18,7 @@ import threading
 import time
 import tomllib
 from collections.abc import Callable, Generator
-from dataclasses import dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -61,6 +61,7 @@ class Settings:
     bundle_max_bytes: int = DEFAULT_BUNDLE_MAX_BYTES
     log_level: str = "info"
     max_backoff: float = 30.0
+    mirror_timeout: float = 0.5  # SQLite busy timeout; read at start only
 
 
 def load_settings(path: Path | None, base: Settings) -> Settings:
@@ -327,7 +328,8 @@ class Daemon:
         )
         for o in outcomes:
             if o.verdict is not None:
-                self.spool.file(o.sid, o.folder, VERDICT_FILE, o.verdict.to_json().encode() + b"\n")
+                text = o.verdict.model_dump_json(by_alias=True, exclude_none=True, indent=2)
+                self.spool.file(o.sid, o.folder, VERDICT_FILE, text.encode() + b"\n")
             else:
                 doc = rejection_document(o.sid, o.reason or "malformed", now)
                 self.spool.file(o.sid, o.folder, REJECTION_FILE, doc)
@@ -391,7 +393,7 @@ class Daemon:
         except IntegratorError as err:
             self.log.error("daemon.reload_failed", error=str(err), kept="previous settings")
         else:
-            self.log.info("daemon.reloaded", poll=self.settings.poll, watch=self.settings.watch)
+            self.log.info("daemon.reloaded", **asdict(self.settings))
         self._close_watcher()  # its timeout is the poll interval, which may have changed
         if self._worker is not None:
             self._worker.interval = self.settings.poll

@@ -16,15 +16,45 @@ from structlog.typing import Processor
 
 Format = Literal["auto", "json", "console"]
 
+
+class LateStream:
+    """`sys.stdout` or `sys.stderr` looked up at each write, not at configuration time.
+
+    structlog is configured once per process, but the stream objects can be swapped later
+    (pytest's capture, a command run in-process); writing to the current one never fails.
+    """
+
+    def __init__(self, name: Literal["stdout", "stderr"]) -> None:
+        self.name = name
+
+    def _target(self) -> TextIO:
+        stream: TextIO = getattr(sys, self.name)
+        return stream
+
+    def write(self, text: str) -> int:
+        return self._target().write(text)
+
+    def flush(self) -> None:
+        self._target().flush()
+
+    def isatty(self) -> bool:
+        return self._target().isatty()
+
+
+STDOUT = LateStream("stdout")
+STDERR = LateStream("stderr")
+
 LEVELS = ("debug", "info", "warning", "error")
 
 
-def configure(*, fmt: Format = "auto", level: str = "info", stream: TextIO | None = None) -> None:
+def configure(
+    *, fmt: Format = "auto", level: str = "info", stream: TextIO | LateStream | None = None
+) -> None:
     """Route structlog to `stream` (stdout by default) as JSON lines or console text.
 
     `auto` picks console rendering when the stream is a terminal, JSON otherwise.
     """
-    out = stream or sys.stdout
+    out = stream or STDOUT
     if level not in LEVELS:
         raise ValueError(f"log level {level!r} is not one of {', '.join(LEVELS)}")
     console = fmt == "console" or (fmt == "auto" and out.isatty())
@@ -44,7 +74,8 @@ def configure(*, fmt: Format = "auto", level: str = "info", stream: TextIO | Non
     structlog.configure(
         processors=[*shared, *renderer],
         wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(file=out),
+        # LateStream has the three methods PrintLogger uses; it is no typing.TextIO.
+        logger_factory=structlog.PrintLoggerFactory(file=out),  # type: ignore[arg-type]
         # Not cached: SIGHUP may change the level, and tests reconfigure per test.
         cache_logger_on_first_use=False,
     )

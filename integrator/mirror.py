@@ -28,7 +28,7 @@ from tenacity import (
     retry_if_exception_type,
     stop_after_attempt,
     stop_after_delay,
-    wait_exponential_jitter,
+    wait_random_exponential,
 )
 
 from integrator.contract import Model
@@ -119,6 +119,10 @@ def review_record(
     )
 
 
+def _line(record: MirrorRecord) -> bytes:
+    return record.model_dump_json(by_alias=True, exclude_none=True).encode() + b"\n"
+
+
 class Backlog:
     """Records not yet mirrored, as files `<time>-<random>-n<count>.jsonl` in one folder."""
 
@@ -130,7 +134,7 @@ class Backlog:
         if not records:
             return None
         name = f"{time.time_ns():020d}-{secrets.token_hex(4)}-n{len(records)}.jsonl"
-        data = b"".join(r.to_json(indent=None).encode() + b"\n" for r in records)
+        data = b"".join(_line(r) for r in records)
         tmp = self.folder / f".{name}.tmp"
         try:
             write_file(tmp, data, sync=sync)
@@ -217,7 +221,7 @@ def _row(r: MirrorRecord) -> tuple[object, ...]:
     return (
         r.key, r.kind, r.submission, at, r.decision, ",".join(r.codes), r.task_id,
         r.attempt_id, r.generation, r.candidate, r.staging_commit, r.latency_ms,
-        int(r.recovered), r.action, r.actor, r.reason, r.to_json(indent=None),
+        int(r.recovered), r.action, r.actor, r.reason, _line(r).decode().rstrip(),
     )  # fmt: skip
 
 
@@ -341,7 +345,7 @@ class Mirror:
         retrying = Retrying(
             stop=stop_after_attempt(policy.attempts if retry else 1)
             | stop_after_delay(policy.max_seconds),
-            wait=wait_exponential_jitter(initial=policy.initial, max=policy.max_wait),
+            wait=wait_random_exponential(multiplier=policy.initial, max=policy.max_wait),
             retry=retry_if_exception_type(sqlite3.OperationalError),
             before_sleep=_log_retry,
             reraise=True,

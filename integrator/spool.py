@@ -16,6 +16,7 @@ import os
 import re
 import secrets
 import shutil
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -125,7 +126,7 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_file(path: Path, data: bytes, *, sync: bool) -> None:
+def write_file(path: str | Path, data: bytes, *, sync: bool) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
         view = memoryview(data)
@@ -160,6 +161,7 @@ class Spool:
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
+        self._root = str(self.root)
 
     def __repr__(self) -> str:
         return f"Spool({str(self.root)!r})"
@@ -237,51 +239,61 @@ class Spool:
 
     # -- the daemon's moves ----------------------------------------------------------------
 
+    def _in(self, folder: str, name: str) -> str:
+        # Plain strings on the per-candidate path: pathlib costs more than the syscalls.
+        return f"{self._root}/{folder}/{name}"
+
     def claim(self, name: str) -> Claimed | None:
         """Move `new/<name>` into `work/`; None when another claimer got it first.
 
         An entry that is not a submission folder is wrapped in a folder with a fresh id, so
         it can be filed under `rejected/` without trusting its name.
         """
-        source = self.root / "new" / name
-        if ID_RE.match(name) and source.is_dir() and not source.is_symlink():
-            target = self.root / "work" / name
+        source = self._in("new", name)
+        try:
+            is_folder = stat.S_ISDIR(os.lstat(source).st_mode)
+        except FileNotFoundError:
+            return None
+        if is_folder and ID_RE.match(name):
+            target = self._in("work", name)
             try:
                 os.rename(source, target)
             except FileNotFoundError:
                 return None
-            return Claimed(name, target)
-        sid = new_id()
-        holder = self.root / "work" / sid
-        holder.mkdir()
-        try:
-            os.rename(source, holder / STRAY_ENTRY)
-        except FileNotFoundError:
-            holder.rmdir()
-            return None
-        return Claimed(sid, holder, f"entry {name!r} in new/ is not a submission folder")
+            return Claimed(name, Path(target))
+        return self._wrap(source, f"entry {name!r} in new/ is not a submission folder")
 
     def working(self, sid: str) -> Claimed:
         """A folder already in `work/` (left there by a crash or a retry)."""
-        path = self.root / "work" / sid
-        if ID_RE.match(sid) and path.is_dir():
+        path = Path(self._in("work", sid))
+        if ID_RE.match(sid) and path.is_dir() and not path.is_symlink():
             if (path / STRAY_ENTRY).exists():
                 return Claimed(sid, path, "an entry in new/ was not a submission folder")
             return Claimed(sid, path)
-        sid2 = new_id()
-        holder = self.root / "work" / sid2
-        holder.mkdir()
-        os.rename(path, holder / STRAY_ENTRY)
-        return Claimed(sid2, holder, f"entry {sid!r} in work/ is not a submission folder")
+        wrapped = self._wrap(str(path), f"entry {sid!r} in work/ is not a submission folder")
+        assert wrapped is not None
+        return wrapped
+
+    def _wrap(self, source: str, problem: str) -> Claimed | None:
+        sid = new_id()
+        holder = self._in("work", sid)
+        os.mkdir(holder)
+        try:
+            os.rename(source, f"{holder}/{STRAY_ENTRY}")
+        except FileNotFoundError:
+            os.rmdir(holder)
+            return None
+        return Claimed(sid, Path(holder), problem)
 
     def load(self, folder: Path) -> tuple[Submission, bytes]:
         """Parse a submission folder; UsageError says what is malformed."""
         try:
-            raw = (folder / SUBMISSION_FILE).read_bytes()
+            with open(f"{folder}/{SUBMISSION_FILE}", "rb") as fh:
+                raw = fh.read()
         except FileNotFoundError as err:
             raise UsageError(f"the submission folder has no {SUBMISSION_FILE}") from err
         except OSError as err:
-            raise InfrastructureError(f"cannot read {folder / SUBMISSION_FILE}: {err}") from err
+            raise InfrastructureError(f"cannot read {folder}/{SUBMISSION_FILE}: {err}") from err
         try:
             submission = Submission.model_validate_json(raw)
         except ValidationError as err:
@@ -293,14 +305,11 @@ class Spool:
             raise UsageError(f"the submission names bundle {submission.bundle!r}, which is missing")
         return submission, raw
 
-    def file(self, sid: str, destination: str, name: str, document: bytes) -> Path:
+    def file(self, sid: str, destination: str, name: str, document: bytes) -> None:
         """Write `document` beside the submission, then move the folder to `destination`."""
-        assert destination in DECIDED
-        source = self.root / "work" / sid
-        write_file(source / name, document, sync=False)
-        target = self.root / destination / sid
-        os.rename(source, target)
-        return target
+        source = self._in("work", sid)
+        write_file(f"{source}/{name}", document, sync=False)
+        os.rename(source, self._in(destination, sid))
 
     def move(self, sid: str, source: str, destination: str) -> Path:
         target = self.root / destination / sid
@@ -367,6 +376,16 @@ def rejection_document(sid: str, reason: str, at: datetime) -> bytes:
 OUTGOING_PREFIX = "refs/integrator/outgoing/"
 DEFAULT_BUNDLE_MAX_BYTES = 256 * 1024 * 1024
 _HEADER_LIMIT = 1024 * 1024
+# Failures of *this* machine while importing (retried later), as git words them.
+_LOCAL_TROUBLE = (
+    "No space left",
+    "Permission denied",
+    "Read-only file system",
+    "Disk quota",
+    "Unable to create",
+    "cannot lock ref",
+    "Too many open files",
+)
 _OID = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 
@@ -435,6 +454,14 @@ def import_bundle(
     prefix = quarantine_prefix(sid)
     specs = [f"+{name}:{prefix}{i}" for i, (_, name) in enumerate(refs)]
     fetch = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-maintenance"]
-    git.run_git([*fetch, str(bundle), *specs], cwd=cwd)
+    proc = git.run_git([*fetch, str(bundle), *specs], cwd=cwd, check=False)
+    if proc.returncode != 0:
+        message = proc.stderr.decode("utf-8", "replace").strip()
+        summary = "; ".join(message.splitlines()[-2:]) or f"exit {proc.returncode}"
+        if any(sign in message for sign in _LOCAL_TROUBLE):
+            raise InfrastructureError(f"importing the bundle failed: {summary}")
+        # `bundle verify` checks the header and prerequisites, not the pack: a pack that
+        # does not unpack is the submission's fault.
+        raise UsageError(f"the bundle's objects could not be imported: {summary}")
     if not git.has_object(repo, candidate):
         raise UsageError(f"the bundle does not contain the candidate {candidate}")

@@ -36,7 +36,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.spool is None and args.mirror is None:
         raise UsageError("pass --spool DIR (or --mirror FILE)")
-    logs.configure(stream=sys.stderr)
+    logs.configure(stream=logs.STDERR)
     root = args.spool if args.spool is not None else args.mirror.parent
     if args.mirror is not None and not args.mirror.exists():
         raise UsageError(f"{args.mirror} does not exist")

@@ -75,7 +75,7 @@ def register(sub: Any) -> None:
 
 
 def _review(args: argparse.Namespace, *, engine: bool = False) -> Review:
-    logs.configure(stream=sys.stderr)
+    logs.configure(stream=logs.STDERR)
     spool = Spool(args.spool)
     repo = args.repo or spool.repo_path()
     if repo is None:

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigurationError(
             f"{args.repo} is not prepared; run `integrator init --repo {args.repo}`"
         )
-    mirror = for_spool(spool.root, args.mirror)
+    mirror = for_spool(spool.root, args.mirror, timeout=settings.mirror_timeout)
     metrics = Metrics()
     metrics.bind(
         queue_depth=spool.depth,

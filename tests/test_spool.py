@@ -1,0 +1,248 @@
+"""The spool: Maildir moves, the submission format, bundles and the quarantine import."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from integrator import git
+from integrator.cli import main
+from integrator.contract import refname_problem
+from integrator.errors import ConfigurationError, UsageError
+from integrator.spool import (
+    BUNDLE_FILE,
+    ID_RE,
+    SUBMISSION_FILE,
+    Spool,
+    Submission,
+    bundle_refs,
+    create_bundle,
+    import_bundle,
+    new_id,
+    quarantine_prefix,
+)
+from tests.factories import contract_doc
+from tests.gitutil import commit_files, make_repo
+from tests.gitutil import git as run
+
+
+def submission_doc(**overrides: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "schema": "integrator.submission.v1",
+        "contract": {"schema": "coding.workspace.ownership.v1", "taskId": "t1"},
+        "candidate": "a" * 40,
+        "submitter": {"user": "agent", "host": "box", "pid": 42},
+        "submittedAt": "2026-06-01T12:00:00Z",
+    }
+    doc.update(overrides)
+    return doc
+
+
+def create_submission(**overrides: Any) -> Submission:
+    return Submission.model_validate_json(json.dumps(submission_doc(**overrides)))
+
+
+def test_ids_sort_by_time_and_are_ref_components() -> None:
+    """Ids sort in submission-time order and can name a held ref."""
+    start = datetime(2026, 6, 1, tzinfo=UTC)
+    ids = [new_id(start + timedelta(microseconds=i)) for i in (3, 1, 2, 1000000)]
+    assert sorted(ids) == [ids[1], ids[2], ids[0], ids[3]]
+    for sid in ids:
+        assert ID_RE.match(sid)
+        assert refname_problem(sid) is None
+
+
+def test_submit_is_atomic_into_new(tmp_path: Path) -> None:
+    """A published submission sits complete in new/, and tmp/ is left empty."""
+    spool = Spool(tmp_path / "spool")
+    sid = spool.submit(create_submission())
+    assert spool.entries("new") == [sid]
+    assert spool.entries("tmp") == []
+    stored = Submission.model_validate_json(
+        (spool.folder("new") / sid / SUBMISSION_FILE).read_bytes()
+    )
+    assert stored == create_submission()
+
+
+def test_failed_draft_leaves_nothing_behind(tmp_path: Path) -> None:
+    """A producer that fails halfway leaves neither tmp/ nor new/ entries."""
+    spool = Spool(tmp_path / "spool")
+
+    def producer() -> None:
+        with spool.draft() as draft:
+            (draft / BUNDLE_FILE).write_bytes(b"partial")
+            raise RuntimeError("producer died")
+
+    with pytest.raises(RuntimeError):
+        producer()
+    assert spool.entries("tmp") == []
+    assert spool.entries("new") == []
+
+
+@pytest.mark.parametrize(
+    ("overrides", "problem"),
+    [
+        ({"extra": 1}, "extra: unknown field"),
+        ({"submittedAt": "2026-06-01T12:00:00"}, "time zone"),
+        ({"candidate": "HEAD"}, "candidate"),
+        ({"bundle": "../../etc/passwd.bundle"}, "bundle"),
+        ({"schema": "integrator.submission.v2"}, "schema"),
+        ({"contract": "not an object"}, "contract"),
+    ],
+)
+def test_malformed_submission_says_what_is_wrong(
+    tmp_path: Path, overrides: dict[str, Any], problem: str
+) -> None:
+    """Loading a malformed submission raises UsageError naming the offending field."""
+    spool = Spool(tmp_path / "spool").ensure()
+    folder = spool.folder("work") / new_id()
+    folder.mkdir()
+    (folder / SUBMISSION_FILE).write_text(json.dumps(submission_doc(**overrides)))
+    with pytest.raises(UsageError, match=problem):
+        spool.load(folder)
+
+
+def test_missing_bundle_is_malformed(tmp_path: Path) -> None:
+    """A submission that names a bundle it does not carry is malformed."""
+    spool = Spool(tmp_path / "spool").ensure()
+    sid = spool.submit(create_submission(bundle=BUNDLE_FILE))
+    claimed = spool.claim(sid)
+    assert claimed is not None
+    with pytest.raises(UsageError, match="missing"):
+        spool.load(claimed.path)
+
+
+def test_claim_moves_a_submission_into_work(tmp_path: Path) -> None:
+    """Claiming renames new/<id> to work/<id>; claiming it again finds nothing."""
+    spool = Spool(tmp_path / "spool").ensure()
+    sid = spool.submit(create_submission())
+    claimed = spool.claim(sid)
+    assert claimed is not None and claimed.problem is None
+    assert claimed.path == spool.folder("work") / sid
+    assert spool.claim(sid) is None
+
+
+def test_stray_entries_get_a_generated_name(tmp_path: Path) -> None:
+    """A file dropped into new/ is wrapped under a fresh id, never filed by its own name."""
+    spool = Spool(tmp_path / "spool").ensure()
+    (spool.folder("new") / "evil name; rm -rf").write_text("x")
+    claimed = spool.claim("evil name; rm -rf")
+    assert claimed is not None
+    assert ID_RE.match(claimed.sid)
+    assert claimed.problem is not None and "evil name" in claimed.problem
+    assert (claimed.path / "stray-entry").read_text() == "x"
+
+
+def test_dot_files_are_not_entries(tmp_path: Path) -> None:
+    """Editor and rsync temporaries (dot files) are never taken for submissions."""
+    spool = Spool(tmp_path / "spool").ensure()
+    (spool.folder("new") / ".rsync.tmp").write_text("x")
+    assert spool.entries("new") == []
+
+
+def test_one_daemon_per_spool(tmp_path: Path) -> None:
+    """A second holder of the spool lock is refused with the first holder's pid."""
+    spool = Spool(tmp_path / "spool").ensure()
+    with spool.lock(), pytest.raises(ConfigurationError, match=str(os.getpid())), spool.lock():
+        pass
+
+
+def test_find_locates_a_submission(tmp_path: Path) -> None:
+    """`find` says which folder holds an id, and refuses names that are not ids."""
+    spool = Spool(tmp_path / "spool").ensure()
+    sid = spool.submit(create_submission())
+    assert spool.find(sid) == ("new", spool.folder("new") / sid)
+    assert spool.find("../new") is None
+
+
+def _clone_with_candidate(tmp_path: Path) -> tuple[Path, Path, str, str]:
+    canonical = make_repo(tmp_path / "canonical")
+    base = commit_files(canonical, {"src/a.txt": "a\n"}, "base")
+    clone = tmp_path / "clone"
+    run("clone", "-q", str(canonical), str(clone), cwd=tmp_path)
+    candidate = commit_files(clone, {"src/b.txt": "b\n"}, "agent work")
+    return canonical, clone, base, candidate
+
+
+def test_bundle_round_trip_lands_only_in_quarantine(tmp_path: Path) -> None:
+    """A bundle from another clone imports the candidate under quarantine refs only."""
+    canonical, clone, base, candidate = _clone_with_candidate(tmp_path)
+    out = tmp_path / "x" / BUNDLE_FILE
+    out.parent.mkdir()
+    create_bundle(clone, candidate, base, out)
+    assert [oid for oid, _ in bundle_refs(out)] == [candidate]
+    assert git.refs_under(git.open_repo(clone), "refs/integrator/") == {}
+    repo = git.open_repo(canonical)
+    refs_before = set(repo.references)
+    import_bundle(repo, "sid1", out, candidate, max_bytes=1 << 20)
+    assert git.has_object(repo, candidate)
+    added = set(git.open_repo(canonical).references) - refs_before
+    assert added == {quarantine_prefix("sid1") + "0"}
+
+
+def test_bundle_over_the_size_limit_is_refused(tmp_path: Path) -> None:
+    """A bundle larger than the limit is refused before git reads it."""
+    canonical, clone, base, candidate = _clone_with_candidate(tmp_path)
+    out = tmp_path / BUNDLE_FILE
+    create_bundle(clone, candidate, base, out)
+    with pytest.raises(UsageError, match="limit"):
+        import_bundle(git.open_repo(canonical), "s", out, candidate, max_bytes=10)
+
+
+def test_bundle_missing_prerequisites_is_refused(tmp_path: Path) -> None:
+    """A bundle whose base the canonical repository lacks does not verify."""
+    canonical, clone, _, candidate = _clone_with_candidate(tmp_path)
+    middle = commit_files(clone, {"src/c.txt": "c\n"}, "more", parent=candidate)
+    out = tmp_path / BUNDLE_FILE
+    create_bundle(clone, middle, candidate, out)  # prerequisite: candidate, unknown upstream
+    with pytest.raises(UsageError, match="does not verify"):
+        import_bundle(git.open_repo(canonical), "s", out, middle, max_bytes=1 << 20)
+
+
+@pytest.mark.parametrize("data", [b"", b"PK\x03\x04zip", b"# v2 git bundle\nnot-an-oid x\n\n"])
+def test_garbage_bundle_is_refused(tmp_path: Path, data: bytes) -> None:
+    """Anything that is not a git bundle header is refused with a UsageError."""
+    path = tmp_path / BUNDLE_FILE
+    path.write_bytes(data)
+    with pytest.raises(UsageError, match="bundle"):
+        bundle_refs(path)
+
+
+def test_submit_command_writes_a_submission(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`integrator submit` resolves the revision and publishes one submission."""
+    repo = make_repo(tmp_path / "repo")
+    commit_files(repo, {"a": "a"}, "base")
+    head = run("rev-parse", "HEAD", cwd=repo)
+    contract = tmp_path / "contract.json"
+    contract.write_text(json.dumps(contract_doc(baseCommit=head)))
+    spool = tmp_path / "spool"
+    code = main(
+        ["submit", "--spool", str(spool), "--contract", str(contract), "--candidate", "HEAD",
+         "--repo", str(repo), "--json"]
+    )  # fmt: skip
+    assert code == 0
+    out = json.loads(capsys.readouterr().out)
+    stored = Spool(spool).load(spool / "new" / out["submission"])[0]
+    assert stored.candidate == head
+    assert stored.submitter.repo == str(repo.resolve())
+
+
+def test_submit_refuses_an_invalid_contract(tmp_path: Path) -> None:
+    """`integrator submit` refuses locally a contract the gate would fence anyway."""
+    repo = make_repo(tmp_path / "repo")
+    commit_files(repo, {"a": "a"}, "base")
+    contract = tmp_path / "contract.json"
+    contract.write_text('{"schema": "coding.workspace.ownership.v1"}')
+    code = main(
+        ["submit", "--spool", str(tmp_path / "spool"), "--contract", str(contract),
+         "--candidate", "HEAD", "--repo", str(repo)]
+    )  # fmt: skip
+    assert code == 2
+    assert Spool(tmp_path / "spool").entries("new") == []
