@@ -63,7 +63,14 @@ PATCH_HEADERS = ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "**
 
 
 class GuardInputError(ValueError):
-    """The hook input cannot be read as a tool call; the guard denies."""
+    """The hook input cannot be read as a tool call; the guard denies.
+
+    `dialect` is set once the event named its hook protocol, so the denial can use it.
+    """
+
+    def __init__(self, message: str, dialect: Dialect | None = None) -> None:
+        super().__init__(message)
+        self.dialect = dialect
 
 
 @dataclass(frozen=True)
@@ -75,7 +82,7 @@ class ToolCall:
     mediated: bool = True  # False: the tool writes nothing we can see (reads, plain shell)
 
 
-def patch_paths(patch: str) -> list[str]:
+def patch_paths(patch: str, dialect: Dialect | None = None) -> list[str]:
     """Every path an `apply_patch` body names (both ends of a move)."""
     found: list[str] = []
     for line in patch.splitlines():
@@ -83,10 +90,12 @@ def patch_paths(patch: str) -> list[str]:
             if line.startswith(header):
                 path = line[len(header) :].strip()
                 if not path:
-                    raise GuardInputError(f"patch header {line!r} names no path")
+                    raise GuardInputError(f"patch header {line!r} names no path", dialect)
                 found.append(path)
     if not found:
-        raise GuardInputError("the patch names no file (no '*** Add/Update/Delete File:' header)")
+        raise GuardInputError(
+            "the patch names no file (no '*** Add/Update/Delete File:' header)", dialect
+        )
     return list(dict.fromkeys(found))
 
 
@@ -110,25 +119,27 @@ def parse_event(data: bytes, *, default_cwd: Path) -> ToolCall:
     dialects: dict[object, Dialect] = {"PreToolUse": "claude", "BeforeTool": "gemini"}
     if name not in dialects:
         raise GuardInputError(f"hook_event_name {name!r} is not PreToolUse or BeforeTool")
+    dialect = dialects[name]
     tool, tool_input = event.get("tool_name"), event.get("tool_input")
     if not isinstance(tool, str) or not tool or not isinstance(tool_input, dict):
-        raise GuardInputError("hook input lacks tool_name or a tool_input object")
+        raise GuardInputError("hook input lacks tool_name or a tool_input object", dialect)
     cwd = event.get("cwd")
     here = Path(cwd) if isinstance(cwd, str) and os.path.isabs(cwd) else default_cwd
-    dialect = dialects[name]
     command = _text(tool_input.get("command"))
     if tool == "apply_patch" or (command is not None and "*** Begin Patch" in command):
         if command is None:
-            raise GuardInputError(f"{tool}: tool_input.command holds no patch text")
-        return ToolCall(dialect, tool, tuple(patch_paths(command)), here)
+            raise GuardInputError(f"{tool}: tool_input.command holds no patch text", dialect)
+        return ToolCall(dialect, tool, tuple(patch_paths(command, dialect)), here)
     if tool in READ_ONLY_TOOLS or tool in SHELL_TOOLS:
         return ToolCall(dialect, tool, (), here, mediated=False)
     targets = [tool_input[f] for f in WRITE_FIELDS if f in tool_input]
     if any(not isinstance(t, str) or not t for t in targets):
-        raise GuardInputError(f"{tool}: a path field of tool_input is not a non-empty string")
+        raise GuardInputError(
+            f"{tool}: a path field of tool_input is not a non-empty string", dialect
+        )
     if not targets:
         if tool in ("Write", "Edit", "MultiEdit", "NotebookEdit", "write_file", "replace"):
-            raise GuardInputError(f"{tool}: tool_input has no file_path")
+            raise GuardInputError(f"{tool}: tool_input has no file_path", dialect)
         return ToolCall(dialect, tool, (), here, mediated=False)
     return ToolCall(dialect, tool, tuple(str(t) for t in targets), here)
 
@@ -310,12 +321,12 @@ class HookAnswer:
     stderr: str = ""
 
 
-def answer(call: ToolCall | None, decision: GuardDecision) -> HookAnswer:
+def answer(dialect: Dialect | None, decision: GuardDecision) -> HookAnswer:
     """The hook protocol's answer. Unknown dialect (unreadable input): exit 2, which every
     supported tool treats as a block, with the reason on stderr."""
-    if call is None:
+    if dialect is None:
         return HookAnswer(2, "", decision.reason + "\n")
-    if call.dialect == "gemini":
+    if dialect == "gemini":
         body: dict[str, object] = {} if decision.allowed else {
             "decision": "deny", "reason": decision.reason,
         }  # fmt: skip
@@ -336,18 +347,20 @@ def run_hook(
     data: bytes, *, cwd: Path, now: datetime, allow_outside: Sequence[Path] = ()
 ) -> tuple[HookAnswer, GuardDecision]:
     """Handle one hook event end to end; never raises, and denies on any failure."""
-    call: ToolCall | None = None
+    dialect: Dialect | None = None
     try:
         call = parse_event(data, default_cwd=cwd)
+        dialect = call.dialect
         if not call.mediated:
             decision = GuardDecision(True, f"{call.tool} writes no file the guard can see")
         else:
             decision = evaluate(call.targets, call.cwd, now, allow_outside=allow_outside)
     except GuardInputError as err:
+        dialect = err.dialect
         decision = deny(f"{err} (fail closed)")
     except Exception as err:  # fail closed on anything, including our own bugs
         decision = deny(f"internal error {type(err).__name__}: {err} (fail closed)")
-    return answer(call, decision), decision
+    return answer(dialect, decision), decision
 
 
 # --- installation into a worktree -------------------------------------------------------

@@ -211,8 +211,7 @@ def dot(plan: Plan) -> str:
     for e in reduced_edges(plan):
         style = "solid" if e.declared else "dashed"
         tooltip = json.dumps(e.reason())
-        lines.append(
-            f"  {json.dumps(e.blocker)} -> {json.dumps(e.blocked)} [style={style}, tooltip={tooltip}];"
-        )
+        edge = f"{json.dumps(e.blocker)} -> {json.dumps(e.blocked)}"
+        lines.append(f"  {edge} [style={style}, tooltip={tooltip}];")
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -75,7 +75,7 @@ def register(sub: Any) -> None:
     p.set_defaults(func=run_claim)
 
     for name, helptext, func in (
-        ("complete", "claimed → done; frees the workspace (the claim stays for the daemon)", run_complete),
+        ("complete", "claimed → done; frees the workspace (the claim stays)", run_complete),
         ("release", "claimed → inbox; revokes the attempt's contract", run_release),
         ("heartbeat", "mark a claim alive so requeue-stale leaves it", run_heartbeat),
     ):  # fmt: skip
