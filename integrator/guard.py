@@ -190,15 +190,30 @@ def deny(reason: str) -> GuardDecision:
 
 
 def contract_problem(
-    contract: OwnershipContract | None, claim: ClaimView | None, wid: str | None, now: datetime
+    contract: OwnershipContract | None,
+    claim: ClaimView | None,
+    wid: str | None,
+    now: datetime,
+    *,
+    in_place: bool = False,
 ) -> str | None:
-    """Why no write may happen under this contract at all, or None."""
+    """Why no write may happen under this contract at all, or None.
+
+    `in_place`: the contract was found through $INTEGRATOR_TASK in a shared checkout, so
+    it must be an in-place contract (no worktree id) rather than bound to a worktree.
+    """
     if contract is None:
         return (
             "no contract is bound to this worktree; claim a task (integrator task claim) "
             "before writing — every write is denied until then"
         )
-    if contract.worktree_id is None or contract.worktree_id != wid:
+    if in_place:
+        if contract.worktree_id is not None:
+            return (
+                f"task {contract.task_id} is bound to worktree {contract.worktree_id!r}; "
+                "write there, not in this checkout"
+            )
+    elif contract.worktree_id is None or contract.worktree_id != wid:
         return (
             f"the contract of task {contract.task_id} is bound to worktree "
             f"{contract.worktree_id!r}, not this one ({wid or 'the main checkout'}); a contract "
@@ -249,9 +264,11 @@ def decide(
     wid: str | None,
     now: datetime,
     targets: Sequence[Target],
+    *,
+    in_place: bool = False,
 ) -> GuardDecision:
     """Allow only when the contract is live for this worktree and covers every target."""
-    problem = contract_problem(contract, claim, wid, now)
+    problem = contract_problem(contract, claim, wid, now, in_place=in_place)
     if problem is not None or contract is None:
         return deny(problem or "no contract")
     verdicts = tuple(judge_path(contract, t) for t in targets)
@@ -291,21 +308,30 @@ def evaluate(
     *,
     allow_outside: Sequence[Path] = (),
     relative_to_root: bool = False,
+    in_place_task: str | None = None,
 ) -> GuardDecision:
-    """Decide for paths written from `cwd`, reading the worktree's binding and live claim."""
+    """Decide for paths written from `cwd`, reading the worktree's binding and live claim.
+
+    Without a binding, `in_place_task` ($INTEGRATOR_TASK of an agent in a shared checkout)
+    names the task whose live in-place contract applies.
+    """
     try:
         root = worktree_root(cwd)
     except IntegratorError:
         return deny(f"{cwd} is not inside a git worktree; nothing is bound here")
     contract = bound_contract(root)
+    in_place = contract is None and bool(in_place_task)
+    task = contract.task_id if contract is not None else in_place_task
     claim = None
-    if contract is not None:
+    if task:
         with Canonical(root) as canonical:
-            live = canonical.claim(contract.task_id)
-            claim = live.view if live is not None else None
+            live = canonical.claim(task)
+        if live is not None:
+            claim = live.view
+            contract = contract or live.contract
     base = root if relative_to_root else cwd
     located = [locate(t, base, root, allow_outside) for t in targets]
-    return decide(contract, claim, worktree_id(root), now, located)
+    return decide(contract, claim, worktree_id(root), now, located, in_place=in_place)
 
 
 def staged_paths(root: Path) -> list[str]:
@@ -344,7 +370,12 @@ def answer(dialect: Dialect | None, decision: GuardDecision) -> HookAnswer:
 
 
 def run_hook(
-    data: bytes, *, cwd: Path, now: datetime, allow_outside: Sequence[Path] = ()
+    data: bytes,
+    *,
+    cwd: Path,
+    now: datetime,
+    allow_outside: Sequence[Path] = (),
+    in_place_task: str | None = None,
 ) -> tuple[HookAnswer, GuardDecision]:
     """Handle one hook event end to end; never raises, and denies on any failure."""
     dialect: Dialect | None = None
@@ -354,7 +385,13 @@ def run_hook(
         if not call.mediated:
             decision = GuardDecision(True, f"{call.tool} writes no file the guard can see")
         else:
-            decision = evaluate(call.targets, call.cwd, now, allow_outside=allow_outside)
+            decision = evaluate(
+                call.targets,
+                call.cwd,
+                now,
+                allow_outside=allow_outside,
+                in_place_task=in_place_task,
+            )
     except GuardInputError as err:
         dialect = err.dialect
         decision = deny(f"{err} (fail closed)")

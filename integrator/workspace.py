@@ -129,12 +129,27 @@ class Exclusive:
     lock_mode: Literal["exclusive"] = "exclusive"
 
 
-Resolution = NoLock | Exclusive
+@dataclass(frozen=True)
+class InPlace:
+    """Seed 000's shared checkout, asked for explicitly (`task claim --in-place`): no
+    worktree; the write set itself is the lock — the live claim refuses every overlapping
+    contract — and commits go through `integrator commit --task`, one at a time."""
+
+    reason: str
+    lock_mode: Literal["paths"] = "paths"
+    workspace: None = None
 
 
-def resolve_lock_mode(task: Task, agent: str, registry: Registry) -> Resolution:
+Resolution = NoLock | Exclusive | InPlace
+
+
+def resolve_lock_mode(
+    task: Task, agent: str, registry: Registry, *, in_place: bool = False
+) -> Resolution:
     """Seed 003's decision table. Raises WorkspaceConfigurationError when a writing task
     has no legitimate workspace, naming the file and the line that would fix it."""
+    if in_place and task.writes and task.meta.workspace is None:
+        return InPlace(f"task {task.id} runs in the shared checkout; its write set is the lock")
     if task.meta.workspace is not None:
         return Exclusive(
             task.meta.workspace, "task", f"task {task.id} names workspace {task.meta.workspace}"
@@ -426,7 +441,9 @@ class Fleet:
     def registry(self) -> Registry:
         return load_registry(self.queue.root)
 
-    def claim(self, agent: str | None = None, *, task_id: str | None = None) -> ClaimOutcome:
+    def claim(
+        self, agent: str | None = None, *, task_id: str | None = None, in_place: bool = False
+    ) -> ClaimOutcome:
         """Claim the first ready task and set up its lock mode.
 
         A task whose contract would overlap a live claim (say, a finished task whose
@@ -446,9 +463,14 @@ class Fleet:
                 task = claimed.task
                 writeset = expand_writeset(task, policy)
                 try:
-                    resolution = resolve_lock_mode(task, agent, registry)
+                    resolution = resolve_lock_mode(task, agent, registry, in_place=in_place)
                     if isinstance(resolution, NoLock):
                         assignment = Assignment(task, agent, claimed.path, resolution, writeset)
+                    elif isinstance(resolution, InPlace):
+                        contract = self._issue(task, agent, writeset, None)
+                        assignment = Assignment(
+                            task, agent, claimed.path, resolution, writeset, None, contract
+                        )
                     else:
                         assignment = self._bind(claimed.path, task, agent, resolution, writeset)
                     return ClaimOutcome(assignment, tuple(skipped))
@@ -481,21 +503,7 @@ class Fleet:
                 raise WorkspaceBusyError(f"workspace {how.workspace} is bound to task {holder}")
             if holder is not None:
                 unbind(worktree, holder)  # left by a crashed claimer
-            claims = Claims(canonical)
-            previous = canonical.claim(task.id)
-            if previous is not None and previous.view.state == "live":
-                claims.revoke(task.id, "superseded: the task went back to the queue")
-            contract = claims.issue(
-                IssueRequest(
-                    task_id=task.id,
-                    paths=writeset.patterns,
-                    resources=writeset.resources,
-                    base=base,
-                    lease=self.lease,
-                    holder=agent,
-                    worktree_id=worktree_id(worktree),
-                )
-            )
+            contract = self._issue(task, agent, writeset, worktree_id(worktree), canonical, base)
             record = {
                 "task": task.id,
                 "agent": agent,
@@ -515,6 +523,36 @@ class Fleet:
             raise
         finally:
             canonical.close()
+
+    def _issue(
+        self,
+        task: Task,
+        agent: str,
+        writeset: WriteSet,
+        wid: str | None,
+        canonical: Canonical | None = None,
+        base: str | None = None,
+    ) -> OwnershipContract:
+        """Issue the task's contract; a live claim left by an earlier attempt of the same
+        task (it was back in the inbox, so nobody holds it) is revoked first."""
+        with contextlib.ExitStack() as stack:
+            if canonical is None:
+                canonical = stack.enter_context(self.canonical())
+            claims = Claims(canonical)
+            previous = canonical.claim(task.id)
+            if previous is not None and previous.view.state == "live":
+                claims.revoke(task.id, "superseded: the task went back to the queue")
+            return claims.issue(
+                IssueRequest(
+                    task_id=task.id,
+                    paths=writeset.patterns,
+                    resources=writeset.resources,
+                    base=base or _queue_head(canonical),
+                    lease=self.lease,
+                    holder=agent,
+                    worktree_id=wid,
+                )
+            )
 
     def _cleanup(self, entry: Entry, revoke_reason: str | None) -> None:
         """Unbind the task's worktree and free its workspace; revoke its claim if asked."""

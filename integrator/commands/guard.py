@@ -19,6 +19,10 @@ from integrator.errors import EXIT_FENCED, EXIT_OK, UsageError
 from integrator.queue import utcnow
 from integrator.workspace import worktree_root
 
+# In a shared checkout (`task claim --in-place`) nothing is bound to the worktree; the
+# agent's environment names its task instead, and hooks inherit that environment.
+TASK_ENV = "INTEGRATOR_TASK"
+
 
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
@@ -27,7 +31,8 @@ def register(sub: Any) -> None:
         description=(
             "Without arguments: read a Claude Code/Codex PreToolUse or Gemini BeforeTool "
             "event on stdin and allow or deny it (fail closed). --path P: check paths, exit "
-            "1 when one is denied. --staged: check the paths staged for commit."
+            "1 when one is denied. --staged: check the paths staged for commit. In a shared "
+            "checkout, $INTEGRATOR_TASK names the task whose in-place contract applies."
         ),
     )
     parser.add_argument("--path", action="append", default=[], metavar="P", help="path to check")
@@ -62,7 +67,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         targets, relative = list(args.path), False
     decision = guard.evaluate(
-        targets, cwd, utcnow(), allow_outside=args.allow_outside, relative_to_root=relative
+        targets,
+        cwd,
+        utcnow(),
+        allow_outside=args.allow_outside,
+        relative_to_root=relative,
+        in_place_task=os.environ.get(TASK_ENV),
     )
     if args.json:
         print(json.dumps(decision.to_json(), indent=2, ensure_ascii=False))
@@ -82,7 +92,11 @@ def run_hook(args: argparse.Namespace) -> int:
         print(f"integrator guard: cannot read the hook input: {err}", file=sys.stderr)
         return 2
     answer, _decision = guard.run_hook(
-        data, cwd=Path(os.getcwd()), now=utcnow(), allow_outside=args.allow_outside
+        data,
+        cwd=Path(os.getcwd()),
+        now=utcnow(),
+        allow_outside=args.allow_outside,
+        in_place_task=os.environ.get(TASK_ENV),
     )
     sys.stdout.write(answer.stdout)
     sys.stderr.write(answer.stderr)

@@ -72,6 +72,12 @@ def register(sub: Any) -> None:
     p.add_argument("--task", metavar="ID", help="claim this task only, if it is ready")
     p.add_argument("--lease", type=duration, default=timedelta(hours=1), help="contract lease")
     p.add_argument("--guard", action="store_true", help="install the write guard in the worktree")
+    p.add_argument(
+        "--in-place",
+        action="store_true",
+        help="shared checkout (seed 000): no worktree; the write set is the lock; commit "
+        "with `integrator commit --task` and export INTEGRATOR_TASK for the guard",
+    )
     p.set_defaults(func=run_claim)
 
     for name, helptext, func in (
@@ -171,7 +177,7 @@ def run_list(args: argparse.Namespace) -> int:
 def run_claim(args: argparse.Namespace) -> int:
     agent = agent_name(args.agent)
     fleet = Fleet(args.repo, lease=args.lease)
-    outcome = fleet.claim(agent, task_id=args.task)
+    outcome = fleet.claim(agent, task_id=args.task, in_place=args.in_place)
     assignment = outcome.assignment
     if assignment is None:
         plan = fleet.plan()
@@ -191,12 +197,13 @@ def run_claim(args: argparse.Namespace) -> int:
         guard.install(assignment.worktree)
     claimed = assignment.to_json()
     claimed["skipped"] = list(outcome.skipped)
-    where = (
-        f"workspace {assignment.resolution.workspace} at {assignment.worktree}, contract "
-        f"{assignment.contract.digest if assignment.contract else '-'}"
-        if assignment.worktree
-        else "no workspace, no lock, no contract"
-    )
+    digest = assignment.contract.digest if assignment.contract else "-"
+    if assignment.worktree is not None:
+        where = f"workspace {assignment.resolution.workspace} at {assignment.worktree}, {digest}"
+    elif assignment.contract is not None:
+        where = f"shared checkout, contract {digest}; export INTEGRATOR_TASK={assignment.task.id}"
+    else:
+        where = "no workspace, no lock, no contract"
     header = (
         f"claimed:{assignment.claimed_file}\n"
         f"task {assignment.task.id}: lock mode {assignment.lock_mode} ({where})\n"
