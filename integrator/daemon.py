@@ -30,7 +30,7 @@ import watchfiles
 from integrator import git
 from integrator.errors import ConfigurationError, InfrastructureError, IntegratorError, UsageError
 from integrator.health import Metrics
-from integrator.mirror import Mirror, MirrorWorker, decision_record
+from integrator.mirror import Mirror, MirrorWorker, codes_of, decision_record
 from integrator.notify import Notifier
 from integrator.repository import Canonical
 from integrator.review import hold_op
@@ -150,6 +150,7 @@ class Daemon:
         self._backoff = 0.0
         self._watcher: Generator[set[tuple[watchfiles.Change, str]], None, None] | None = None
         self._worker: MirrorWorker | None = None
+        self._watchdog = self.notifier.watchdog_interval() is not None
 
     # -- signals --------------------------------------------------------------------------
 
@@ -185,9 +186,10 @@ class Daemon:
         self.spool.ensure()
         with self.spool.lock():
             self.spool.write_meta(self.canonical.path)
+            self.spool.sweep_tmp()
             recovered = self.drain(only_work=True)
             self.log.info(
-                "daemon.ready", spool=str(self.spool.root), repo=str(self.canonical.path),
+                "daemon.ready", spool=str(self.spool.root), repo=str(self.canonical.path.resolve()),
                 recovered=recovered, once=once, waiting=self.spool.depth(),
             )  # fmt: skip
             self.notifier.ready()
@@ -221,7 +223,7 @@ class Daemon:
     def _serve(self) -> None:
         watchdog = self.notifier.watchdog_interval()
         while not self._stopping:
-            self.drain()
+            self.drain()  # pings the watchdog after every batch
             if watchdog is not None:
                 self.notifier.watchdog()
             if self._stopping:
@@ -243,6 +245,8 @@ class Daemon:
                 break
             done, error = self._batch(names)
             total += done
+            if self._watchdog:
+                self.notifier.watchdog()  # a long drain is progress, not a hang
             if error is not None:
                 self.last_error = str(error)
                 self._backoff = min(max(self._backoff * 2, 0.5), self.settings.max_backoff)
@@ -352,7 +356,7 @@ class Daemon:
         self.log.info(
             "decision", submission=o.sid, task=v.task_id, attempt=v.attempt_id,
             generation=v.generation, candidate=v.candidate, decision=v.decision.value,
-            codes=[x.code.value for x in v.violations], folder=o.folder,
+            codes=codes_of(v), folder=o.folder,
             staging=v.staging_commit, recovered=bool(v.recovered),
             latency_ms=round(o.latency * 1000, 3),
         )  # fmt: skip

@@ -62,6 +62,11 @@ class MirrorRecord(Model):
     reason: str | None = None
 
 
+def codes_of(verdict: Verdict) -> list[str]:
+    """The distinct violation codes of a verdict, in first-seen order."""
+    return list(dict.fromkeys(v.code.value for v in verdict.violations))
+
+
 def decision_record(
     sid: str, verdict: Verdict | None, at: datetime, latency: float, reason: str | None = None
 ) -> MirrorRecord:
@@ -82,7 +87,7 @@ def decision_record(
         submission=sid,
         at=at,
         decision=verdict.decision.value,
-        codes=[v.code.value for v in verdict.violations],
+        codes=codes_of(verdict),
         task_id=verdict.task_id,
         attempt_id=verdict.attempt_id,
         generation=verdict.generation,
@@ -107,7 +112,7 @@ def review_record(
         submission=sid,
         at=at,
         decision=verdict.decision.value if verdict else None,
-        codes=[v.code.value for v in verdict.violations] if verdict else [],
+        codes=codes_of(verdict) if verdict else [],
         task_id=verdict.task_id if verdict else None,
         attempt_id=verdict.attempt_id if verdict else None,
         generation=verdict.generation if verdict else None,

@@ -25,7 +25,7 @@ from pydantic import Field, ValidationError
 from integrator import git
 from integrator.contract import Model
 from integrator.errors import InfrastructureError, UsageError
-from integrator.mirror import Mirror, review_record
+from integrator.mirror import Mirror, codes_of, review_record
 from integrator.repository import Canonical, signature
 from integrator.spool import (
     SUBMISSION_FILE,
@@ -111,7 +111,7 @@ def hold_op(
         actor="integrator",
         at=now,
         decision=verdict.decision,
-        codes=[v.code.value for v in verdict.violations],
+        codes=codes_of(verdict),
         contract_digest=verdict.contract_digest,
         previous=old,
     )
@@ -253,7 +253,7 @@ class Review:
             at=now,
             reason=reason,
             decision=verdict.decision if verdict else None,
-            codes=[v.code.value for v in verdict.violations] if verdict else [],
+            codes=codes_of(verdict) if verdict else [],
             contract_digest=digest,
             previous=old,
         )

@@ -17,6 +17,7 @@ import re
 import secrets
 import shutil
 import stat
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -42,6 +43,9 @@ STRAY_ENTRY = "stray-entry"
 META_FILE = "spool.json"
 LOCK_FILE = "daemon.lock"
 BACKLOG = "mirror-backlog"
+
+# Maildir's rule: a draft untouched for 36 hours was abandoned by its producer.
+TMP_MAX_AGE = 36 * 3600.0
 
 INBOX = ("tmp", "new", "work")
 DECIDED = ("accepted", "fenced", "review", "rejected", "archived")
@@ -236,6 +240,22 @@ class Spool:
         """Publish a submission that carries no bundle; returns its id."""
         with self.draft(now) as draft:
             return self.publish(draft, submission)
+
+    def sweep_tmp(self, older_than: float = TMP_MAX_AGE) -> list[str]:
+        """Remove drafts abandoned in `tmp/` (a producer that died before its rename)."""
+        removed = []
+        limit = time.time() - older_than
+        for name in self.entries("tmp"):
+            path = self.root / "tmp" / name
+            with contextlib.suppress(FileNotFoundError):
+                if path.lstat().st_mtime >= limit:
+                    continue
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+                removed.append(name)
+        return removed
 
     # -- the daemon's moves ----------------------------------------------------------------
 

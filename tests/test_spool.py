@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -136,6 +137,18 @@ def test_stray_entries_get_a_generated_name(tmp_path: Path) -> None:
     assert ID_RE.match(claimed.sid)
     assert claimed.problem is not None and "evil name" in claimed.problem
     assert (claimed.path / "stray-entry").read_text() == "x"
+
+
+def test_abandoned_drafts_are_swept(tmp_path: Path) -> None:
+    """Drafts older than Maildir's 36 hours are removed from tmp/; fresh ones stay."""
+    spool = Spool(tmp_path / "spool").ensure()
+    old, fresh = spool.folder("tmp") / "old", spool.folder("tmp") / "fresh"
+    old.mkdir()
+    fresh.mkdir()
+    long_ago = time.time() - 37 * 3600
+    os.utime(old, (long_ago, long_ago))
+    assert spool.sweep_tmp() == ["old"]
+    assert spool.entries("tmp") == ["fresh"]
 
 
 def test_dot_files_are_not_entries(tmp_path: Path) -> None:

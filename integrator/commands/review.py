@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -74,15 +76,19 @@ def register(sub: Any) -> None:
     reject.set_defaults(func=run_reject)
 
 
-def _review(args: argparse.Namespace, *, engine: bool = False) -> Review:
+@contextlib.contextmanager
+def _review(args: argparse.Namespace, *, engine: bool = False) -> Iterator[Review]:
     logs.configure(stream=logs.STDERR)
     spool = Spool(args.spool)
     repo = args.repo or spool.repo_path()
     if repo is None:
         raise UsageError(f"{spool.root} does not record its repository yet; pass --repo")
-    canonical = Canonical(repo)
     mirror = for_spool(spool.root, args.mirror)
-    return Review(spool, canonical, mirror, engine=Integrator(canonical) if engine else None)
+    with Canonical(repo) as canonical:
+        try:
+            yield Review(spool, canonical, mirror, engine=Integrator(canonical) if engine else None)
+        finally:
+            mirror.close()
 
 
 def _codes(verdict: Verdict) -> str:
@@ -122,10 +128,10 @@ def _summary(h: Held) -> dict[str, Any]:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    review = _review(args)
-    held = review.get(args.id)
-    base, files = review.diff(held)
-    records = history(review.canonical, held.sid)
+    with _review(args) as review:
+        held = review.get(args.id)
+        base, files = review.diff(held)
+        records = history(review.canonical, held.sid)
     if args.json:
         print_json(
             {
@@ -213,16 +219,16 @@ def _paint_line(line: str, paint: Any) -> str:
 
 
 def run_approve(args: argparse.Namespace) -> int:
-    review = _review(args, engine=True)
     contract = read_input(args.contract) if args.contract else None
-    verdict = review.approve(args.id, args.actor or default_actor(), contract, args.reason)
+    with _review(args, engine=True) as review:
+        verdict = review.approve(args.id, args.actor or default_actor(), contract, args.reason)
     _print_verdict(args, args.id, verdict)
     return verdict.exit_code
 
 
 def run_reject(args: argparse.Namespace) -> int:
-    review = _review(args)
-    review.reject(args.id, args.actor or default_actor(), args.reason)
+    with _review(args) as review:
+        review.reject(args.id, args.actor or default_actor(), args.reason)
     if args.json:
         print_json({"submission": args.id, "action": "reject", "folder": "archived"})
     else:

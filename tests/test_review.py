@@ -1,0 +1,229 @@
+"""Review: held candidates, their record chains, and approval that goes through the fence again."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from integrator import git
+from integrator.claims import Claims, ExpansionRequest, IssueRequest
+from integrator.cli import main
+from integrator.contract import OwnershipContract
+from integrator.daemon import Daemon, Settings
+from integrator.integrate import Integrator
+from integrator.mirror import for_spool
+from integrator.repository import Canonical
+from integrator.review import archived_ref, held_ref, history
+from integrator.spool import BUNDLE_FILE, Spool, Submission, create_bundle
+from tests.canon import make_canon
+from tests.gitutil import git as run
+
+
+@dataclass
+class Desk:
+    """A canonical repository and a spool where one candidate was fenced."""
+
+    repo: Path
+    spool: Spool
+    contract: OwnershipContract
+    candidate: str
+    sid: str
+
+    def canonical(self) -> Canonical:
+        return Canonical(self.repo)
+
+    def drain(self) -> None:
+        with self.canonical() as canonical:
+            daemon = Daemon(
+                spool=self.spool,
+                canonical=canonical,
+                engine=Integrator(canonical),
+                mirror=for_spool(self.spool.root),
+                settings=Settings(watch=False),
+            )
+            daemon.run(once=True)
+
+    def cli(self, *args: str) -> int:
+        return main(["review", *args, "--spool", str(self.spool.root)])
+
+    def expand(self, *paths: str) -> OwnershipContract:
+        """The coordinator grants the paths the candidate needed: generation + 1."""
+        with self.canonical() as canonical:
+            return Claims(canonical).expand(
+                ExpansionRequest.model_validate(
+                    {
+                        "schema": "integrator.expansion.v1",
+                        "taskId": self.contract.task_id,
+                        "contractDigest": self.contract.digest,
+                        "expectedGeneration": self.contract.ownership_generation,
+                        "treeDigest": "sha256:" + "0" * 64,
+                        "diffDigest": "sha256:" + "0" * 64,
+                        "addPaths": list(paths),
+                    }
+                )
+            )
+
+    def folder_of(self, sid: str) -> str | None:
+        found = self.spool.find(sid)
+        return found[0] if found else None
+
+
+def submission(contract: OwnershipContract, candidate: str, bundle: bool = False) -> Submission:
+    return Submission.model_validate(
+        {
+            "schema": "integrator.submission.v1",
+            "contract": contract.wire(),
+            "candidate": candidate,
+            "submitter": {"user": "agent", "host": "test"},
+            "submittedAt": datetime.now(UTC),
+            "bundle": BUNDLE_FILE if bundle else None,
+        }
+    )
+
+
+@pytest.fixture
+def desk(tmp_path: Path) -> Desk:
+    """Task `docs` may write docs/**, but its candidate (from another clone) also edits billing/."""
+    canon = make_canon(tmp_path)
+    with Canonical(canon.path) as canonical:
+        contract = Claims(canonical).issue(
+            IssueRequest(task_id="docs", paths=("docs/**",), lease=timedelta(hours=2))
+        )
+    clone = tmp_path / "clone"
+    run("clone", "-q", str(canon.path), str(clone), cwd=tmp_path)
+    (clone / "docs" / "index.md").write_text("# better docs\n")
+    (clone / "billing" / "invoice.py").write_text("invoice = 2\n")
+    run("commit", "-qam", "docs and an unowned fix", cwd=clone)
+    candidate = run("rev-parse", "HEAD", cwd=clone)
+    spool = Spool(tmp_path / "spool").ensure()
+    with spool.draft() as draft:
+        create_bundle(clone, candidate, contract.base_commit, draft / BUNDLE_FILE)
+        sid = spool.publish(draft, submission(contract, candidate, bundle=True))
+    d = Desk(canon.path, spool, contract, candidate, sid)
+    d.drain()
+    return d
+
+
+def test_fenced_candidate_is_held_by_a_record_chain(desk: Desk) -> None:
+    """The held ref's record names the verdict and keeps the bundled candidate alive."""
+    assert desk.folder_of(desk.sid) == "fenced"
+    with desk.canonical() as canonical:
+        head = canonical.ref(held_ref(desk.sid))
+        assert head is not None
+        record = canonical.commit(head)
+        assert [str(p) for p in record.parent_ids] == [desk.candidate]
+        verdict = json.loads(canonical.blob_at(head, "verdict.json"))
+        assert verdict["decision"] == "FENCED"
+        assert [a.action for _, a in history(canonical, desk.sid)] == ["hold"]
+        assert git.refs_under(canonical.repo, git.QUARANTINE_PREFIX) == {}
+
+
+def test_list_shows_held_candidates_with_codes(
+    desk: Desk, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`review list --json` shows each held candidate with its decision and codes."""
+    assert desk.cli("list", "--json") == 0
+    (item,) = json.loads(capsys.readouterr().out)
+    assert (item["submission"], item["decision"], item["codes"]) == (
+        desk.sid,
+        "FENCED",
+        ["PATH_NOT_OWNED"],
+    )
+    assert item["taskId"] == "docs" and item["candidate"] == desk.candidate
+
+
+def test_show_puts_each_violation_beside_its_file(
+    desk: Desk, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`review show` prints a file's violations right above that file's diff, in colour on request."""
+    assert desk.cli("show", desk.sid, "--color", "never") == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = lines.index("diff --git a/billing/invoice.py b/billing/invoice.py")
+    assert lines[header - 1].startswith("✗ PATH_NOT_OWNED:")
+    docs = lines.index("diff --git a/docs/index.md b/docs/index.md")
+    assert not lines[docs - 1].startswith("✗")
+    assert desk.cli("show", desk.sid, "--color", "always") == 0
+    assert "\033[31m✗ PATH_NOT_OWNED" in capsys.readouterr().out
+    assert desk.cli("show", desk.sid, "--json") == 0
+    shown = json.loads(capsys.readouterr().out)
+    by_path = {f["path"]: f for f in shown["files"]}
+    assert [v["code"] for v in by_path["billing/invoice.py"]["violations"]] == ["PATH_NOT_OWNED"]
+    assert by_path["docs/index.md"]["violations"] == []
+
+
+def test_approve_without_a_new_contract_is_fenced_again(desk: Desk) -> None:
+    """Approval re-runs the fence: under the unchanged contract the verdict stays FENCED."""
+    assert desk.cli("approve", desk.sid, "--actor", "rm", "--reason", "looks fine") == 1
+    assert desk.folder_of(desk.sid) == "fenced"
+    with desk.canonical() as canonical:
+        actions = [a for _, a in history(canonical, desk.sid)]
+        assert canonical.ref(canonical.queue_ref) == canonical.ref("refs/heads/main")
+        assert run("log", "--format=%s", "-1", canonical.queue_ref, cwd=desk.repo) == "base"
+    assert [(a.action, a.decision) for a in actions] == [("hold", "FENCED"), ("approve", "FENCED")]
+    assert actions[1].actor == "rm" and actions[1].reason == "looks fine"
+
+
+def test_approve_after_expansion_lands_through_the_fence(
+    desk: Desk, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Once the coordinator expands the claim, approval integrates and archives the chain."""
+    desk.expand("billing/invoice.py")
+    assert desk.cli("approve", desk.sid, "--actor", "rm", "--json") == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["verdict"]["decision"] == "ACCEPTED"
+    assert printed["verdict"]["generation"] == 2
+    assert desk.folder_of(desk.sid) == "accepted"
+    with desk.canonical() as canonical:
+        assert canonical.ref(held_ref(desk.sid)) is None
+        assert canonical.ref(archived_ref(desk.sid)) is not None
+        assert [a.action for _, a in history(canonical, desk.sid)] == ["hold", "approve"]
+        landed = canonical.commit(canonical.ref(canonical.queue_ref) or "")
+        assert f"Integrator-Candidate: {desk.candidate}" in landed.message
+    records = for_spool(desk.spool.root).registry.history(task="docs")
+    assert [(r.kind, r.action, r.decision) for r in records] == [
+        ("decision", None, "FENCED"),
+        ("review", "approve", "ACCEPTED"),
+    ]
+
+
+def test_approve_with_an_explicit_contract_file(desk: Desk, tmp_path: Path) -> None:
+    """`--contract FILE` approves under the re-issued contract the release manager was given."""
+    expanded = desk.expand("billing/**")
+    path = tmp_path / "expanded.json"
+    path.write_text(expanded.to_json())
+    assert desk.cli("approve", desk.sid, "--contract", str(path)) == 0
+    assert desk.folder_of(desk.sid) == "accepted"
+
+
+def test_reject_archives_with_the_reason(desk: Desk, capsys: pytest.CaptureFixture[str]) -> None:
+    """Rejecting files the candidate under archived/ with its reason, in git and in the mirror."""
+    assert desk.cli("reject", desk.sid, "--reason", "billing is not ours", "--actor", "rm") == 0
+    assert desk.folder_of(desk.sid) == "archived"
+    review = json.loads((desk.spool.folder("archived") / desk.sid / "review.json").read_text())
+    assert (review["action"], review["reason"]) == ("reject", "billing is not ours")
+    with desk.canonical() as canonical:
+        assert canonical.ref(held_ref(desk.sid)) is None
+        chain = history(canonical, desk.sid)
+        assert [a.action for _, a in chain] == ["hold", "reject"]
+        head = canonical.commit(chain[-1][0])
+        assert str(head.parent_ids[-1]) == desk.candidate  # still kept alive for audit
+    capsys.readouterr()
+    assert desk.cli("list", "--json") == 0
+    assert json.loads(capsys.readouterr().out) == []
+    (record,) = [r for r in for_spool(desk.spool.root).registry.history() if r.kind == "review"]
+    assert (record.action, record.actor, record.reason) == ("reject", "rm", "billing is not ours")
+
+
+def test_only_held_candidates_can_be_reviewed(
+    desk: Desk, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Approving an archived or unknown submission is a usage error, not a second landing."""
+    assert desk.cli("reject", desk.sid, "--reason", "no") == 0
+    capsys.readouterr()
+    assert desk.cli("approve", desk.sid) == 2
+    assert "not held for review" in capsys.readouterr().err
+    assert desk.cli("show", "20200101T000000000000Z-00000000") == 2
