@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
+from functools import cached_property
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -169,12 +170,16 @@ class OwnershipContract(Model):
     max_patch_bytes: Annotated[int, Field(ge=0)]
     policy_digest: Digest
 
-    @property
+    @cached_property
     def digest(self) -> str:
         return contract_digest(self)
 
-    def matcher(self) -> PathMatcher:
+    @cached_property
+    def _matcher(self) -> PathMatcher:
         return PathMatcher.of(self.paths, self.deny)
+
+    def matcher(self) -> PathMatcher:
+        return self._matcher
 
 
 def contract_digest(contract: OwnershipContract) -> str:

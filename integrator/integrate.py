@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import random
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -21,11 +22,11 @@ import pygit2
 from integrator import faults, gate, git
 from integrator.claims import Claims
 from integrator.contract import OwnershipContract, parse_contract
-from integrator.diff import RecomputedDiff, find_collisions, recompute
+from integrator.diff import RecomputedDiff, TreeReader, recompute
 from integrator.errors import ConfigurationError, ContractError, RefLockedError, RefMovedError
-from integrator.merge import merge_onto_head, resources_touched_since_base
+from integrator.landing import land_batch
 from integrator.policy import PolicyState
-from integrator.repository import Canonical, Claim, signature
+from integrator.repository import Canonical, Claim
 from integrator.verdict import Code, Decision, ResourceUse, Verdict, Violation
 
 TRAILER_CANDIDATE = "Integrator-Candidate"
@@ -52,6 +53,22 @@ class Evaluation:
     def accepted(self) -> bool:
         return self.verdict.decision is Decision.ACCEPTED
 
+    def with_violations(
+        self, extra: Sequence[Violation], *, decision: Decision | None = None, **fields: Any
+    ) -> Verdict:
+        """This evaluation's verdict with more violations and fields (landing results)."""
+        assert self.policy is not None
+        return gate.make_verdict(
+            self.contract,
+            [*self.violations, *extra],
+            candidate=self.verdict.candidate,
+            policy_digest=self.policy.digest,
+            resources=self.resources,
+            diff=self.diff,
+            decision=decision,
+            **fields,
+        )
+
 
 def _invalid(detail: str, candidate: str, policy_digest: str | None) -> Verdict:
     return gate.make_verdict(
@@ -69,23 +86,6 @@ def _legacy(data: bytes) -> bool:
     except ValueError:
         return False
     return isinstance(doc, dict) and "taskId" in doc and "ownershipGeneration" not in doc
-
-
-def staging_message(
-    contract: OwnershipContract, candidate: pygit2.Commit, policy_digest: str
-) -> str:
-    summary = candidate.message.splitlines()[0] if candidate.message.strip() else "candidate"
-    return (
-        f"{summary}\n\n"
-        f"Landed by integrator for task {contract.task_id}.\n\n"
-        f"{TRAILER_CANDIDATE}: {candidate.id}\n"
-        f"Integrator-Task: {contract.task_id}\n"
-        f"Integrator-Attempt: {contract.attempt_id}\n"
-        f"Integrator-Generation: {contract.ownership_generation}\n"
-        f"Integrator-Contract-Digest: {contract.digest}\n"
-        f"Integrator-Policy-Digest: {policy_digest}\n"
-        f"Integrator-Base: {contract.base_commit}\n"
-    )
 
 
 def trailers(message: str) -> dict[str, str]:
@@ -106,6 +106,11 @@ class Integrator:
         self.policy_override = policy_override
         self.claims = Claims(canonical)
         self.durable = git.durable(canonical.repo)
+        self.trees = TreeReader(canonical.repo)
+        # Commits known to be on the queue's first-parent chain: a base found here needs
+        # no merge-base computation (the common case: agents start from a queue head).
+        self._queue_chain: set[str] = set()
+        self._queue_tip: str | None = None
 
     def reload_policy(self) -> None:
         """Forget cached policy and claim documents (after SIGHUP or `policy set`)."""
@@ -175,10 +180,7 @@ class Integrator:
                 [Violation(code=Code.CANDIDATE_MISSING, detail=f"{candidate} is not a commit here")]
             )
         base_present = git.has_object(self.repo, contract.base_commit)
-        base_is_ancestor = base_present and (
-            str(cand.id) == contract.base_commit
-            or self.repo.descendant_of(cand.id, pygit2.Oid(hex=contract.base_commit))
-        )
+        base_is_ancestor = base_present and self._is_ancestor(contract.base_commit, cand)
         violations = gate.check_history(
             base=contract.base_commit,
             base_present=base_present,
@@ -190,7 +192,11 @@ class Integrator:
         base = self._commit(contract.base_commit)
         assert base is not None
         diff = recompute(
-            self.repo, base.tree, cand.tree, rename_limit=policy.policy.integration.rename_limit
+            self.repo,
+            base.tree,
+            cand.tree,
+            rename_limit=policy.policy.integration.rename_limit,
+            reader=self.trees,
         )
         violations, resources = gate.check_diff(contract, diff, policy.policy)
         verdict = gate.make_verdict(
@@ -214,6 +220,35 @@ class Integrator:
             resources=tuple(resources),
             violations=tuple(violations),
         )
+
+    def _is_ancestor(self, base: str, commit: pygit2.Commit) -> bool:
+        """Whether `base` is `commit` or one of its ancestors (cheap when it is a parent)."""
+        if str(commit.id) == base or any(str(p) == base for p in commit.parent_ids):
+            return True
+        return bool(self.repo.descendant_of(commit.id, pygit2.Oid(hex=base)))
+
+    def on_queue(self, base: str, head: pygit2.Commit) -> bool:
+        """Whether `base` is an ancestor of (or equal to) the queue head `head`."""
+        tip = str(head.id)
+        if tip != self._queue_tip:
+            # Walk the first-parent chain back to the part already known.
+            walked: list[str] = []
+            commit: pygit2.Commit | None = head
+            while commit is not None and len(walked) < 10_000:
+                oid = str(commit.id)
+                if oid in self._queue_chain:
+                    break
+                walked.append(oid)
+                parents = commit.parent_ids
+                nxt = self.repo.get(parents[0]) if parents else None
+                commit = nxt if isinstance(nxt, pygit2.Commit) else None
+            if len(self._queue_chain) > 1_000_000:
+                self._queue_chain.clear()
+            self._queue_chain.update(walked)
+            self._queue_tip = tip
+        if base in self._queue_chain:
+            return True
+        return self._is_ancestor(base, head)
 
     def _commit(self, rev: str) -> pygit2.Commit | None:
         try:
@@ -250,22 +285,35 @@ class Integrator:
 
     def integrate(self, contract_data: bytes, candidate: str) -> Verdict:
         """Gate, merge, write the staging commit, and land it in one ref transaction."""
+        return self.integrate_many([(contract_data, candidate)])[0]
+
+    def integrate_many(self, items: Sequence[tuple[bytes, str]]) -> list[Verdict]:
+        """Integrate several candidates, in order, landing all that pass in one transaction.
+
+        Each candidate is gated on its own and merged onto the queue head as left by the
+        ones before it; every landing's claim is verified and consumed in the same
+        `update-ref` transaction that moves the queue to the last staging commit. If a ref
+        moved underneath, the batch is planned again from the new refs (bounded).
+        """
         if not self.canonical.initialized:
             raise ConfigurationError(
                 f"{self.canonical.path} is not prepared for integration; run integrator init"
             )
-        evaluation = self.evaluate(contract_data, candidate)
-        if not evaluation.accepted or evaluation.verdict.recovered:
-            return evaluation.verdict
-        faults.point("after-check")
-        policy = evaluation.policy
-        assert policy is not None
-        retries = policy.policy.integration.queue_retries
+        results: list[Verdict | None] = [None] * len(items)
+        pending: list[tuple[int, Evaluation]] = []
+        for index, (data, candidate) in enumerate(items):
+            evaluation = self.evaluate(data, candidate)
+            if evaluation.accepted and not evaluation.verdict.recovered:
+                pending.append((index, evaluation))
+            else:
+                results[index] = evaluation.verdict
+        if pending:
+            faults.point("after-check")
         attempt = 0
         locked = 0
-        while True:
+        while pending:
             try:
-                verdict, moved = self._land(evaluation)
+                outcome = land_batch(self, [ev for _, ev in pending])
             except RefLockedError:
                 # Contention with a live integrator usually clears within git's own lock
                 # timeout; a lock that outlives a few more tries is reported, never deleted.
@@ -274,202 +322,43 @@ class Integrator:
                     raise
                 time.sleep(random.uniform(0.05, 0.2))
                 continue
-            if moved is None:
-                return verdict
-            attempt += 1
-            if attempt > retries:
-                return self._ref_moved(evaluation, moved, attempt)
+            if outcome.moved is None:
+                for (index, _), verdict in zip(pending, outcome.verdicts, strict=True):
+                    results[index] = verdict
+                break
             # Someone landed first. The next round re-reads every ref: if only the queue
-            # (and the target following it) advanced, it merges again; if the claim or
-            # the policy moved, it fences with REF_MOVED naming that ref.
+            # (and the target following it) advanced, it merges again; if a claim or the
+            # policy moved, that candidate is fenced with REF_MOVED naming the ref.
+            attempt += 1
+            still: list[tuple[int, Evaluation]] = []
+            for (index, ev), verdict in zip(pending, outcome.verdicts, strict=True):
+                if verdict is None:
+                    still.append((index, ev))
+                else:
+                    results[index] = verdict
+            pending = still
+            retries = self._retries(pending)
+            if attempt > retries:
+                for index, ev in pending:
+                    results[index] = self._ref_moved(ev, outcome.moved, attempt)
+                break
+        assert all(v is not None for v in results)
+        return [v for v in results if v is not None]
+
+    @staticmethod
+    def _retries(pending: Sequence[tuple[int, Evaluation]]) -> int:
+        policies = [ev.policy for _, ev in pending if ev.policy is not None]
+        return policies[0].policy.integration.queue_retries if policies else 0
 
     def _ref_moved(self, evaluation: Evaluation, moved: RefMovedError, attempts: int) -> Verdict:
         contract = evaluation.contract
-        assert contract is not None and evaluation.policy is not None
+        assert contract is not None
+        assert evaluation.policy is not None
         detail = f"{moved}"
         if moved.ref == self.canonical.queue_ref:
             detail += f" after {attempts} attempts"
-        violations = [Violation(code=Code.REF_MOVED, path=None, resource=moved.ref, detail=detail)]
+        violations = [Violation(code=Code.REF_MOVED, resource=moved.ref, detail=detail)]
         # Say why the claim or policy moved, when the live checks can tell.
         again = self.evaluate(evaluation.data, str(evaluation.verdict.candidate))
         violations.extend(v for v in again.verdict.violations if v.code is not Code.REF_MOVED)
-        return gate.make_verdict(
-            contract,
-            violations,
-            candidate=evaluation.verdict.candidate,
-            policy_digest=evaluation.policy.digest,
-            resources=evaluation.resources,
-            diff=evaluation.diff,
-            decision=Decision.FENCED,
-        )
-
-    def _land(self, ev: Evaluation) -> tuple[Verdict, RefMovedError | None]:
-        canonical = self.canonical
-        contract, cand, base, diff, policy = ev.contract, ev.candidate, ev.base, ev.diff, ev.policy
-        assert contract and cand and base and diff and policy
-        integration = policy.policy.integration
-        queue_ref = canonical.queue_ref
-        head_oid = canonical.ref(queue_ref) or canonical.ref(canonical.target_ref)
-        if head_oid is None:
-            raise ConfigurationError(
-                f"neither {queue_ref} nor {canonical.target_ref} exists; run integrator init"
-            )
-        target_oid = canonical.ref(canonical.target_ref)
-        claim_ref = Canonical.claim_ref(contract.task_id)
-        claim_oid = canonical.ref(claim_ref)
-        claim = canonical.claim_at(claim_oid) if claim_oid else None
-        now = canonical.clock()
-        live = gate.check_live(contract, claim.view if claim else None, policy.digest, now)
-        moved_refs: list[tuple[str, str | None, str | None]] = []
-        if ev.claim is not None and claim_oid != ev.claim.oid:
-            moved_refs.append((claim_ref, claim_oid, ev.claim.oid))
-        policy_now = canonical.ref(git.POLICY_REF)
-        if policy_now != ev.policy_oid:
-            moved_refs.append((git.POLICY_REF, policy_now, ev.policy_oid))
-            live.append(
-                Violation(
-                    code=Code.POLICY_CHANGED,
-                    detail=f"the policy moved to {policy_now} after the check",
-                )
-            )
-        if moved_refs or live:
-            fences = [
-                Violation(
-                    code=Code.REF_MOVED,
-                    resource=ref,
-                    detail=f"{ref} moved to {now_oid or 'nothing'} after the check "
-                    f"(read {then_oid or 'nothing'})",
-                )
-                for ref, now_oid, then_oid in moved_refs
-            ]
-            return self._verdict(ev, [*fences, *live], decision=Decision.FENCED), None
-        assert claim is not None
-        head = canonical.commit(head_oid)
-
-        def fenced(violations: list[Violation], **extra: Any) -> tuple[Verdict, None]:
-            return self._verdict(ev, violations, queue_head=head_oid, **extra), None
-
-        if head_oid != str(base.id) and not self.repo.descendant_of(head.id, base.id):
-            return fenced(
-                [
-                    Violation(
-                        code=Code.BASE_NOT_ON_QUEUE,
-                        detail=f"base {base.id} is not an ancestor of the queue head "
-                        f"{head_oid}; rebase onto {queue_ref}",
-                    )
-                ]
-            )
-        if integration.target_follows_queue and target_oid is not None and target_oid != head_oid:
-            return fenced(
-                [
-                    Violation(
-                        code=Code.REF_MOVED,
-                        resource=canonical.target_ref,
-                        detail=f"{canonical.target_ref} ({target_oid}) moved outside the queue "
-                        f"({head_oid}); a release manager must reconcile them",
-                    )
-                ]
-            )
-        outcome = merge_onto_head(
-            self.repo,
-            base_commit=base,
-            head_commit=head,
-            candidate_commit=cand,
-            changes=diff.changes,
-        )
-        if not outcome.clean or outcome.tree is None:
-            return fenced(
-                [
-                    Violation(
-                        code=Code.MERGE_CONFLICT, path=p, detail="conflicts with the queue head"
-                    )
-                    for p in outcome.conflicts
-                ]
-                or [Violation(code=Code.MERGE_CONFLICT, detail="the merge did not produce a tree")]
-            )
-        merged = self.repo[outcome.tree]
-        assert isinstance(merged, pygit2.Tree)
-        problems: list[Violation] = []
-        if head_oid != str(base.id):
-            shared = set(policy.policy.shared.resources)
-            touched = [r.resource for r in ev.resources if r.resource not in shared]
-            for resource, paths in resources_touched_since_base(
-                self.repo, policy.policy, base.tree, head.tree, touched
-            ).items():
-                problems.append(
-                    Violation(
-                        code=Code.RESOURCE_CONFLICT,
-                        resource=resource,
-                        detail=f"the queue changed {', '.join(paths)} ({resource}) since base; "
-                        "both sides touched it",
-                    )
-                )
-            for collision in find_collisions(self.repo, merged, diff.added_paths):
-                code = Code.CASE_COLLISION if collision.kind == "case" else Code.UNICODE_COLLISION
-                problems.append(
-                    Violation(
-                        code=code,
-                        path=collision.path,
-                        detail=f"{collision.path!r} collides with {collision.other!r} on the queue head",
-                    )
-                )
-        if problems:
-            if all(v.code is Code.RESOURCE_CONFLICT for v in problems) and (
-                integration.resource_conflict == "review"
-            ):
-                return self._verdict(
-                    ev, problems, queue_head=head_oid, decision=Decision.REVIEW
-                ), None
-            return fenced(problems)
-        sig = signature(now)
-        author = cand.author
-        staging = str(
-            self.repo.create_commit(
-                None,
-                author,
-                sig,
-                staging_message(contract, cand, policy.digest),
-                merged.id,
-                [head.id],
-            )
-        )
-        consumed = self.claims.consume_commit(claim, staging, str(cand.id), now)
-        ops = []
-        if ev.policy_oid is not None:
-            ops.append(git.verify(git.POLICY_REF, ev.policy_oid))
-        ops.append(git.update(queue_ref, staging, canonical.ref(queue_ref)))
-        ops.append(git.update(Canonical.claim_ref(contract.task_id), consumed, claim_oid))
-        if integration.target_follows_queue and target_oid is not None:
-            ops.append(git.update(canonical.target_ref, staging, target_oid))
-        if self.durable:
-            git.sync_objects(self.repo)
-        faults.point("before-transaction")
-        try:
-            canonical.updater.apply(ops, on_prepared=lambda: faults.point("after-prepare"))
-        except RefMovedError as moved:
-            return self._verdict(ev, [], queue_head=head_oid), moved
-        faults.point("after-commit")
-        return (
-            self._verdict(ev, [], tree=str(merged.id), staging_commit=staging, queue_head=head_oid),
-            None,
-        )
-
-    def _verdict(
-        self,
-        ev: Evaluation,
-        extra_violations: list[Violation],
-        *,
-        decision: Decision | None = None,
-        **fields: Any,
-    ) -> Verdict:
-        assert ev.policy is not None
-        return gate.make_verdict(
-            ev.contract,
-            [*ev.violations, *extra_violations],
-            candidate=ev.verdict.candidate,
-            policy_digest=ev.policy.digest,
-            resources=ev.resources,
-            diff=ev.diff,
-            decision=decision,
-            **fields,
-        )
+        return evaluation.with_violations(violations, decision=Decision.FENCED)

@@ -8,6 +8,7 @@ and deny wins; `!` negation is refused so a line reads the same to people and to
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -87,40 +88,51 @@ class Match:
 
 @dataclass(frozen=True)
 class PathMatcher:
-    """Allow and deny glob sets; deny wins."""
+    """Allow and deny glob sets; deny wins.
+
+    Patterns are compiled one by one so a match names the line that decided it; with no
+    negation allowed, "any pattern matches" is exactly gitignore's answer for the set.
+    """
 
     allow: tuple[str, ...]
     deny: tuple[str, ...] = ()
-    _allow: pathspec.PathSpec[Any] = field(init=False, repr=False, compare=False)
-    _deny: pathspec.PathSpec[Any] = field(init=False, repr=False, compare=False)
+    _allow: tuple[tuple[str, pathspec.PathSpec[Any]], ...] = field(
+        init=False, repr=False, compare=False
+    )
+    _deny: tuple[tuple[str, pathspec.PathSpec[Any]], ...] = field(
+        init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_allow", pathspec.PathSpec.from_lines("gitignore", self.allow))
-        object.__setattr__(self, "_deny", pathspec.PathSpec.from_lines("gitignore", self.deny))
+        object.__setattr__(self, "_allow", _compile(self.allow))
+        object.__setattr__(self, "_deny", _compile(self.deny))
 
     @classmethod
     def of(cls, allow: Iterable[str], deny: Iterable[str] = ()) -> PathMatcher:
         return cls(tuple(allow), tuple(deny))
 
     def match(self, path: str) -> Match:
-        """Match one NFC path; `denied_by`/`allowed_by` name the deciding pattern."""
+        """Match one path (NFC); `denied_by`/`allowed_by` name the deciding pattern."""
         path = normalize(path)
-        if self._deny.match_file(path):
-            return Match(False, denied_by=_deciding(self.deny, path))
-        if self._allow.match_file(path):
-            return Match(True, allowed_by=_deciding(self.allow, path))
+        for pattern, spec in self._deny:
+            if spec.match_file(path):
+                return Match(False, denied_by=pattern)
+        for pattern, spec in self._allow:
+            if spec.match_file(path):
+                return Match(True, allowed_by=pattern)
         return Match(False)
 
     def covers(self, path: str) -> bool:
         return self.match(path).allowed
 
 
-def _deciding(patterns: Sequence[str], path: str) -> str | None:
-    # Only called on the rare path that matched; finding the line is for the reader.
-    for pattern in patterns:
-        if pathspec.PathSpec.from_lines("gitignore", [pattern]).match_file(path):
-            return pattern
-    return None
+def _compile(patterns: Sequence[str]) -> tuple[tuple[str, pathspec.PathSpec[Any]], ...]:
+    return tuple((p, _spec(p)) for p in dict.fromkeys(patterns))
+
+
+@functools.lru_cache(maxsize=4096)
+def _spec(pattern: str) -> pathspec.PathSpec[Any]:
+    return pathspec.PathSpec.from_lines("gitignore", [pattern])
 
 
 def literal_prefix(pattern: str) -> str:

@@ -246,3 +246,43 @@ def test_integrate_requires_init(tmp_path: Path) -> None:
     commit_files(repo, {"a": "1\n"}, "base")
     with Canonical(repo) as canonical, pytest.raises(ConfigurationError, match="integrator init"):
         Integrator(canonical).integrate(b"{}", "HEAD")
+
+
+def test_batch_lands_in_one_transaction(canon: Canon) -> None:
+    """integrate_many lands every passing candidate in order with a single ref transaction."""
+    from integrator.integrate import Integrator
+
+    billing = canon.issue("billing", ["billing/**"])
+    auth = canon.issue("auth", ["auth/**"])
+    docs = canon.issue("docs", ["docs/**"])
+    c1 = canon.commit({"billing/invoice.py": "2\n"})
+    c2 = canon.commit({"auth/login.py": "2\n"})
+    dup = canon.commit({"billing/tax.py": "2\n"})
+    outside = canon.commit({"docs/index.md": "x\n", "billing/tax.py": "y\n"})
+    items = [
+        (billing.to_json().encode(), c1),
+        (auth.to_json().encode(), c2),
+        (billing.to_json().encode(), dup),
+        (docs.to_json().encode(), outside),
+    ]
+    with canon.open() as canonical:
+        engine = Integrator(canonical)
+        verdicts = engine.integrate_many(items)
+        transactions = canonical.updater.transactions
+    assert [v.decision for v in verdicts] == [
+        Decision.ACCEPTED,
+        Decision.ACCEPTED,
+        Decision.FENCED,
+        Decision.FENCED,
+    ]
+    assert verdicts[2].codes == [Code.CLAIM_CONSUMED]
+    assert verdicts[3].codes == [Code.PATH_NOT_OWNED]
+    assert transactions == 1
+    chain = git("rev-list", "--first-parent", "refs/heads/main", cwd=canon.path).split()
+    assert chain[:2] == [verdicts[1].staging_commit, verdicts[0].staging_commit]
+    assert git("rev-parse", "refs/integrator/queue/main", cwd=canon.path) == chain[0]
+    for task in ("billing", "auth"):
+        with canon.open() as canonical:
+            claim = canonical.claim(task)
+            assert claim is not None
+            assert claim.view.state == "consumed"

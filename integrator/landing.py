@@ -1,0 +1,243 @@
+"""Landing gated candidates: merge onto the queue head, staging commits, one ref transaction.
+
+A batch is planned in order against the queue head as each earlier candidate leaves it:
+candidate k's staging commit has candidate k-1's as its parent. Then one
+`git update-ref --stdin` transaction verifies the policy ref, moves the queue (and the
+target when it follows) from the head read at planning time to the last staging commit,
+and consumes every landed claim at the value read at planning time. All or nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pygit2
+
+from integrator import faults, git
+from integrator.diff import find_collisions
+from integrator.errors import ConfigurationError, RefMovedError
+from integrator.gate import check_live
+from integrator.merge import merge_onto_head, resources_touched_since_base
+from integrator.repository import Canonical, signature
+from integrator.verdict import Code, Decision, Verdict, Violation
+
+if TYPE_CHECKING:
+    from integrator.integrate import Evaluation, Integrator
+
+
+@dataclass
+class BatchOutcome:
+    """Per candidate: its final verdict, or None when it must be planned again."""
+
+    verdicts: list[Verdict | None]
+    moved: RefMovedError | None = None
+
+
+@dataclass
+class _Planned:
+    position: int
+    ev: Evaluation
+    staging: str
+    tree: str
+    head_oid: str
+    claim_ref: str
+    claim_oid: str
+    consumed: str = field(default="")
+
+
+def staging_message(ev: Evaluation, candidate: pygit2.Commit) -> str:
+    contract = ev.contract
+    assert contract is not None
+    assert ev.policy is not None
+    summary = candidate.message.splitlines()[0] if candidate.message.strip() else "candidate"
+    return (
+        f"{summary}\n\n"
+        f"Landed by integrator for task {contract.task_id}.\n\n"
+        f"Integrator-Candidate: {candidate.id}\n"
+        f"Integrator-Task: {contract.task_id}\n"
+        f"Integrator-Attempt: {contract.attempt_id}\n"
+        f"Integrator-Generation: {contract.ownership_generation}\n"
+        f"Integrator-Contract-Digest: {contract.digest}\n"
+        f"Integrator-Policy-Digest: {ev.policy.digest}\n"
+        f"Integrator-Base: {contract.base_commit}\n"
+    )
+
+
+def land_batch(engine: Integrator, evaluations: list[Evaluation]) -> BatchOutcome:
+    """Plan and land `evaluations` (all ACCEPTED by the gate) in one transaction."""
+    canonical = engine.canonical
+    queue_ref = canonical.queue_ref
+    queue_oid = canonical.ref(queue_ref)
+    head_oid = queue_oid or canonical.ref(canonical.target_ref)
+    if head_oid is None:
+        raise ConfigurationError(
+            f"neither {queue_ref} nor {canonical.target_ref} exists; run integrator init"
+        )
+    target_oid = canonical.ref(canonical.target_ref)
+    policy_oid = canonical.ref(git.POLICY_REF)
+    verdicts: list[Verdict | None] = [None] * len(evaluations)
+    planned: list[_Planned] = []
+    tasks: set[str] = set()
+    head = canonical.commit(head_oid)
+    now = canonical.clock()
+    sig = signature(now)
+    for position, ev in enumerate(evaluations):
+        result = _plan_one(engine, ev, head, target_oid, policy_oid, tasks, sig)
+        if isinstance(result, Verdict):
+            verdicts[position] = result
+            continue
+        result.position = position
+        planned.append(result)
+        tasks.add(ev.contract.task_id if ev.contract else "")
+        head = canonical.commit(result.staging)
+    if not planned:
+        return BatchOutcome(verdicts)
+    ops: list[git.RefOp] = []
+    if policy_oid is not None:
+        ops.append(git.verify(git.POLICY_REF, policy_oid))
+    last = planned[-1].staging
+    ops.append(git.update(queue_ref, last, queue_oid))
+    for plan in planned:
+        ops.append(git.update(plan.claim_ref, plan.consumed, plan.claim_oid))
+    integration = planned[0].ev.policy.policy.integration if planned[0].ev.policy else None
+    if integration is not None and integration.target_follows_queue and target_oid is not None:
+        ops.append(git.update(canonical.target_ref, last, target_oid))
+    if engine.durable:
+        git.sync_objects(engine.repo)
+    faults.point("before-transaction")
+    try:
+        canonical.updater.apply(ops, on_prepared=lambda: faults.point("after-prepare"))
+    except RefMovedError as moved:
+        return BatchOutcome([v if v is not None else None for v in verdicts], moved)
+    faults.point("after-commit")
+    for plan in planned:
+        verdicts[plan.position] = plan.ev.with_violations(
+            [], tree=plan.tree, staging_commit=plan.staging, queue_head=plan.head_oid
+        )
+    return BatchOutcome(verdicts)
+
+
+def _plan_one(
+    engine: Integrator,
+    ev: Evaluation,
+    head: pygit2.Commit,
+    target_oid: str | None,
+    policy_oid: str | None,
+    tasks: set[str],
+    sig: pygit2.Signature,
+) -> _Planned | Verdict:
+    """Merge one candidate onto `head` and write its staging and consumed-claim commits."""
+    canonical = engine.canonical
+    repo = engine.repo
+    contract, cand, base, diff, policy = ev.contract, ev.candidate, ev.base, ev.diff, ev.policy
+    assert contract and cand and base and diff and policy
+    integration = policy.policy.integration
+    head_oid = str(head.id)
+    claim_ref = Canonical.claim_ref(contract.task_id)
+    claim_oid = canonical.ref(claim_ref)
+    claim = canonical.claim_at(claim_oid) if claim_oid else None
+    live = check_live(contract, claim.view if claim else None, policy.digest, canonical.clock())
+    moved: list[Violation] = []
+    if ev.claim is not None and claim_oid != ev.claim.oid:
+        moved.append(_moved(claim_ref, claim_oid, ev.claim.oid))
+    if policy_oid != ev.policy_oid:
+        moved.append(_moved(git.POLICY_REF, policy_oid, ev.policy_oid))
+        live.append(Violation(code=Code.POLICY_CHANGED, detail=f"the policy moved to {policy_oid}"))
+    if contract.task_id in tasks:
+        live.append(
+            Violation(
+                code=Code.CLAIM_CONSUMED,
+                detail="an earlier candidate of the same claim lands in this transaction",
+            )
+        )
+    if moved or live:
+        return ev.with_violations([*moved, *live], decision=Decision.FENCED)
+    assert claim is not None
+    assert claim_oid is not None
+
+    def fenced(violations: list[Violation], decision: Decision | None = None) -> Verdict:
+        return ev.with_violations(violations, decision=decision, queue_head=head_oid)
+
+    if not engine.on_queue(str(base.id), head):
+        return fenced(
+            [
+                Violation(
+                    code=Code.BASE_NOT_ON_QUEUE,
+                    detail=f"base {base.id} is not an ancestor of the queue head {head_oid}; "
+                    f"rebase onto {canonical.queue_ref}",
+                )
+            ]
+        )
+    if (
+        integration.target_follows_queue
+        and target_oid is not None
+        and not tasks
+        and target_oid != head_oid
+    ):
+        return fenced(
+            [
+                Violation(
+                    code=Code.REF_MOVED,
+                    resource=canonical.target_ref,
+                    detail=f"{canonical.target_ref} ({target_oid}) moved outside the queue "
+                    f"({head_oid}); a release manager must reconcile them",
+                )
+            ]
+        )
+    outcome = merge_onto_head(
+        repo, base_commit=base, head_commit=head, candidate_commit=cand, changes=diff.changes
+    )
+    if outcome.tree is None:
+        return fenced(
+            [
+                Violation(code=Code.MERGE_CONFLICT, path=p, detail="conflicts with the queue head")
+                for p in outcome.conflicts
+            ]
+            or [Violation(code=Code.MERGE_CONFLICT, detail="the merge did not produce a tree")]
+        )
+    merged = repo[outcome.tree]
+    assert isinstance(merged, pygit2.Tree)
+    problems: list[Violation] = []
+    if head_oid != str(base.id):
+        shared = set(policy.policy.shared.resources)
+        touched = [r.resource for r in ev.resources if r.resource not in shared]
+        for resource, paths in resources_touched_since_base(
+            repo, policy.policy, base.tree, head.tree, touched
+        ).items():
+            problems.append(
+                Violation(
+                    code=Code.RESOURCE_CONFLICT,
+                    resource=resource,
+                    detail=f"the queue changed {', '.join(paths)} ({resource}) since base; "
+                    "both sides touched it",
+                )
+            )
+        for collision in find_collisions(repo, merged, diff.added_paths):
+            code = Code.CASE_COLLISION if collision.kind == "case" else Code.UNICODE_COLLISION
+            problems.append(
+                Violation(
+                    code=code,
+                    path=collision.path,
+                    detail=f"{collision.path!r} collides with {collision.other!r} on the queue head",
+                )
+            )
+    if problems:
+        review = all(v.code is Code.RESOURCE_CONFLICT for v in problems)
+        if review and integration.resource_conflict == "review":
+            return fenced(problems, Decision.REVIEW)
+        return fenced(problems)
+    staging = str(
+        repo.create_commit(None, cand.author, sig, staging_message(ev, cand), merged.id, [head.id])
+    )
+    consumed = engine.claims.consume_commit(claim, staging, str(cand.id), canonical.clock())
+    return _Planned(0, ev, staging, str(merged.id), head_oid, claim_ref, claim_oid, consumed)
+
+
+def _moved(ref: str, now_oid: str | None, then_oid: str | None) -> Violation:
+    return Violation(
+        code=Code.REF_MOVED,
+        resource=ref,
+        detail=f"{ref} moved to {now_oid or 'nothing'} after the check "
+        f"(read {then_oid or 'nothing'})",
+    )
