@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from integrator import guard
+from integrator.commands.guard import install
 from integrator.errors import UsageError
 from integrator.queue import Queue, agent_name
 from integrator.workspace import Fleet
@@ -194,7 +194,7 @@ def run_claim(args: argparse.Namespace) -> int:
         _print(args, doc, "\n".join([state, *details]))
         return 0
     if args.guard and assignment.worktree is not None:
-        guard.install(assignment.worktree)
+        install(assignment.worktree)
     claimed = assignment.to_json()
     claimed["skipped"] = list(outcome.skipped)
     digest = assignment.contract.digest if assignment.contract else "-"
