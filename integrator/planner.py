@@ -399,26 +399,33 @@ def width(nodes: Sequence[str], edges: Iterable[tuple[str, str]]) -> int:
 def hot_paths(
     edges: Iterable[Edge], writesets: dict[str, WriteSet], top: int = 5
 ) -> tuple[HotPath, ...]:
-    """The write-set patterns behind the most overlap edges, with what to do about each."""
-    pairs: dict[str, int] = {}
+    """The write-set patterns behind the most overlap edges, with what to do about each.
+
+    Ties go to repo-wide files, then owned patterns, then generated outputs: splitting
+    the input usually removes the generated overlap with it.
+    """
+    edges_of: dict[str, set[tuple[str, str]]] = {}
     involved: dict[str, set[str]] = {}
     for edge in edges:
         for overlap in edge.overlaps:
             if overlap.kind != "path":
                 continue
             for task, pattern in ((edge.blocker, overlap.mine), (edge.blocked, overlap.theirs)):
-                pairs[pattern] = pairs.get(pattern, 0) + 1
+                edges_of.setdefault(pattern, set()).add((edge.blocker, edge.blocked))
                 involved.setdefault(pattern, set()).add(task)
-    ranked = sorted(pairs, key=lambda p: (-pairs[p], p))[:top]
-    out = []
-    for pattern in ranked:
-        entry = next((ws.entry(pattern) for ws in writesets.values() if ws.entry(pattern)), None)
-        out.append(
-            HotPath(
-                pattern, pairs[pattern], tuple(sorted(involved[pattern])), _advice(pattern, entry)
-            )
-        )
-    return tuple(out)
+    origin_rank = {"repo-wide": 0, "owned": 1, "generated": 2}
+
+    def entry_of(pattern: str) -> WriteEntry | None:
+        return next((ws.entry(pattern) for ws in writesets.values() if ws.entry(pattern)), None)
+
+    def rank(pattern: str) -> tuple[int, int, str]:
+        entry = entry_of(pattern)
+        return (-len(edges_of[pattern]), origin_rank[entry.origin] if entry else 1, pattern)
+
+    return tuple(
+        HotPath(p, len(edges_of[p]), tuple(sorted(involved[p])), _advice(p, entry_of(p)))
+        for p in sorted(edges_of, key=rank)[:top]
+    )
 
 
 def _advice(pattern: str, entry: WriteEntry | None) -> str:
@@ -428,4 +435,6 @@ def _advice(pattern: str, entry: WriteEntry | None) -> str:
         return f"{entry.because}: give the regeneration its own task, or split the input"
     if not anchored(pattern):
         return "it matches at any depth; anchor it (a leading '/' or a folder) or narrow it"
+    if paths.is_literal(pattern):
+        return "one file, one writer at a time: give all its edits to one task"
     return "split this module so that tasks own disjoint parts of it"

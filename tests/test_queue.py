@@ -267,3 +267,14 @@ def test_agent_names_are_made_file_safe() -> None:
     assert agent_name("alice@host/1") == "alice_host_1"
     with pytest.raises(UsageError):
         agent_name("///")
+
+
+def test_init_hides_the_queue_from_git_and_list_reports_it(repo: Path) -> None:
+    """`task init` git-excludes .agents/; `task list --json` shows ready and waiting tasks."""
+    assert integrator("task", "init", cwd=repo).returncode == 0
+    Queue.find(repo).add(task("A", ["src/**"]))
+    Queue.find(repo).add(task("B", ["src/b.py"]))
+    assert git("status", "--porcelain", cwd=repo) == ""
+    listed = json.loads(integrator("task", "list", "--json", cwd=repo).stdout)
+    assert [(i["id"], i["ready"]) for i in listed["inbox"]] == [("A", True), ("B", False)]
+    assert listed["ceiling"] == 1

@@ -114,7 +114,8 @@ def commit_task(root: Path, task_id: str, message: str | None = None) -> CommitR
             )
         changed = changed_paths(root)
         mine = [p for p in changed if owned(p)]
-        others = tuple(p for p in changed if not owned(p))
+        # The queue's own files (.agents/) are not anybody's work; leave them out of the report.
+        others = tuple(p for p in changed if not owned(p) and not p.startswith(".agents/"))
         if mine:
             listing = "".join(p + "\0" for p in mine).encode("utf-8", "surrogateescape")
             git.run_git(

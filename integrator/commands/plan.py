@@ -159,7 +159,8 @@ def text(plan: Plan) -> str:
     if plan.split:
         lines.append(f"split to reach {plan.fleet} (ceiling {plan.ceiling}):")
         lines += [
-            f"  {h.pattern!r} in {h.pairs} overlapping pairs ({', '.join(h.tasks)}): {h.advice}"
+            f"  {h.pattern!r} in {h.pairs} overlapping pair{'' if h.pairs == 1 else 's'} "
+            f"({', '.join(h.tasks)}): {h.advice}"
             for h in plan.split
         ]
     lines += [f"warning: {w}" for w in plan.warnings]

@@ -12,7 +12,7 @@ from typing import Any
 from integrator.commands.guard import install
 from integrator.errors import UsageError
 from integrator.queue import Queue, agent_name
-from integrator.workspace import Fleet
+from integrator.workspace import Fleet, exclude_path
 
 _DURATION = re.compile(r"(\d+)([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -55,6 +55,12 @@ def register(sub: Any) -> None:
 
     p = inner.add_parser("init", help="create the queue folders and a workspaces.toml")
     _common(p, json_flag=False)
+    p.add_argument(
+        "--no-ignore",
+        dest="ignore",
+        action="store_false",
+        help="do not add .agents/ to .git/info/exclude (you mean to commit the queue)",
+    )
     p.set_defaults(func=run_init)
 
     p = inner.add_parser("add", help="validate task files and publish them into the inbox")
@@ -129,6 +135,9 @@ REGISTRY_TEMPLATE = """\
 def run_init(args: argparse.Namespace) -> int:
     queue = Queue.find(args.repo)
     queue.init()
+    if args.ignore:
+        # Queue state changes on every claim; keep it out of `git status` and `git add -A`.
+        exclude_path(queue.root.parent, f"/{queue.root.name}/")
     registry = queue.root / "workspaces.toml"
     if not registry.exists():
         registry.write_text(REGISTRY_TEMPLATE, encoding="utf-8")
