@@ -1,14 +1,15 @@
-"""The integration daemon: drain the spool in id order, integrate each candidate, file it.
+"""The integration daemon: drain the spool in id order, integrate, file each submission.
 
 Submissions are handled in *batches* (one listing of the spool, bounded in size and time).
-Each is claimed (renamed into `work/`) and integrated at once; then the batch is committed:
-one ref transaction holds every FENCED/REVIEW candidate and drops quarantine refs, one
-fsynced backlog file records every decision for the mirror, and only then are the folders
-renamed into `accepted/`, `fenced/`, `review/` or `rejected/`. A crash before that last step
-leaves submissions in `work/`; at start they are run through `integrate` again, which is
-idempotent (a candidate that already landed reports its earlier ACCEPTED, recovered), so
-nothing is lost and nothing lands twice, at the cost of a few fsyncs per batch, not per
-candidate.
+Each is claimed (renamed into `work/`) and read; the batch goes through the engine's
+`integrate_many`, which gates every candidate and lands all that pass in one ref
+transaction. Then the batch is committed: one ref transaction holds every FENCED/REVIEW
+candidate and drops quarantine refs, one fsynced backlog file records every decision for
+the mirror, and only then are the folders renamed into `accepted/`, `fenced/`, `review/`
+or `rejected/`. A crash before that last step leaves submissions in `work/`; at start they
+go through the engine again, which is idempotent (a candidate that already landed reports
+its earlier ACCEPTED, recovered), so nothing is lost and nothing lands twice, at the cost
+of a few fsyncs per batch rather than per candidate.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import signal
 import threading
 import time
 import tomllib
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -91,8 +92,23 @@ def load_settings(path: Path | None, base: Settings) -> Settings:
 
 
 class Engine(Protocol):
+    """What the daemon needs of `integrator.integrate.Integrator`."""
+
     def integrate(self, contract_data: bytes, candidate: str) -> Verdict: ...
+    def integrate_many(self, items: Sequence[tuple[bytes, str]]) -> list[Verdict]: ...
     def reload_policy(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A claimed, readable submission waiting for its batch's `integrate_many`."""
+
+    sid: str
+    contract: bytes
+    candidate: str
+    raw: bytes
+    started: float
+    bundle: bool
 
 
 @dataclass(frozen=True)
@@ -258,27 +274,39 @@ class Daemon:
         return total
 
     def _batch(self, names: list[tuple[str, str]]) -> tuple[int, IntegratorError | None]:
+        """Claim up to a batch, integrate it in one `integrate_many`, commit the outcomes."""
         outcomes: list[Outcome] = []
+        ready: list[Prepared] = []
         error: IntegratorError | None = None
         deadline = time.monotonic() + self.settings.batch_seconds
         try:
             for where, name in names:
                 if self._stopping:
-                    break  # stop claiming; what is in hand is filed below
-                outcome = self._process(where, name)
-                if outcome is not None:
-                    outcomes.append(outcome)
-                if len(outcomes) >= self.settings.batch_size or time.monotonic() >= deadline:
+                    break  # stop claiming; what is in hand is integrated and filed below
+                item = self._prepare(where, name)
+                if isinstance(item, Prepared):
+                    ready.append(item)
+                elif item is not None:
+                    outcomes.append(item)
+                taken = len(ready) + len(outcomes)
+                if taken >= self.settings.batch_size or time.monotonic() >= deadline:
                     break
         except IntegratorError as err:
             error = err  # that submission stays in work/ and is retried first
+        except OSError as err:  # the spool's file system, while claiming or reading
+            error = _infra(err)
+        decided, failure = self._integrate(ready)
+        outcomes.extend(decided)
+        error = error or failure  # what was not decided stays in work/, retried first
+        outcomes.sort(key=lambda o: o.sid)
         try:
             self._commit(outcomes)
         except (IntegratorError, OSError) as err:
             return 0, err if isinstance(err, IntegratorError) else _infra(err)
         return len(outcomes), error
 
-    def _process(self, where: str, name: str) -> Outcome | None:
+    def _prepare(self, where: str, name: str) -> Prepared | Outcome | None:
+        """Claim one entry and read it: ready to integrate, rejected, or gone (None)."""
         started = time.perf_counter()
         claimed = self.spool.claim(name) if where == "new" else self.spool.working(name)
         if claimed is None:
@@ -297,21 +325,51 @@ class Daemon:
                 )  # fmt: skip
         except UsageError as err:
             return Outcome(sid, None, str(err), b"", time.perf_counter() - started, bundle)
+        return Prepared(
+            sid, submission.contract_bytes(), submission.candidate, raw, started, bundle
+        )
+
+    def _integrate(self, ready: list[Prepared]) -> tuple[list[Outcome], IntegratorError | None]:
+        """All of `ready` through the engine at once: one ref transaction lands the batch."""
+        if not ready:
+            return [], None
         try:
-            verdict = self.engine.integrate(submission.contract_bytes(), submission.candidate)
-        except IntegratorError:
-            raise
-        except Exception as err:  # a bug in the engine: bounded retries, then reject
-            count = self._crashes[sid] = self._crashes.get(sid, 0) + 1
-            self.log.exception("integrate.crashed", submission=sid, attempt=count)
-            if count < CRASH_LIMIT:
-                raise _infra(err) from err
-            reason = (
-                f"integrate raised {type(err).__name__}: {err} ({count} times); the log has the "
-                "traceback. Resubmitting is safe: integrate never lands a candidate twice"
-            )
-            return Outcome(sid, None, reason, raw, time.perf_counter() - started, bundle)
-        return Outcome(sid, verdict, None, raw, time.perf_counter() - started, bundle)
+            verdicts = self.engine.integrate_many([(p.contract, p.candidate) for p in ready])
+        except IntegratorError as err:
+            return [], err
+        except Exception:  # a bug in the engine: find the submission that triggers it
+            self.log.exception("integrate.crashed", submissions=[p.sid for p in ready])
+            return self._one_by_one(ready)
+        done = time.perf_counter()
+        outcomes = [
+            Outcome(p.sid, v, None, p.raw, done - p.started, p.bundle)
+            for p, v in zip(ready, verdicts, strict=True)
+        ]
+        return outcomes, None
+
+    def _one_by_one(self, ready: list[Prepared]) -> tuple[list[Outcome], IntegratorError | None]:
+        """Integrate singly, so an engine crash is pinned on the submission that causes it."""
+        outcomes: list[Outcome] = []
+        for p in ready:
+            reason = None
+            try:
+                verdict: Verdict | None = self.engine.integrate(p.contract, p.candidate)
+            except IntegratorError as err:
+                return outcomes, err  # what was decided is filed; the rest is retried
+            except Exception as err:  # bounded retries, then reject so the queue moves
+                count = self._crashes[p.sid] = self._crashes.get(p.sid, 0) + 1
+                self.log.exception("integrate.crashed", submission=p.sid, attempt=count)
+                if count < CRASH_LIMIT:
+                    return outcomes, _infra(err)
+                verdict = None
+                reason = (
+                    f"integrate raised {type(err).__name__}: {err} ({count} times); the log "
+                    "has the traceback. Resubmitting is safe: integrate never lands a "
+                    "candidate twice"
+                )
+            latency = time.perf_counter() - p.started
+            outcomes.append(Outcome(p.sid, verdict, reason, p.raw, latency, p.bundle))
+        return outcomes, None
 
     def _commit(self, outcomes: list[Outcome]) -> None:
         """Hold, record, then file: the order that makes a crash at any point harmless."""

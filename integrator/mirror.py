@@ -370,8 +370,16 @@ class Mirror:
     def _flush_once(self) -> int:
         files = self.backlog.files()
         if not files:
+            self.registry.write([])  # an empty transaction: proves the registry is writable
             return 0
-        records = [r for path in files for r in self.backlog.read(path)]
+        records = []
+        for path in files:
+            try:
+                records.extend(self.backlog.read(path))
+            except FileNotFoundError:
+                continue  # another flusher (history, review) mirrored it meanwhile
+            except OSError as err:
+                raise InfrastructureError(f"cannot read the mirror backlog: {err}") from err
         if records:
             self.registry.write(records)
         for path in files:
@@ -414,7 +422,9 @@ class MirrorWorker:
     def _attempt(self) -> None:
         try:
             count = self.mirror.flush()
-        except InfrastructureError as err:
+        except Exception as err:  # a dead thread would stop mirroring without a word
+            if not isinstance(err, InfrastructureError):
+                log.exception("mirror.flush_crashed")
             self._not_before = time.monotonic() + self._backoff
             log.warning("mirror.unavailable", error=str(err), retry_in_s=round(self._backoff, 2))
             self._backoff = min(self._backoff * 2, self.max_backoff)

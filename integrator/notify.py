@@ -49,7 +49,7 @@ class Notifier:
         return self.send(f"RELOADING=1\nMONOTONIC_USEC={usec}")
 
     def stopping(self) -> bool:
-        return self.send("STOPPING=1\nSTATUS=finishing the candidate in hand")
+        return self.send("STOPPING=1\nSTATUS=finishing the submissions in hand")
 
     def status(self, text: str) -> bool:
         return self.send(f"STATUS={text}")

@@ -18,7 +18,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -213,20 +213,22 @@ def test_submissions_land_in_order_with_health_and_metrics(world: World) -> None
 
 
 def test_sigkill_after_commit_then_restart_lands_everything_once(world: World) -> None:
-    """Killed right after landing the first candidate, a restart loses and repeats nothing."""
-    sids = [world.submit(f"t{i}") for i in range(4)]
-    crashed = world.once(env={"INTEGRATOR_FAULT": "kill:after-commit"})
+    """Killed right after landing a batch, a restart loses nothing and lands nothing twice."""
+    sids = [world.submit(f"t{i}") for i in range(5)]
+    config = world.config("[serve]\nbatch-size = 2\n")
+    crashed = world.once("--config", str(config), env={"INTEGRATOR_FAULT": "kill:after-commit"})
     assert crashed.proc.returncode == -signal.SIGKILL
-    assert world.spool.entries("work") == [sids[0]]  # landed, not yet filed
-    assert world.landed() == [world.candidates["t0"]]
+    assert world.spool.entries("work") == sids[:2]  # landed, not yet filed
+    assert world.spool.entries("new") == sids[2:]
+    assert world.landed() == [world.candidates["t0"], world.candidates["t1"]]
 
     restarted = world.once()
     assert restarted.proc.returncode == 0
     assert world.spool.entries("accepted") == sids
     assert world.spool.entries("work") == []
-    assert world.landed() == [world.candidates[f"t{i}"] for i in range(4)]
-    assert world.verdict("accepted", sids[0]).recovered is True
-    assert restarted.events("daemon.ready")[0]["recovered"] == 1
+    assert world.landed() == [world.candidates[f"t{i}"] for i in range(5)]
+    assert [world.verdict("accepted", sid).recovered for sid in sids] == [True] * 2 + [None] * 3
+    assert restarted.events("daemon.ready")[0]["recovered"] == 2
 
 
 def test_sigkill_mid_drain_loses_nothing_and_lands_nothing_twice(world: World) -> None:
@@ -247,10 +249,11 @@ def test_sigkill_mid_drain_loses_nothing_and_lands_nothing_twice(world: World) -
     assert sorted(r.submission for r in history) == sids
 
 
-def test_sigterm_finishes_the_candidate_in_hand_and_exits_zero(world: World) -> None:
-    """SIGTERM while a candidate is being integrated: it lands and is filed, nothing else is claimed."""
-    sids = [world.submit(f"t{i}") for i in range(4)]
-    served = world.serve(env={"INTEGRATOR_FAULT": "stop:after-check"})
+def test_sigterm_finishes_the_batch_in_hand_and_exits_zero(world: World) -> None:
+    """SIGTERM mid-integration: the batch in hand lands and is filed, nothing else is claimed."""
+    sids = [world.submit(f"t{i}") for i in range(5)]
+    config = world.config("[serve]\nbatch-size = 2\n")
+    served = world.serve("--config", str(config), env={"INTEGRATOR_FAULT": "stop:after-check"})
     stat = Path(f"/proc/{served.proc.pid}/stat")
     wait_until(
         lambda: stat.read_text().split(") ")[1].startswith("T"), what="SIGSTOP at after-check"
@@ -258,13 +261,13 @@ def test_sigterm_finishes_the_candidate_in_hand_and_exits_zero(world: World) -> 
     served.signal(signal.SIGTERM)  # pending until the process runs again
     served.signal(signal.SIGCONT)
     assert served.wait() == 0
-    assert world.spool.entries("accepted") == sids[:1]
+    assert world.spool.entries("accepted") == sids[:2]
     assert world.spool.entries("work") == []
-    assert world.spool.entries("new") == sids[1:]
+    assert world.spool.entries("new") == sids[2:]
     assert served.events("daemon.stopped")
 
     world.once()
-    assert world.landed() == [world.candidates[f"t{i}"] for i in range(4)]
+    assert world.landed() == [world.candidates[f"t{i}"] for i in range(5)]
 
 
 def test_malformed_submissions_are_rejected_and_the_daemon_goes_on(world: World) -> None:
@@ -408,10 +411,16 @@ def test_second_daemon_on_a_spool_is_refused(world: World) -> None:
 
 @dataclass
 class FakeEngine:
-    """Returns canned verdicts and records calls; `failures` maps a candidate to exceptions."""
+    """Canned ACCEPTED verdicts, recorded calls, and injected failures.
+
+    `failures` maps a candidate to exceptions raised once each; `poison` candidates raise
+    every time. Like the real engine, `integrate_many` decides all of a batch or raises.
+    """
 
     failures: dict[str, list[Exception]] = field(default_factory=dict)
+    poison: set[str] = field(default_factory=set)
     calls: list[str] = field(default_factory=list)
+    batches: list[int] = field(default_factory=list)
     reloads: int = 0
 
     def integrate(self, contract_data: bytes, candidate: str) -> Verdict:
@@ -419,8 +428,14 @@ class FakeEngine:
         pending = self.failures.get(candidate)
         if pending:
             raise pending.pop(0)
+        if candidate in self.poison:
+            raise RuntimeError("bug")
         task = json.loads(contract_data).get("taskId")
         return Verdict(decision=Decision.ACCEPTED, candidate=candidate, task_id=task, generation=1)
+
+    def integrate_many(self, items: Sequence[tuple[bytes, str]]) -> list[Verdict]:
+        self.batches.append(len(items))
+        return [self.integrate(data, candidate) for data, candidate in items]
 
     def reload_policy(self) -> None:
         self.reloads += 1
@@ -444,35 +459,50 @@ def submit_fake(spool: Spool, n: int) -> list[str]:
     return [spool.submit(submission({"taskId": f"t{i}"}, f"{i:040x}")) for i in range(n)]
 
 
-def test_infrastructure_error_keeps_the_submission_and_its_place(tmp_path: Path) -> None:
-    """A retryable failure leaves the submission in work/; the next drain retries it first."""
+def test_infrastructure_error_keeps_the_batch_and_its_place(tmp_path: Path) -> None:
+    """A retryable failure leaves the undecided batch in work/; the next drain retries it first."""
     engine = FakeEngine(failures={f"{1:040x}": [InfrastructureError("disk full")]})
     daemon, spool, canonical = fake_daemon(tmp_path, engine)
     sids = submit_fake(spool, 3)
     with capture_logs() as logs:
         daemon.drain()
-    assert spool.entries("accepted") == sids[:1]
-    assert spool.entries("work") == [sids[1]]
+    assert spool.entries("accepted") == []
+    assert spool.entries("work") == sids
     assert daemon.last_error == "disk full"
     assert any(e["event"] == "daemon.retry_later" for e in logs)
+    spool.submit(submission({"taskId": "later"}, "f" * 40))
     daemon.drain()
-    assert spool.entries("accepted") == sids
-    assert engine.calls == [f"{i:040x}" for i in (0, 1, 1, 2)]
+    assert spool.entries("accepted")[:3] == sids
+    assert engine.calls == [f"{i:040x}" for i in (0, 1, 0, 1, 2)] + ["f" * 40]
+    assert daemon.last_error is None
     canonical.close()
 
 
 def test_a_crashing_candidate_is_rejected_after_bounded_retries(tmp_path: Path) -> None:
-    """An unexpected engine error is retried a few times, then rejected so the queue moves."""
-    boom: list[Exception] = [RuntimeError("bug"), RuntimeError("bug"), RuntimeError("bug")]
-    engine = FakeEngine(failures={f"{0:040x}": boom})
+    """An engine crash is pinned on its submission, retried a few times, then rejected."""
+    engine = FakeEngine(poison={f"{1:040x}"})
     daemon, spool, canonical = fake_daemon(tmp_path, engine)
-    sids = submit_fake(spool, 2)
-    for _ in range(3):
-        daemon.drain()
-    assert spool.entries("rejected") == sids[:1]
-    reason = json.loads((spool.folder("rejected") / sids[0] / REJECTION_FILE).read_text())["reason"]
+    sids = submit_fake(spool, 3)
+    with capture_logs():
+        for _ in range(3):
+            daemon.drain()
+    assert spool.entries("accepted") == [sids[0], sids[2]]
+    assert spool.entries("rejected") == [sids[1]]
+    reason = json.loads((spool.folder("rejected") / sids[1] / REJECTION_FILE).read_text())["reason"]
     assert "RuntimeError: bug (3 times)" in reason
-    assert spool.entries("accepted") == sids[1:]
+    canonical.close()
+
+
+def test_a_batch_is_integrated_in_one_call(tmp_path: Path) -> None:
+    """Submissions are handed to `integrate_many` in batches of at most `batch-size`."""
+    engine = FakeEngine()
+    daemon, spool, canonical = fake_daemon(tmp_path, engine)
+    daemon.settings = Settings(watch=False, batch_size=4, batch_seconds=60)
+    sids = submit_fake(spool, 10)
+    with capture_logs():
+        assert daemon.drain() == 10
+    assert engine.batches == [4, 4, 2]
+    assert spool.entries("accepted") == sids
     canonical.close()
 
 
