@@ -7,7 +7,9 @@ with lock mode `exclusive`: its write set becomes an ownership contract (through
 module), and a git worktree at the queue head is bound one-to-one to that contract. The
 workspace is, in this order, the task's explicit `workspace:`, the agent's, the project's
 primary — and otherwise `WorkspaceConfigurationError`, never a silent fallback to some other
-workspace (the failure seed 003 describes: every agent converging on one row).
+workspace (the failure seed 003 describes: every agent converging on one row). A fleet that
+shares one checkout (seed 000) asks for `in_place` instead: no worktree, and the contract's
+write set, which no overlapping live claim may share, is the lock.
 
 Files (all in the main checkout, found from any worktree):
 - `.agents/workspaces.toml` — the registry: `primary = "NAME"`, `[agents.NAME] workspace =
@@ -87,6 +89,11 @@ def parse_registry(text: str, source: Path | None = None) -> Registry:
     primary = _name(doc["primary"], f"{where}: primary") if "primary" in doc else None
     agents = []
     for agent, table in dict(doc.get("agents", {})).items():
+        if agent_name(agent) != agent:
+            raise ConfigurationError(
+                f"{where}: agent {agent!r} can never match a claimer's name; agent names use "
+                "letters, digits, '.', '_' and '-'"
+            )
         if not isinstance(table, dict) or set(table) != {"workspace"}:
             raise ConfigurationError(f'{where}: [agents.{agent}] needs only workspace = "NAME"')
         agents.append((agent, _name(table["workspace"], f"{where}: agents.{agent}")))
@@ -386,7 +393,7 @@ class Assignment:
             "agent": self.agent,
             "lockMode": self.lock_mode,
             "reason": self.resolution.reason,
-            "claimedFile": str(self.claimed_file),
+            "claimed": str(self.claimed_file),
             "workspace": self.resolution.workspace,
             "worktree": str(self.worktree) if self.worktree else None,
             "writeSet": [
