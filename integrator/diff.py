@@ -139,6 +139,15 @@ _TREE_MODE = b"40000"
 _CACHE_LIMIT = 8192
 
 Record = tuple[bytes, bytes]  # (mode, raw id)
+Entry = tuple[bytes, bytes, bytes]  # (mode, name, raw id), as the regular expression yields
+
+
+class MalformedTree(Exception):
+    """A tree object with duplicate entry names or unparsable bytes."""
+
+    def __init__(self, oid: pygit2.Oid) -> None:
+        super().__init__(f"tree {oid} has duplicate or malformed entries")
+        self.oid = oid
 
 
 class TreeReader:
@@ -146,19 +155,28 @@ class TreeReader:
 
     def __init__(self, repo: pygit2.Repository) -> None:
         self.repo = repo
-        self._cache: dict[bytes, dict[bytes, Record]] = {}
+        self._cache: dict[bytes, frozenset[Entry]] = {}
 
-    def records(self, oid: bytes | None) -> dict[bytes, Record]:
+    def entries(self, oid: bytes | None) -> frozenset[Entry]:
         if oid is None:
-            return {}
+            return frozenset()
         cached = self._cache.get(oid)
         if cached is None:
             _type, data = self.repo.odb.read(pygit2.Oid(raw=oid))
-            cached = {name: (mode, raw) for mode, name, raw in _RECORD.findall(data)}
+            found = _RECORD.findall(data)
+            cached = frozenset(found)
+            # A tree git itself would reject (duplicate names, bytes no record explains)
+            # could hide a change from a name-keyed walk: refuse to interpret it.
+            parsed = sum(len(mode) + len(name) + 22 for mode, name, _ in found)
+            if parsed != len(data) or len({name for _, name, _ in found}) != len(found):
+                raise MalformedTree(pygit2.Oid(raw=oid))
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
             self._cache[oid] = cached
         return cached
+
+    def records(self, oid: bytes | None) -> dict[bytes, Record]:
+        return {name: (mode, raw) for mode, name, raw in self.entries(oid)}
 
 
 def _name(raw: bytes) -> str:
@@ -199,13 +217,14 @@ def _changed(
 ) -> Iterator[tuple[Leaf | None, Leaf | None]]:
     if old == new:
         return
-    a = reader.records(old)
-    b = reader.records(new)
-    for name in sorted(a.keys() | b.keys()):
-        ra = a.get(name)
-        rb = b.get(name)
-        if ra == rb:
-            continue
+    a = reader.entries(old)
+    b = reader.entries(new)
+    # Unchanged entries are equal records: the symmetric difference is exactly the change.
+    only_a = {name: (mode, raw) for mode, name, raw in a - b}
+    only_b = {name: (mode, raw) for mode, name, raw in b - a}
+    for name in sorted(only_a.keys() | only_b.keys()):
+        ra = only_a.get(name)
+        rb = only_b.get(name)
         path = f"{prefix}{_name(name)}"
         a_tree = ra is not None and ra[0] == _TREE_MODE
         b_tree = rb is not None and rb[0] == _TREE_MODE

@@ -22,7 +22,7 @@ import pygit2
 from integrator import faults, gate, git
 from integrator.claims import Claims
 from integrator.contract import OwnershipContract, parse_contract
-from integrator.diff import RecomputedDiff, TreeReader, recompute
+from integrator.diff import MalformedTree, RecomputedDiff, TreeReader, recompute
 from integrator.errors import ConfigurationError, ContractError, RefLockedError, RefMovedError
 from integrator.landing import land_batch
 from integrator.policy import PolicyState
@@ -191,13 +191,19 @@ class Integrator:
             return done(violations, candidate=str(cand.id))
         base = self._commit(contract.base_commit)
         assert base is not None
-        diff = recompute(
-            self.repo,
-            base.tree,
-            cand.tree,
-            rename_limit=policy.policy.integration.rename_limit,
-            reader=self.trees,
-        )
+        try:
+            diff = recompute(
+                self.repo,
+                base.tree,
+                cand.tree,
+                rename_limit=policy.policy.integration.rename_limit,
+                reader=self.trees,
+            )
+        except MalformedTree as err:
+            return done(
+                [Violation(code=Code.UNSAFE_PATH, detail=f"{err}; git fsck would reject it")],
+                candidate=str(cand.id),
+            )
         violations, resources = gate.check_diff(contract, diff, policy.policy)
         verdict = gate.make_verdict(
             contract,

@@ -9,10 +9,10 @@ and deny wins; `!` negation is refused so a line reads the same to people and to
 from __future__ import annotations
 
 import functools
+import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
 
 import pathspec
 
@@ -90,18 +90,16 @@ class Match:
 class PathMatcher:
     """Allow and deny glob sets; deny wins.
 
-    Patterns are compiled one by one so a match names the line that decided it; with no
-    negation allowed, "any pattern matches" is exactly gitignore's answer for the set.
+    Each set is compiled into one regular expression with a named group per pattern (the
+    gitignore translations pathspec produces), so one match answers for the whole set and
+    names the line that decided it. With negation refused, "some pattern matches" is
+    exactly gitignore's answer for the set.
     """
 
     allow: tuple[str, ...]
     deny: tuple[str, ...] = ()
-    _allow: tuple[tuple[str, pathspec.PathSpec[Any]], ...] = field(
-        init=False, repr=False, compare=False
-    )
-    _deny: tuple[tuple[str, pathspec.PathSpec[Any]], ...] = field(
-        init=False, repr=False, compare=False
-    )
+    _allow: _Compiled = field(init=False, repr=False, compare=False)
+    _deny: _Compiled = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_allow", _compile(self.allow))
@@ -113,26 +111,47 @@ class PathMatcher:
 
     def match(self, path: str) -> Match:
         """Match one path (NFC); `denied_by`/`allowed_by` name the deciding pattern."""
-        path = normalize(path)
-        for pattern, spec in self._deny:
-            if spec.match_file(path):
-                return Match(False, denied_by=pattern)
-        for pattern, spec in self._allow:
-            if spec.match_file(path):
-                return Match(True, allowed_by=pattern)
+        if not path.isascii():
+            path = normalize(path)
+        denied = self._deny.first(path)
+        if denied is not None:
+            return Match(False, denied_by=denied)
+        allowed = self._allow.first(path)
+        if allowed is not None:
+            return Match(True, allowed_by=allowed)
         return Match(False)
 
     def covers(self, path: str) -> bool:
         return self.match(path).allowed
 
 
-def _compile(patterns: Sequence[str]) -> tuple[tuple[str, pathspec.PathSpec[Any]], ...]:
-    return tuple((p, _spec(p)) for p in dict.fromkeys(patterns))
+@dataclass(frozen=True)
+class _Compiled:
+    regex: re.Pattern[str] | None
+    patterns: tuple[str, ...]
+
+    def first(self, path: str) -> str | None:
+        if self.regex is None:
+            return None
+        found = self.regex.match(path)
+        if found is None or found.lastgroup is None:
+            return None
+        return self.patterns[int(found.lastgroup[1:])]
 
 
 @functools.lru_cache(maxsize=4096)
-def _spec(pattern: str) -> pathspec.PathSpec[Any]:
-    return pathspec.PathSpec.from_lines("gitignore", [pattern])
+def _compile(patterns: tuple[str, ...]) -> _Compiled:
+    unique = tuple(dict.fromkeys(patterns))
+    parts = []
+    for index, pattern in enumerate(unique):
+        for compiled in pathspec.PathSpec.from_lines("gitignore", [pattern]).patterns:
+            regex = getattr(compiled, "regex", None)
+            if regex is None or not getattr(compiled, "include", True):
+                continue
+            parts.append(f"(?P<p{index}>{regex.pattern})")
+    if not parts:
+        return _Compiled(None, unique)
+    return _Compiled(re.compile("|".join(parts)), unique)
 
 
 def literal_prefix(pattern: str) -> str:

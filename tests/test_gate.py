@@ -419,3 +419,21 @@ def test_observe_mode_records_but_lets_through(repo: Path) -> None:
     observed_only = gate.run(base, change(repo, {"docs/guide.md": "x\n"}))
     assert observed_only.decision is Decision.ACCEPTED
     assert codes(observed_only) == [Code.PATH_NOT_OWNED]
+
+
+def test_tree_with_duplicate_names_is_refused(repo: Path, gate: Gate) -> None:
+    """A hand-made tree with two entries of one name (git fsck rejects it) is UNSAFE_PATH."""
+    base = base_of(repo)
+    blob = git("hash-object", "-w", "--stdin", cwd=repo, input=b"one\n")
+    other = git("hash-object", "-w", "--stdin", cwd=repo, input=b"two\n")
+    raw = b"100644 app.py\x00" + bytes.fromhex(blob) + b"100644 app.py\x00" + bytes.fromhex(other)
+    src = git("hash-object", "-t", "tree", "-w", "--literally", "--stdin", cwd=repo, input=raw)
+    root = git("ls-tree", base, cwd=repo)
+    lines = [line for line in root.splitlines() if not line.endswith("\tsrc")]
+    lines.append(f"040000 tree {src}\tsrc")
+    tree = git("mktree", cwd=repo, input=("\n".join(lines) + "\n").encode())
+    cand = git("commit-tree", tree, "-p", base, "-m", "dup", cwd=repo)
+    verdict = gate.run(base, cand)
+    assert verdict.decision is Decision.FENCED
+    assert codes(verdict) == [Code.UNSAFE_PATH]
+    assert "duplicate" in verdict.violations[0].detail
