@@ -83,7 +83,7 @@ def load_settings(path: Path | None, base: Settings) -> Settings:
         kind = type(getattr(base, field.name))
         ok = isinstance(value, kind) or (kind is float and type(value) is int)
         if not ok or (kind is not bool and isinstance(value, bool)):
-            raise ConfigurationError(f"{path}: serve.{key} must be a {kind.__name__}")
+            raise ConfigurationError(f"{path}: serve.{key} must be of type {kind.__name__}")
         changes[field.name] = kind(value)
     settings = replace(base, **changes)
     if settings.poll <= 0 or settings.batch_size < 1 or settings.batch_seconds < 0:

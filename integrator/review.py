@@ -20,11 +20,12 @@ from datetime import UTC, datetime
 from typing import Literal, Protocol
 
 import pygit2
+import structlog
 from pydantic import Field, ValidationError
 
 from integrator import git
 from integrator.contract import Model
-from integrator.errors import InfrastructureError, UsageError
+from integrator.errors import ConfigurationError, InfrastructureError, UsageError
 from integrator.mirror import Mirror, codes_of, review_record
 from integrator.repository import Canonical, signature
 from integrator.spool import (
@@ -35,6 +36,8 @@ from integrator.spool import (
     atomic_write,
 )
 from integrator.verdict import Decision, Verdict, Violation
+
+log = structlog.get_logger("integrator.review")
 
 ACTION_SCHEMA = "integrator.review-action.v1"
 ARCHIVED_PREFIX = "refs/integrator/archived/"
@@ -146,17 +149,32 @@ class Held:
 
 
 def read_held(spool: Spool, folder: str, sid: str) -> Held:
+    """A held submission and its verdict; ConfigurationError when the folder is damaged."""
     path = spool.folder(folder) / sid
-    raw = (path / SUBMISSION_FILE).read_bytes()
-    verdict = Verdict.model_validate_json((path / VERDICT_FILE).read_bytes())
-    return Held(sid, folder, verdict, Submission.model_validate_json(raw), raw)
+    try:
+        raw = (path / SUBMISSION_FILE).read_bytes()
+        verdict = Verdict.model_validate_json((path / VERDICT_FILE).read_bytes())
+        submission = Submission.model_validate_json(raw)
+    except (OSError, ValidationError) as err:
+        raise ConfigurationError(
+            f"{path} is not a complete held submission ({type(err).__name__}); "
+            "move it out of the spool and look at it by hand"
+        ) from err
+    return Held(sid, folder, verdict, submission, raw)
 
 
 def pending(spool: Spool) -> list[Held]:
-    """Every held candidate of a spool, in submission order (reads no repository)."""
-    items = [
-        read_held(spool, folder, sid) for folder in HELD_FOLDERS for sid in spool.entries(folder)
-    ]
+    """Every held candidate of a spool, in submission order (reads no repository).
+
+    A damaged folder is logged and left out, so one bad entry does not hide the others.
+    """
+    items = []
+    for folder in HELD_FOLDERS:
+        for sid in spool.entries(folder):
+            try:
+                items.append(read_held(spool, folder, sid))
+            except ConfigurationError as err:
+                log.warning("review.unreadable", submission=sid, error=str(err))
     return sorted(items, key=lambda h: h.sid)
 
 

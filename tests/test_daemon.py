@@ -8,6 +8,7 @@ real engine cannot be made to take on demand (infrastructure failures, crashes).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -26,12 +27,16 @@ from typing import Any
 
 import pygit2
 import pytest
+import structlog
 from structlog.testing import capture_logs
 
+from integrator import logs
 from integrator.claims import Claims, IssueRequest
-from integrator.daemon import Daemon, Settings
-from integrator.errors import InfrastructureError
+from integrator.daemon import Daemon, Settings, load_settings
+from integrator.errors import ConfigurationError, InfrastructureError, UsageError
+from integrator.health import parse_bind
 from integrator.mirror import for_spool
+from integrator.notify import Notifier, notify
 from integrator.repository import Canonical
 from integrator.spool import ID_RE, REJECTION_FILE, SUBMISSION_FILE, VERDICT_FILE, Spool, Submission
 from integrator.verdict import Decision, Verdict
@@ -531,3 +536,67 @@ def test_daemon_overhead_per_candidate_is_small(tmp_path: Path) -> None:
     assert per_candidate < 0.002  # generous for slow CI; typically well under 1 ms
     assert len(spool.entries("accepted")) == 200
     canonical.close()
+
+
+# --- the small operational pieces ----------------------------------------------------------
+
+
+def test_notify_is_a_no_op_outside_systemd() -> None:
+    """Without $NOTIFY_SOCKET nothing is sent and nothing fails; the watchdog stays off."""
+    notifier = Notifier({})
+    assert not notifier.enabled
+    assert notifier.ready() is False
+    assert notifier.watchdog_interval() is None
+    assert notify("READY=1", {"NOTIFY_SOCKET": "relative/path"}) is False
+
+
+def test_watchdog_interval_is_half_of_watchdog_sec() -> None:
+    """WATCHDOG_USEC for this process gives a keep-alive every half period; another pid's does not."""
+    assert Notifier({"WATCHDOG_USEC": "10000000"}).watchdog_interval() == 5.0
+    mine = {"WATCHDOG_USEC": "4000000", "WATCHDOG_PID": str(os.getpid())}
+    assert Notifier(mine).watchdog_interval() == 2.0
+    assert Notifier({"WATCHDOG_USEC": "4000000", "WATCHDOG_PID": "1"}).watchdog_interval() is None
+
+
+def test_logs_are_json_lines_off_a_terminal() -> None:
+    """`auto` renders JSON lines when the stream is not a terminal, console text when forced."""
+    stream = io.StringIO()
+    logs.configure(stream=stream)
+    structlog.get_logger("t").info("decision", submission="s1", latency_ms=1.5)
+    event = json.loads(stream.getvalue())
+    assert (event["event"], event["submission"], event["level"]) == ("decision", "s1", "info")
+    assert "timestamp" in event
+    stream = io.StringIO()
+    logs.configure(fmt="console", stream=stream, level="warning")
+    structlog.get_logger("t").info("hidden")
+    structlog.get_logger("t").warning("shown", x=1)
+    assert "hidden" not in stream.getvalue() and "shown" in stream.getvalue()
+    logs.configure(stream=logs.STDERR)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("127.0.0.1:9464", ("127.0.0.1", 9464)), (":0", ("127.0.0.1", 0)), ("[::1]:80", ("::1", 80))],
+)
+def test_http_bind_addresses(text: str, expected: tuple[str, int]) -> None:
+    """`--http` accepts HOST:PORT, an empty host for loopback, and bracketed IPv6."""
+    assert parse_bind(text) == expected
+
+
+def test_a_bad_http_bind_is_a_usage_error() -> None:
+    """`--http` without a port is refused with the expected form."""
+    with pytest.raises(UsageError, match="HOST:PORT"):
+        parse_bind("localhost")
+
+
+def test_settings_file_is_strict(tmp_path: Path) -> None:
+    """Unknown keys and wrong types in [serve] are configuration errors, not ignored."""
+    path = tmp_path / "c.toml"
+    path.write_text("[serve]\npoll = 1\nbatch-size = 8\n")
+    assert load_settings(path, Settings()) == Settings(poll=1.0, batch_size=8)
+    path.write_text("[serve]\nbatch-size = true\n")
+    with pytest.raises(ConfigurationError, match="batch-size must be of type int"):
+        load_settings(path, Settings())
+    path.write_text("[serve]\npol = 1\n")
+    with pytest.raises(ConfigurationError, match=r"unknown setting serve\.pol"):
+        load_settings(path, Settings())

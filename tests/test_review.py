@@ -227,3 +227,16 @@ def test_only_held_candidates_can_be_reviewed(
     assert desk.cli("approve", desk.sid) == 2
     assert "not held for review" in capsys.readouterr().err
     assert desk.cli("show", "20200101T000000000000Z-00000000") == 2
+
+
+def test_a_damaged_held_entry_does_not_hide_the_others(
+    desk: Desk, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`review list` leaves out a held folder without its verdict and still lists the rest."""
+    broken = desk.spool.folder("review") / "20200101T000000000000Z-00000000"
+    broken.mkdir()
+    (broken / "submission.json").write_text("{}")
+    assert desk.cli("list", "--json") == 0
+    assert [item["submission"] for item in json.loads(capsys.readouterr().out)] == [desk.sid]
+    assert desk.cli("show", broken.name) == 2
+    assert "not a complete held submission" in capsys.readouterr().err

@@ -96,6 +96,7 @@ def _codes(verdict: Verdict) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
+    logs.configure(stream=logs.STDERR)  # stdout carries the listing
     items = pending(Spool(args.spool))
     if args.json:
         print_json([_summary(h) for h in items])
