@@ -132,7 +132,9 @@ class ResourceUse(Model):
 
 
 class Verdict(Model):
-    schema_: Literal["integrator.verdict.v1"] = Field(default="integrator.verdict.v1", alias="schema")
+    schema_: Literal["integrator.verdict.v1"] = Field(
+        default="integrator.verdict.v1", alias="schema"
+    )
     decision: Decision
     violations: list[Violation] = Field(default_factory=list)
     resources: list[ResourceUse] = Field(default_factory=list)
