@@ -15,8 +15,8 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check integrator tests drills
-	$(VENV)/bin/ruff format --check integrator tests drills
+	$(VENV)/bin/ruff check integrator tests drills bench
+	$(VENV)/bin/ruff format --check integrator tests drills bench
 
 typecheck: $(STAMP)
 	$(VENV)/bin/mypy
