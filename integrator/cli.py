@@ -24,6 +24,10 @@ A fencing integration gate for repositories that many coding agents write at onc
 Coordinators issue ownership contracts (integrator contract), agents submit candidates
 (integrator submit), a daemon proves and lands them (integrator serve), CI runs the same
 checks once (integrator gate), release managers review what was fenced (integrator review).
+Upstream, planners cut work into tasks with disjoint write sets (integrator plan), agents
+claim them atomically (integrator task), a write guard stops a write outside the contract
+before it happens (integrator guard), and shared-checkout fleets commit only owned paths
+(integrator commit).
 
 Exit codes: 0 accepted/ok, 1 fenced, 3 needs review, 2 usage or configuration error,
 4 infrastructure error (retryable).

@@ -45,6 +45,10 @@ class ClaimConflictError(IntegratorError):
     exit_code = EXIT_FENCED
 
 
+class WorkspaceBusyError(ClaimConflictError):
+    """The workspace is held by another task, or still carries an earlier task's changes."""
+
+
 class ReviewRequired(IntegratorError):
     """The operation cannot be decided automatically and was routed to review."""
 

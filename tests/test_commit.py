@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from integrator import guard
+from integrator.fleet import Fleet
 from integrator.policy import default_policy
 from integrator.queue import Queue, utcnow
-from integrator.workspace import Fleet
 from tests.gitutil import commit_files, git, make_repo
 
 

@@ -15,10 +15,11 @@ import pytest
 from integrator import guard
 from integrator.claims import Claims
 from integrator.contract import OwnershipContract
+from integrator.fleet import Fleet
 from integrator.gate import ClaimView
 from integrator.queue import Queue
 from integrator.repository import Canonical
-from integrator.workspace import Fleet, binding_dir
+from integrator.workspace import binding_dir
 from tests.gitutil import GIT_ENV, commit_files, git, make_repo
 
 NOW = datetime.now(UTC)

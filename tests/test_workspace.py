@@ -10,16 +10,15 @@ from pathlib import Path
 import pytest
 
 from integrator.claims import Claims
-from integrator.errors import ConfigurationError, WorkspaceConfigurationError
+from integrator.errors import ConfigurationError, WorkspaceBusyError, WorkspaceConfigurationError
+from integrator.fleet import Fleet
 from integrator.queue import Queue
 from integrator.repository import Canonical
 from integrator.tasks import parse_task
 from integrator.workspace import (
     Exclusive,
-    Fleet,
     NoLock,
     Registry,
-    WorkspaceBusyError,
     bound_contract,
     parse_registry,
     resolve_lock_mode,
