@@ -46,6 +46,7 @@ def normalize(path: str) -> str:
     return unicodedata.normalize("NFC", path)
 
 
+@functools.lru_cache(maxsize=8192)
 def glob_problem(pattern: str) -> str | None:
     """Why `pattern` is not acceptable as a contract glob, or None."""
     if not pattern or not pattern.strip():
