@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
     ValidationError,
-    field_validator,
 )
 from pydantic.alias_generators import to_camel
 
@@ -143,14 +142,7 @@ class Model(BaseModel):
 
 class Lease(Model):
     holder: Annotated[str, Field(min_length=1, max_length=200)]
-    expires_at: datetime
-
-    @field_validator("expires_at")
-    @classmethod
-    def _aware(cls, value: datetime) -> datetime:
-        if value.tzinfo is None:
-            raise ValueError("expiresAt must carry a time zone (RFC 3339, e.g. ...Z)")
-        return value
+    expires_at: AwareDatetime
 
 
 class OwnershipContract(Model):

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import pygit2
-from pydantic import AfterValidator, Field, ValidationError, field_validator
+from pydantic import AfterValidator, AwareDatetime, Field, ValidationError
 
 from integrator import git
 from integrator.contract import Model, ObjectId
@@ -91,19 +91,12 @@ class Submission(Model):
     )
     candidate: ObjectId
     submitter: Submitter
-    submitted_at: datetime
+    submitted_at: AwareDatetime
     bundle: Annotated[str, AfterValidator(_bundle_name)] | None = Field(
         default=None,
         description="A git bundle in the submission folder holding the candidate, for agents "
         "that do not share the canonical object store.",
     )
-
-    @field_validator("submitted_at")
-    @classmethod
-    def _aware(cls, value: datetime) -> datetime:
-        if value.tzinfo is None:
-            raise ValueError("submittedAt must carry a time zone (RFC 3339, e.g. ...Z)")
-        return value
 
     def contract_bytes(self) -> bytes:
         """The contract as the engine reads it (its digest is over the parsed form)."""

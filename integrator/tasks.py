@@ -30,7 +30,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from integrator import paths
-from integrator.contract import parse_resource, refname_problem
+from integrator.contract import Resource, refname_problem
 from integrator.errors import UsageError
 
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -65,11 +65,6 @@ def _owned(value: str) -> str:
     return paths.normalize(value)
 
 
-def _resource(value: str) -> str:
-    parse_resource(value)
-    return value
-
-
 def _workspace(value: str) -> str:
     problem = refname_problem(value)
     if problem:
@@ -94,7 +89,7 @@ class TaskFrontMatter(BaseModel):
         description="Paths or gitignore-style globs the task writes (its complete write set, "
         "not just the files it means to edit). Required when the task writes files.",
     )
-    resources: list[Annotated[str, AfterValidator(_resource)]] = Field(
+    resources: list[Resource] = Field(
         default_factory=list, description="Semantic resources (`kind:name`) the task changes."
     )
     blocked_by: list[TaskId] = Field(

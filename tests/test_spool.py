@@ -89,7 +89,7 @@ def test_failed_draft_leaves_nothing_behind(tmp_path: Path) -> None:
     ("overrides", "problem"),
     [
         ({"extra": 1}, "extra: unknown field"),
-        ({"submittedAt": "2026-06-01T12:00:00"}, "time zone"),
+        ({"submittedAt": "2026-06-01T12:00:00"}, "submittedAt.*timezone"),
         ({"candidate": "HEAD"}, "candidate"),
         ({"bundle": "../../etc/passwd.bundle"}, "bundle"),
         ({"schema": "integrator.submission.v2"}, "schema"),
