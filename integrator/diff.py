@@ -167,8 +167,9 @@ class TreeReader:
             cached = frozenset(found)
             # A tree git itself would reject (duplicate names, bytes no record explains)
             # could hide a change from a name-keyed walk: refuse to interpret it.
-            parsed = sum(len(mode) + len(name) + 22 for mode, name, _ in found)
-            if parsed != len(data) or len({name for _, name, _ in found}) != len(found):
+            modes, names, _ids = zip(*found, strict=True) if found else ((), (), ())
+            parsed = sum(map(len, modes)) + sum(map(len, names)) + 22 * len(found)
+            if parsed != len(data) or len(set(names)) != len(found):
                 raise MalformedTree(pygit2.Oid(raw=oid))
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()

@@ -186,7 +186,7 @@ def _plan_one(
             ]
         )
     outcome = merge_onto_head(
-        repo, base_commit=base, head_commit=head, candidate_commit=cand, changes=diff.changes
+        repo, base_commit=base, head_commit=head, candidate_commit=cand, reader=engine.trees
     )
     if outcome.tree is None:
         return fenced(

@@ -1,15 +1,20 @@
 """Merging a candidate onto the queue head, with cost that follows the change.
 
-Ownership partitioning makes a candidate usually disjoint from what landed since its
-base. Then the result is the queue head's tree with the candidate's changes applied, and
-only the folders on the changed paths are rebuilt (`fast`). Where both sides changed the
-same regular files and nothing else interferes, those files are merged one by one with
-libgit2 on one-entry trees (`per-path`, honouring a `merge=union` attribute set where
-git reads it for a bare repository: `$GIT_DIR/info/attributes`). Anything
-else (renames on the head's side, directories appearing or vanishing on both sides,
-symlinks, submodules, conflicts) goes to `git merge-tree --write-tree` over two synthetic
-commits whose only common ancestor is the base (`merge-tree`), because git 2.39 has no
-`--merge-base`. The fast paths are tested to give the trees `git merge-tree` gives.
+The merge is three-way at the level of trees, with the contract's base as the merge base,
+and descends only where both sides changed something: a folder the queue left as it was
+in the base is taken from the candidate whole (its tree object is reused, nothing is
+written), and a folder the candidate left alone is taken from the queue head. Ownership
+partitioning makes that the common case, so a candidate lands by rewriting only the few
+small folders on the way from the root to what it changed.
+
+Where both sides changed the same regular file in place, the file is merged with libgit2
+on one-entry trees, honouring a `merge=union` attribute set where git reads attributes for
+a bare repository (`$GIT_DIR/info/attributes`). Anything else both sides touched — a file
+one side deleted (git may have paired it into a rename), a folder that appeared or
+vanished (git's directory-rename detection), symlinks, submodules, mode changes, content
+conflicts — goes to `git merge-tree --write-tree` over two synthetic commits whose only
+common ancestor is the base (git 2.39 has no `--merge-base`). A randomized test checks that
+the trees the cheap path writes are exactly `git merge-tree`'s.
 """
 
 from __future__ import annotations
@@ -20,11 +25,14 @@ from dataclasses import dataclass, field
 import pygit2
 
 from integrator import git
-from integrator.diff import MODE_BLOB, MODE_EXEC, MODE_TREE, Change, changed_leaves
+from integrator.diff import MODE_TREE, TreeReader, changed_leaves
 from integrator.paths import PathMatcher, literal_prefix
 from integrator.policy import Policy
 
 Entry = tuple[pygit2.Oid, int] | None
+Record = tuple[bytes, bytes]  # (octal mode, raw id) as in a raw tree
+_TREE = b"40000"
+_FILES = (b"100644", b"100755")
 
 
 @dataclass(frozen=True)
@@ -32,7 +40,7 @@ class MergeOutcome:
     tree: str | None
     strategy: str  # "trivial", "fast", "per-path" or "merge-tree"
     conflicts: tuple[str, ...] = ()
-    both_touched: tuple[str, ...] = field(default=())
+    merged_files: tuple[str, ...] = field(default=())
 
     @property
     def clean(self) -> bool:
@@ -47,96 +55,83 @@ def entry_at(tree: pygit2.Tree, path: str) -> Entry:
     return (obj.id, obj.filemode)
 
 
-def _ancestors(path: str) -> Iterable[str]:
-    parts = path.split("/")
-    for depth in range(1, len(parts)):
-        yield "/".join(parts[:depth])
+class _Fallback(Exception):
+    """Both sides touched something the tree-level merge leaves to git."""
 
 
-def _present(entry: Entry) -> bool:
-    return entry is not None
+class _TreeMerge:
+    """Three-way merge of tree objects, writing only folders both sides changed."""
 
+    def __init__(self, repo: pygit2.Repository, reader: TreeReader) -> None:
+        self.repo = repo
+        self.reader = reader
+        self.merged_files: list[str] = []
 
-def plan_merge(
-    base: pygit2.Tree, head: pygit2.Tree, candidate: pygit2.Tree, changes: Sequence[Change]
-) -> tuple[list[str], bool]:
-    """(paths both sides changed, whether the cheap paths are safe at all)."""
-    both: list[str] = []
-    for change in changes:
-        for path in change.paths:
-            if entry_at(head, path) != entry_at(base, path):
-                both.append(path)
-    folders = {d for change in changes for p in change.paths for d in _ancestors(p)}
-    for folder in folders:
-        b = entry_at(base, folder)
-        h = entry_at(head, folder)
-        c = entry_at(candidate, folder)
-        if b in (h, c):
-            continue
-        # Both sides changed this folder and one made it appear or vanish: git's
-        # directory-rename detection may move files, so let git decide.
-        if _present(b) != _present(h) or _present(b) != _present(c):
-            return both, False
-        if h is not None and h[1] != MODE_TREE:
-            return both, False
-    return both, True
-
-
-class _Edits:
-    """Leaf edits grouped by folder, applied bottom-up with TreeBuilder."""
-
-    def __init__(self) -> None:
-        self.children: dict[str, _Edits] = {}
-        self.leaves: dict[str, Entry] = {}
-
-    def put(self, path: str, entry: Entry) -> None:
-        head, _, rest = path.partition("/")
-        if rest:
-            self.children.setdefault(head, _Edits()).put(rest, entry)
-        else:
-            self.leaves[head] = entry
-
-    def apply(self, repo: pygit2.Repository, tree: pygit2.Tree | None) -> pygit2.Oid | None:
-        builder = repo.TreeBuilder(tree) if tree is not None else repo.TreeBuilder()
-        for name, entry in self.leaves.items():
-            if entry is None:
-                if builder.get(name) is not None:
-                    builder.remove(name)
+    def tree(self, base: bytes | None, head: bytes, cand: bytes, prefix: str) -> bytes:
+        if head == base:
+            return cand
+        if cand == base:
+            return head
+        if base is None or head == cand:
+            # Only reached at the root (`entry` settles these cases below it): a candidate
+            # equal to the head, or no common tree. Let git decide.
+            raise _Fallback(prefix or "/")
+        b = self.reader.records(base)
+        h = self.reader.records(head)
+        c = self.reader.records(cand)
+        builder = self.repo.TreeBuilder(pygit2.Oid(raw=head))
+        changed = False
+        for name in sorted(h.keys() | c.keys() | b.keys()):
+            eb, eh, ec = b.get(name), h.get(name), c.get(name)
+            if ec == eb:
+                continue  # the candidate left it alone: the head's entry stands
+            result = self.entry(name, eb, eh, ec, prefix)
+            if result == eh:
+                continue
+            text = name.decode("utf-8", "surrogateescape")
+            if result is None:
+                builder.remove(text)
             else:
-                builder.insert(name, entry[0], entry[1])
-        for name, edits in self.children.items():
-            existing = builder.get(name)
-            sub: pygit2.Tree | None = None
-            if existing is not None:
-                if existing.filemode != MODE_TREE:
-                    raise _NotSimple(name)
-                obj = repo[existing.id]
-                assert isinstance(obj, pygit2.Tree)
-                sub = obj
-            new = edits.apply(repo, sub)
-            if new is None:
-                if existing is not None:
-                    builder.remove(name)
-            else:
-                builder.insert(name, new, MODE_TREE)
+                builder.insert(text, pygit2.Oid(raw=result[1]), int(result[0], 8))
+            changed = True
+        if not changed:
+            return head
         if len(builder) == 0:
-            return None
-        return builder.write()
+            raise _Fallback(prefix or "/")  # a folder emptied by the merge: git drops it
+        return builder.write().raw
 
-
-class _NotSimple(Exception):
-    """A file stands where a folder is needed: not a case for the cheap paths."""
+    def entry(
+        self,
+        name: bytes,
+        eb: Record | None,
+        eh: Record | None,
+        ec: Record | None,
+        prefix: str,
+    ) -> Record | None:
+        if eh == eb:
+            return ec  # the queue left it alone: the candidate's entry, subtree and all
+        if ec == eb:
+            return eh
+        path = prefix + name.decode("utf-8", "surrogateescape")
+        if eb is None or eh is None or ec is None:
+            raise _Fallback(path)  # added on both sides, or deleted on one: renames
+        if eh == ec:
+            return eh  # the same change in place on both sides
+        if eb[0] == eh[0] == ec[0] == _TREE:
+            return (_TREE, self.tree(eb[1], eh[1], ec[1], path + "/"))
+        if eb[0] == eh[0] == ec[0] and eb[0] in _FILES:
+            merged = _merge_file(self.repo, path, eb, eh, ec)
+            if merged is None:
+                raise _Fallback(path)
+            self.merged_files.append(path)
+            return (eb[0], merged)
+        raise _Fallback(path)
 
 
 def _merge_file(
-    repo: pygit2.Repository,
-    path: str,
-    base: Entry,
-    ours: Entry,
-    theirs: Entry,
-) -> pygit2.Oid | None:
-    """Merge one regular file; the merged blob, or None on conflict."""
-    assert base is not None and ours is not None and theirs is not None
+    repo: pygit2.Repository, path: str, base: Record, ours: Record, theirs: Record
+) -> bytes | None:
+    """Merge one regular file; the merged blob's raw id, or None on conflict."""
     favor = pygit2.enums.MergeFavor.NORMAL
     # The attributes git itself would use for this merge: $GIT_DIR/info/attributes, the
     # global and system files, a checked-out .gitattributes. `git merge-tree` (2.39) does
@@ -147,9 +142,9 @@ def _merge_file(
     elif attr not in (None, True):
         return None  # a custom merge driver: let git decide
 
-    def one(entry: tuple[pygit2.Oid, int]) -> pygit2.Tree:
+    def one(record: Record) -> pygit2.Tree:
         builder = repo.TreeBuilder()
-        builder.insert("f", entry[0], entry[1])
+        builder.insert("f", pygit2.Oid(raw=record[1]), int(record[0], 8))
         tree = repo[builder.write()]
         assert isinstance(tree, pygit2.Tree)
         return tree
@@ -157,7 +152,7 @@ def _merge_file(
     index = repo.merge_trees(one(base), one(ours), one(theirs), favor=favor)
     if index.conflicts is not None:
         return None
-    return index["f"].id
+    return bytes(index["f"].id.raw)
 
 
 def _synthetic(repo: pygit2.Repository, tree: pygit2.Oid, base_commit: pygit2.Oid) -> str:
@@ -171,56 +166,28 @@ def merge_onto_head(
     base_commit: pygit2.Commit,
     head_commit: pygit2.Commit,
     candidate_commit: pygit2.Commit,
-    changes: Sequence[Change],
+    reader: TreeReader | None = None,
 ) -> MergeOutcome:
     """The merged tree of the candidate onto the queue head, base as the merge base."""
-    base = base_commit.tree
-    head = head_commit.tree
-    candidate = candidate_commit.tree
-    if head.id == base.id:
-        return MergeOutcome(str(candidate.id), "trivial")
-    both, simple = plan_merge(base, head, candidate, changes)
-    if simple:
-        edits = _Edits()
-        for change in changes:
-            if change.old_path is not None and change.old_path != change.new_path:
-                edits.put(change.old_path, None)
-        for change in changes:
-            if change.new_path is not None:
-                edits.put(change.new_path, entry_at(candidate, change.new_path))
-        per_path = True
-        for path in dict.fromkeys(both):
-            b, h, c = entry_at(base, path), entry_at(head, path), entry_at(candidate, path)
-            # Only a file both sides modified in place is merged here. A side that deleted
-            # it may have renamed it (git pairs renames and may report rename/delete or
-            # rename/rename), so anything else goes to git.
-            if not all(e is not None and e[1] in (MODE_BLOB, MODE_EXEC) for e in (b, h, c)):
-                per_path = False
-                break
-            assert b is not None and h is not None and c is not None
-            if not (b[1] == h[1] == c[1]):
-                per_path = False
-                break
-            if h == c:
-                continue
-            merged = _merge_file(repo, path, b, h, c)
-            if merged is None:
-                per_path = False
-                break
-            edits.put(path, (merged, c[1]))
-        if per_path:
-            try:
-                tree = edits.apply(repo, head)
-            except _NotSimple:
-                tree = None
-            else:
-                if tree is None:
-                    tree = repo.TreeBuilder().write()
-                return MergeOutcome(str(tree), "per-path" if both else "fast", (), tuple(both))
-    ours = _synthetic(repo, head.id, base_commit.id)
-    theirs = _synthetic(repo, candidate.id, base_commit.id)
+    base = base_commit.tree_id
+    head = head_commit.tree_id
+    candidate = candidate_commit.tree_id
+    if head == base:
+        return MergeOutcome(str(candidate), "trivial")
+    merge = _TreeMerge(repo, reader or TreeReader(repo))
+    try:
+        tree = merge.tree(base.raw, head.raw, candidate.raw, "")
+    except _Fallback:
+        pass
+    else:
+        strategy = "per-path" if merge.merged_files else "fast"
+        return MergeOutcome(
+            str(pygit2.Oid(raw=tree)), strategy, merged_files=tuple(merge.merged_files)
+        )
+    ours = _synthetic(repo, head, base_commit.id)
+    theirs = _synthetic(repo, candidate, base_commit.id)
     result = git.merge_tree(repo.path, ours, theirs)
-    return MergeOutcome(result.tree, "merge-tree", result.conflicts, tuple(both))
+    return MergeOutcome(result.tree, "merge-tree", result.conflicts)
 
 
 def resources_touched_since_base(
@@ -281,8 +248,7 @@ def _changed_under(
         for old, new in changed_leaves(repo, b, h, lead):
             leaf = new or old
             if leaf is not None and matcher.covers(leaf.path):
-                path = leaf.path
-                found.append(path)
+                found.append(leaf.path)
     return found
 
 

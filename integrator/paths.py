@@ -128,31 +128,61 @@ class PathMatcher:
 
 @dataclass(frozen=True)
 class _Compiled:
+    """One glob set: folder prefixes answered by string tests, the rest by one regex."""
+
+    # (pattern, "dir/", whether "dir" itself matches) for `dir/**` and anchored literals
+    prefixes: tuple[tuple[str, str, bool], ...]
     regex: re.Pattern[str] | None
     patterns: tuple[str, ...]
 
     def first(self, path: str) -> str | None:
+        for pattern, prefix, itself in self.prefixes:
+            if path.startswith(prefix) or (itself and path == prefix[:-1]):
+                return pattern
         if self.regex is None:
             return None
-        found = self.regex.match(path)
+        found = self.regex.search(path)  # pathspec searches: not every regex starts with ^
         if found is None or found.lastgroup is None:
             return None
         return self.patterns[int(found.lastgroup[1:])]
 
 
+_WILD = frozenset("*?[\\!")
+
+
+def _as_prefix(pattern: str) -> tuple[str, bool] | None:
+    """`a/b/**`, `a/b/` → (`a/b/`, False); `a/b`, `/a/b` → (`a/b/`, True); else None.
+
+    In gitignore terms `a/b/**` and `a/b/` match everything below the folder `a/b`, and an
+    anchored literal `a/b` also matches `a/b` itself: string tests answer these exactly and
+    far faster than a regex. Unanchored patterns (no inner slash) match at any depth.
+    """
+    itself = not (pattern.endswith("/**") or pattern.endswith("/"))
+    body = pattern[:-3] if pattern.endswith("/**") else pattern.rstrip("/")
+    anchored = pattern.startswith("/") or "/" in body
+    body = body.lstrip("/")
+    if not body or not anchored or _WILD & set(body):
+        return None
+    return body + "/", itself
+
+
 @functools.lru_cache(maxsize=4096)
 def _compile(patterns: tuple[str, ...]) -> _Compiled:
     unique = tuple(dict.fromkeys(patterns))
+    prefixes = []
     parts = []
     for index, pattern in enumerate(unique):
+        simple = _as_prefix(pattern)
+        if simple is not None:
+            prefixes.append((pattern, *simple))
+            continue
         for compiled in pathspec.PathSpec.from_lines("gitignore", [pattern]).patterns:
             regex = getattr(compiled, "regex", None)
             if regex is None or not getattr(compiled, "include", True):
                 continue
             parts.append(f"(?P<p{index}>{regex.pattern})")
-    if not parts:
-        return _Compiled(None, unique)
-    return _Compiled(re.compile("|".join(parts)), unique)
+    regex_all = re.compile("|".join(parts)) if parts else None
+    return _Compiled(tuple(prefixes), regex_all, unique)
 
 
 def literal_prefix(pattern: str) -> str:

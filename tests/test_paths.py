@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import unicodedata
 
+import pathspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from integrator.overlap import find_overlaps, patterns_overlap
 from integrator.paths import PathMatcher, literal_prefix, unsafe_reason
@@ -101,3 +104,29 @@ def test_resource_overlap_skips_shared() -> None:
         [], ["api:X", "lockfile:a"], [], ["api:X", "lockfile:a"], shared_resources=["lockfile:a"]
     )
     assert [(o.kind, o.mine) for o in found] == [("resource", "api:X")]
+
+
+_COMPONENTS = st.sampled_from(["a", "b", "c", "*", "**", "x?", "[ab]", "a.md"])
+_NAMES = st.sampled_from(["a", "b", "c", "xa", "x1", "a.md", "ab"])
+
+
+@st.composite
+def _pattern(draw: st.DrawFn) -> str:
+    parts = draw(st.lists(_COMPONENTS, min_size=1, max_size=4))
+    body = "/".join(parts)
+    lead = draw(st.sampled_from(["", "/"]))
+    tail = draw(st.sampled_from(["", "/", "/**"]))
+    return lead + body + tail
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(_pattern(), min_size=1, max_size=3),
+    st.lists(st.lists(_NAMES, min_size=1, max_size=4).map("/".join), min_size=1, max_size=6),
+)
+def test_matcher_agrees_with_pathspec(patterns: list[str], paths: list[str]) -> None:
+    """The fast matcher answers exactly as pathspec's gitignore spec for any glob set."""
+    spec = pathspec.PathSpec.from_lines("gitignore", patterns)
+    matcher = PathMatcher.of(patterns)
+    for path in paths:
+        assert matcher.covers(path) == spec.match_file(path), (patterns, path)
