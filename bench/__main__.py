@@ -1,0 +1,182 @@
+"""`python -m bench [--full]`: build the workloads, run every contender, print one table.
+
+The quick default (`make bench-quick`) keeps every workload's shape but runs the fleet on
+10,000 files and mergetrain on 20 branches, so it finishes in under two minutes on two
+cores; `--full` (`make bench`) runs the issue's sizes: the fleet on 100,000 files and
+mergetrain on 50 branches. The scaling curve (1,000 / 10,000 / 100,000 files) and the
+10,000-submission stale flood are the same in both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import phases, profile, rows, workload
+from bench.report import Row, machine, render, summary, write_json
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Sizes of one run. Changing them breaks comparability with earlier runs' JSON."""
+
+    mode: str
+    fleet_files: int
+    fleet_candidates: int
+    stale_submissions: int
+    scaling_files: tuple[int, ...]
+    scaling_candidates: int
+    peer_branches: int
+    floor_transactions: int
+
+
+QUICK = Plan("quick", 10_000, 200, 10_000, (1_000, 10_000, 100_000), 20, 20, 300)
+FULL = Plan("full", 100_000, 200, 10_000, (1_000, 10_000, 100_000), 20, 50, 1_000)
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    parser.add_argument("--full", action="store_true", help="the issue's sizes (make bench)")
+    parser.add_argument("--out", type=Path, default=Path("bench-out"), help="default bench-out/")
+    parser.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
+    parser.add_argument("--no-mergetrain", action="store_true", help="skip the mergetrain peer")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also run the fleet once more under py-spy (installed into its own venv) and "
+        "report where the daemon's time goes",
+    )
+    parser.add_argument("--keep", action="store_true", help="keep the work repositories")
+    return parser.parse_args(argv)
+
+
+class Stopwatch:
+    """Prints each phase as it starts and ends, so a slow run shows where it is."""
+
+    def __init__(self) -> None:
+        self.started = time.perf_counter()
+        self.phases: dict[str, float] = {}
+
+    def phase(self, name: str) -> _Phase:
+        return _Phase(self, name)
+
+
+class _Phase:
+    def __init__(self, watch: Stopwatch, name: str) -> None:
+        self.watch, self.name = watch, name
+
+    def __enter__(self) -> None:
+        self.t0 = time.perf_counter()
+        print(f"[{time.perf_counter() - self.watch.started:6.1f}s] {self.name} …", flush=True)
+
+    def __exit__(self, *exc: object) -> None:
+        self.watch.phases[self.name] = round(time.perf_counter() - self.t0, 2)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
+    # A stuck run can be asked where it is: kill -USR1 <pid> prints every thread's stack.
+    faulthandler.register(signal.SIGUSR1)
+    plan = FULL if args.full else QUICK
+    out: Path = args.out.resolve()
+    work = phases.fresh(out / "work")
+    watch = Stopwatch()
+    built: dict[int, workload.Workload] = {}
+
+    def base(files: int) -> workload.Workload:
+        if files not in built:
+            sets = {
+                "fleet": (
+                    min(plan.fleet_candidates, workload.layout_for(files).max_candidates),
+                    False,
+                )
+            }
+            if files == plan.fleet_files:
+                sets["shared"] = (plan.fleet_candidates, True)
+            with watch.phase(f"build {files:,}-file repository"):
+                built[files] = workload.build(work / f"base-{files}.git", files, args.seed, sets)
+        return built[files]
+
+    results: dict[str, Any] = {"plan": plan, "seed": args.seed}
+    table: list[Row] = []
+    fleet_base = base(plan.fleet_files)
+    with watch.phase("fleet: integrator serve --once, then the plain git pipeline"):
+        fleet = phases.fleet(fleet_base, "fleet", work)
+    table += rows.fleet_rows(fleet, shared=False)
+    with watch.phase("fleet + shared CHANGELOG"):
+        shared = phases.fleet(fleet_base, "shared", work)
+    table += rows.fleet_rows(shared, shared=True)
+    with watch.phase(f"stale flood: {plan.stale_submissions:,} submissions"):
+        stale = phases.stale_flood(fleet_base, plan.stale_submissions, work)
+    table += rows.stale_rows(stale, plan.stale_submissions)
+    scaling = []
+    for files in plan.scaling_files:
+        w = base(files)
+        with watch.phase(f"scaling: {plan.scaling_candidates} candidates at {files:,} files"):
+            scaling.append(
+                phases.fleet(w, "fleet", work, count=plan.scaling_candidates, plain=False)
+            )
+    table += rows.scaling_rows(scaling)
+    with watch.phase("floor: ref moves alone"):
+        floors = phases.floors(fleet_base, plan.floor_transactions, work)
+    table += rows.floor_rows(floors, summary(fleet.daemon.latencies_ms)["p50"])
+    peer = None
+    if not args.no_mergetrain:
+        with watch.phase(f"mergetrain vs integrator: {plan.peer_branches} branches"):
+            peer = phases.peer(fleet_base, plan.peer_branches, work, out)
+        table += rows.peer_rows(peer)
+    hotspots = None
+    if args.profile:
+        with watch.phase("profile: the fleet again under py-spy"):
+            hotspots = profile.fleet_profile(fleet_base, work, out)
+    results.update(
+        fleet=fleet,
+        shared=shared,
+        stale=stale,
+        scaling=scaling,
+        floors=floors,
+        peer=peer,
+        profile=hotspots,
+    )
+    host = machine()
+    text = render(table)
+    print()
+    print(
+        f"integrator bench ({plan.mode}, seed {args.seed}) on {host['nproc']} × {host['cpu']}, "
+        f"{host['git']}, Python {host['python']}, commit {host['commit']}"
+        + (" (modified)" if host["worktree_modified"] else "")
+    )
+    print(text)
+    if hotspots is not None:
+        print()
+        print(profile.render(hotspots))
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    document = {
+        "schema": "integrator.bench.v1",
+        "at": stamp,
+        "machine": host,
+        "phases_s": watch.phases,
+        "table": [r.__dict__ for r in table],
+        "results": results,
+    }
+    for path in (out / f"bench-{plan.mode}-{stamp}.json", out / f"latest-{plan.mode}.json"):
+        write_json(path, document)
+    (out / f"latest-{plan.mode}.txt").write_text(text + "\n")
+    print(
+        f"\nwrote {out / f'latest-{plan.mode}.json'} in {time.perf_counter() - watch.started:.0f} s"
+    )
+    if not args.keep:
+        phases.fresh(work)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""The measured phases of one benchmark run; each returns plain data for the report.
+
+Every contender gets its own copy of the same workload repository, so no run sees another
+run's refs, objects or caches beyond the operating system's page cache.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from bench import baseline, correctness, mergetrain_peer
+from bench.daemon_run import (
+    DaemonRun,
+    issue_contracts,
+    prepare_copy,
+    run_daemon,
+    stale_contract,
+    submit_and_serve,
+    union_attributes,
+    write_submissions,
+)
+from bench.workload import Workload
+from integrator import git
+from integrator.repository import Canonical
+from integrator.spool import Spool
+
+
+def fresh(path: Path) -> Path:
+    if path.exists():
+        shutil.rmtree(path)
+    path.mkdir(parents=True)
+    return path
+
+
+@dataclass
+class FleetResult:
+    """One fleet-style workload: integrator's daemon against the plain pipeline."""
+
+    name: str
+    files: int
+    candidates: int
+    daemon: DaemonRun
+    plain: baseline.PipelineRun
+    check: correctness.Verdict
+    sequence_problems: list[str] = field(default_factory=list)
+
+
+def queue_head(repo: Path) -> str:
+    with Canonical(repo) as canonical:
+        head = canonical.ref(canonical.queue_ref)
+    if head is None:
+        raise RuntimeError(f"{repo} has no queue ref")
+    return head
+
+
+def fleet(
+    workload: Workload, name: str, out: Path, *, count: int | None = None, plain: bool = True
+) -> FleetResult:
+    """Land candidate set `name` with `serve --once`, then with the plain pipeline; check both.
+
+    `plain=False` skips the pipeline (the scaling curve needs integrator's figures only).
+    """
+    shared = any(s.changelog for s in workload.sets[name].shapes)
+    cs = workload.sets[name]
+    shapes, oids = cs.shapes[:count], cs.oids[:count]
+    work = fresh(out / f"{name}-{workload.layout.files}")
+    repo = prepare_copy(workload, work / "integrator.git", shared_changelog=shared)
+    contracts = issue_contracts(repo, shapes, workload.base)
+    spool = Spool(work / "spool")
+    write_submissions(spool, list(zip(contracts, oids, strict=True)))
+    daemon = run_daemon(repo, spool.root, work / "serve.jsonl")
+    pipeline = baseline.PipelineRun()
+    if plain:
+        plain_repo = workload.copy(work / "plain.git")
+        union_attributes(plain_repo)
+        pipeline = baseline.plain_pipeline(plain_repo, workload.base, oids)
+    landings = correctness.queue_landings(repo, queue_head(repo), workload.base)
+    return FleetResult(
+        name=name,
+        files=workload.layout.files,
+        candidates=len(oids),
+        daemon=daemon,
+        plain=pipeline,
+        check=correctness.check_landings(repo, landings),
+        sequence_problems=(
+            correctness.same_sequence(landings, [t for _, _, t in pipeline.landed]) if plain else []
+        ),
+    )
+
+
+def stale_flood(workload: Workload, submissions: int, out: Path) -> DaemonRun:
+    """`submissions` copies of a contract whose generation a forced reclaim superseded."""
+    work = fresh(out / "stale")
+    repo = prepare_copy(workload, work / "integrator.git", shared_changelog=False)
+    contract = stale_contract(repo, "bench-stale", ("d0/**",), workload.base)
+    spool = Spool(work / "spool")
+    candidate = workload.sets["fleet"].oids[0]
+    write_submissions(spool, [(contract, candidate)] * submissions)
+    return run_daemon(repo, spool.root, work / "serve.jsonl")
+
+
+def floors(workload: Workload, transactions: int, out: Path) -> list[baseline.FloorRun]:
+    """The two-ref transaction alone, with git's defaults, durable, and durable + syncfs."""
+    repo = workload.copy(fresh(out / "floor") / "floor.git")
+    a, b = workload.base, workload.sets["fleet"].oids[0]
+    return [
+        baseline.ref_floor(repo, a, b, transactions, durable=False),
+        baseline.ref_floor(repo, a, b, transactions, durable=True),
+        baseline.ref_floor(repo, a, b, transactions, durable=True, syncfs=True),
+    ]
+
+
+@dataclass
+class PeerResult:
+    """mergetrain and integrator landing the same agent branches, end to end."""
+
+    branches: int
+    files: int
+    mergetrain: mergetrain_peer.PeerRun
+    integrator_wall_s: float | None = None
+    integrator_serve_s: float | None = None
+    tree_differences: list[str] = field(default_factory=list)
+    note: str = ""
+
+
+def peer(workload: Workload, branches: int, out: Path, venv_root: Path) -> PeerResult:
+    """mergetrain's enqueue + deploy against integrator's submit + serve, same 50 changes."""
+    cs = workload.sets["fleet"]
+    work = fresh(out / "peer")
+    exe, how = mergetrain_peer.ensure_venv(venv_root)
+    if exe is None:
+        run = mergetrain_peer.PeerRun(branches, None, note=how)
+        return PeerResult(branches, workload.layout.files, run, note=how)
+    mt_repo = mergetrain_peer.setup(workload, cs, branches, fresh(work / "mergetrain"))
+    theirs = mergetrain_peer.land(exe, mt_repo, branches)
+
+    repo = prepare_copy(workload, work / "integrator.git", shared_changelog=False)
+    contracts = issue_contracts(repo, cs.shapes[:branches], workload.base)
+    files = []
+    for shape, contract in zip(cs.shapes, contracts, strict=False):
+        path = work / f"contract-{shape.index:04d}.json"
+        path.write_text(json.dumps(contract))
+        files.append(path)
+    log = work / "serve.jsonl"
+    wall, served = submit_and_serve(repo, work / "spool", files, cs.oids[:branches], log)
+    result = PeerResult(
+        branches, workload.layout.files, theirs, wall, served.wall_s, note=theirs.note
+    )
+    if theirs.tree is not None:
+        result.tree_differences = mergetrain_peer.differing_paths(
+            mt_repo.parent / "remote.git", theirs.tree, repo, f"{git.QUEUE_PREFIX}main"
+        )
+    return result
