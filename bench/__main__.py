@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import shutil
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from bench import phases, profile, rows, workload
-from bench.report import Row, machine, render, summary, write_json
+from bench.report import machine, render, summary, write_json
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -105,47 +109,79 @@ def main(argv: Sequence[str] | None = None) -> int:
                 built[files] = workload.build(work / f"base-{files}.git", files, args.seed, sets)
         return built[files]
 
-    results: dict[str, Any] = {"plan": plan, "seed": args.seed}
-    table: list[Row] = []
+    def measured(name: str, run: Callable[[], T]) -> T:
+        """Run one phase, then drop its copies (not the base repositories) unless --keep."""
+        with watch.phase(name):
+            result = run()
+        if not args.keep:
+            for path in work.iterdir():
+                if not path.name.startswith("base-"):
+                    shutil.rmtree(path)
+        return result
+
     fleet_base = base(plan.fleet_files)
-    with watch.phase("fleet: integrator serve --once, then the plain git pipeline"):
-        fleet = phases.fleet(fleet_base, "fleet", work)
-    table += rows.fleet_rows(fleet, shared=False)
-    with watch.phase("fleet + shared CHANGELOG"):
-        shared = phases.fleet(fleet_base, "shared", work)
-    table += rows.fleet_rows(shared, shared=True)
-    with watch.phase(f"stale flood: {plan.stale_submissions:,} submissions"):
-        stale = phases.stale_flood(fleet_base, plan.stale_submissions, work)
-    table += rows.stale_rows(stale, plan.stale_submissions)
+    fleet = measured(
+        "fleet: integrator (one at a time, batched), then the plain git pipeline",
+        lambda: phases.fleet(fleet_base, "fleet", work),
+    )
+    shared = measured("fleet + shared CHANGELOG", lambda: phases.fleet(fleet_base, "shared", work))
+    stale = measured(
+        f"stale flood: {plan.stale_submissions:,} submissions",
+        lambda: phases.stale_flood(fleet_base, plan.stale_submissions, work),
+    )
     scaling = []
     for files in plan.scaling_files:
         w = base(files)
-        with watch.phase(f"scaling: {plan.scaling_candidates} candidates at {files:,} files"):
-            scaling.append(
-                phases.fleet(w, "fleet", work, count=plan.scaling_candidates, plain=False)
+        scaling.append(
+            measured(
+                f"scaling: {plan.scaling_candidates} candidates at {files:,} files",
+                partial(phases.fleet, w, "fleet", work, count=plan.scaling_candidates, plain=False),
             )
-    table += rows.scaling_rows(scaling)
-    with watch.phase("floor: ref moves alone"):
-        floors = phases.floors(fleet_base, plan.floor_transactions, work)
-    table += rows.floor_rows(floors, summary(fleet.daemon.latencies_ms)["p50"])
+        )
+    floors = measured(
+        "floor: ref moves alone",
+        lambda: phases.floors(fleet_base, plan.floor_transactions, work),
+    )
     peer = None
     if not args.no_mergetrain:
-        with watch.phase(f"mergetrain vs integrator: {plan.peer_branches} branches"):
-            peer = phases.peer(fleet_base, plan.peer_branches, work, out)
-        table += rows.peer_rows(peer)
-    hotspots = None
+        peer = measured(
+            f"mergetrain vs integrator: {plan.peer_branches} branches",
+            lambda: phases.peer(fleet_base, plan.peer_branches, work, out),
+        )
+    hotspots: list[profile.Hotspots] = []
     if args.profile:
-        with watch.phase("profile: the fleet again under py-spy"):
-            hotspots = profile.fleet_profile(fleet_base, work, out)
-    results.update(
-        fleet=fleet,
-        shared=shared,
-        stale=stale,
-        scaling=scaling,
-        floors=floors,
-        peer=peer,
-        profile=hotspots,
-    )
+        for name in ("fleet", "shared"):
+            hotspots.append(
+                measured(
+                    f"profile: {name} again, under py-spy",
+                    partial(profile.fleet_profile, fleet_base, name, work, out),
+                )
+            )
+        hotspots.append(
+            measured(
+                "profile: a stale flood of 2,000, under py-spy",
+                lambda: profile.stale_profile(fleet_base, 2_000, work, out),
+            )
+        )
+    table = [
+        *rows.fleet_rows(fleet, shared=False),
+        *rows.fleet_rows(shared, shared=True),
+        *rows.stale_rows(stale, plan.stale_submissions),
+        *rows.scaling_rows(scaling),
+        *rows.floor_rows(floors, summary(fleet.single.latencies_ms)["p50"]),
+        *(rows.peer_rows(peer) if peer is not None else []),
+    ]
+    results: dict[str, Any] = {
+        "plan": plan,
+        "seed": args.seed,
+        "fleet": fleet,
+        "shared": shared,
+        "stale": stale,
+        "scaling": scaling,
+        "floors": floors,
+        "peer": peer,
+        "profile": hotspots,
+    }
     host = machine()
     text = render(table)
     print()
@@ -155,9 +191,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         + (" (modified)" if host["worktree_modified"] else "")
     )
     print(text)
-    if hotspots is not None:
+    for spots in hotspots:
         print()
-        print(profile.render(hotspots))
+        print(profile.render(spots))
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     document = {
         "schema": "integrator.bench.v1",

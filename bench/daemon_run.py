@@ -148,8 +148,8 @@ def _ts(event: dict[str, Any]) -> float:
     return datetime.fromisoformat(str(event["timestamp"])).timestamp()
 
 
-def serve_command(repo: Path, spool: Path) -> list[str]:
-    return [
+def serve_command(repo: Path, spool: Path, config: Path | None = None) -> list[str]:
+    command = [
         sys.executable,
         "-m",
         "integrator",
@@ -163,16 +163,29 @@ def serve_command(repo: Path, spool: Path) -> list[str]:
         "--log-format",
         "json",
     ]
+    return [*command, "--config", str(config)] if config is not None else command
+
+
+def one_at_a_time(folder: Path) -> Path:
+    """A `[serve]` configuration with batch-size 1: each candidate's own cost, unbatched."""
+    path = folder / "serve-one-at-a-time.toml"
+    path.write_text("[serve]\nbatch-size = 1\n")
+    return path
 
 
 def run_daemon(
-    repo: Path, spool: Path, log_path: Path, *, wrap: list[str] | None = None
+    repo: Path,
+    spool: Path,
+    log_path: Path,
+    *,
+    config: Path | None = None,
+    wrap: list[str] | None = None,
 ) -> DaemonRun:
     """Run `integrator serve --once` until the spool is drained; parse its JSON log.
 
     `wrap` prefixes the command (a profiler); figures from a wrapped run are not reported.
     """
-    command = [*(wrap or []), *serve_command(repo, spool)]
+    command = [*(wrap or []), *serve_command(repo, spool, config)]
     with open(log_path, "wb") as out:
         spawned = time.time()
         started = time.perf_counter()

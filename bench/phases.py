@@ -15,6 +15,7 @@ from bench import baseline, correctness, mergetrain_peer
 from bench.daemon_run import (
     DaemonRun,
     issue_contracts,
+    one_at_a_time,
     prepare_copy,
     run_daemon,
     stale_contract,
@@ -37,15 +38,25 @@ def fresh(path: Path) -> Path:
 
 @dataclass
 class FleetResult:
-    """One fleet-style workload: integrator's daemon against the plain pipeline."""
+    """One fleet-style workload: integrator's daemon against the plain pipeline.
+
+    The daemon drains the same spool twice on two identical copies: with its default
+    batching (throughput) and with batch-size 1 (each candidate's own latency; in a batch a
+    candidate's claim-to-verdict time includes the rest of its batch).
+    """
 
     name: str
     files: int
     candidates: int
-    daemon: DaemonRun
+    batched: DaemonRun
+    single: DaemonRun
     plain: baseline.PipelineRun
-    check: correctness.Verdict
+    checks: dict[str, correctness.Verdict] = field(default_factory=dict)
     sequence_problems: list[str] = field(default_factory=list)
+
+    @property
+    def correct(self) -> bool:
+        return all(c.ok and c.checked == self.candidates for c in self.checks.values())
 
 
 def queue_head(repo: Path) -> str:
@@ -56,49 +67,72 @@ def queue_head(repo: Path) -> str:
     return head
 
 
+def prepare_fleet(
+    workload: Workload, name: str, work: Path, count: int | None = None
+) -> tuple[Path, Spool]:
+    """A prepared copy with one contract per candidate, and a spool holding them all."""
+    cs = workload.sets[name]
+    shared = any(s.changelog for s in cs.shapes)
+    repo = prepare_copy(workload, work / "integrator.git", shared_changelog=shared)
+    contracts = issue_contracts(repo, cs.shapes[:count], workload.base)
+    spool = Spool(work / "spool")
+    write_submissions(spool, list(zip(contracts, cs.oids[:count], strict=True)))
+    return repo, spool
+
+
+def _drain(
+    workload: Workload, name: str, work: Path, count: int | None, *, single: bool
+) -> tuple[DaemonRun, list[correctness.Landing], correctness.Verdict]:
+    repo, spool = prepare_fleet(workload, name, fresh(work), count)
+    config = one_at_a_time(work) if single else None
+    run = run_daemon(repo, spool.root, work / "serve.jsonl", config=config)
+    landings = correctness.queue_landings(repo, queue_head(repo), workload.base)
+    return run, landings, correctness.check_landings(repo, landings)
+
+
 def fleet(
     workload: Workload, name: str, out: Path, *, count: int | None = None, plain: bool = True
 ) -> FleetResult:
-    """Land candidate set `name` with `serve --once`, then with the plain pipeline; check both.
+    """Land candidate set `name` batched, one at a time, and with the plain pipeline.
 
-    `plain=False` skips the pipeline (the scaling curve needs integrator's figures only).
+    `plain=False` runs only the one-at-a-time daemon (the scaling curve needs its latency).
     """
-    shared = any(s.changelog for s in workload.sets[name].shapes)
-    cs = workload.sets[name]
-    shapes, oids = cs.shapes[:count], cs.oids[:count]
+    oids = workload.sets[name].oids[:count]
     work = fresh(out / f"{name}-{workload.layout.files}")
-    repo = prepare_copy(workload, work / "integrator.git", shared_changelog=shared)
-    contracts = issue_contracts(repo, shapes, workload.base)
-    spool = Spool(work / "spool")
-    write_submissions(spool, list(zip(contracts, oids, strict=True)))
-    daemon = run_daemon(repo, spool.root, work / "serve.jsonl")
-    pipeline = baseline.PipelineRun()
-    if plain:
-        plain_repo = workload.copy(work / "plain.git")
-        union_attributes(plain_repo)
-        pipeline = baseline.plain_pipeline(plain_repo, workload.base, oids)
-    landings = correctness.queue_landings(repo, queue_head(repo), workload.base)
-    return FleetResult(
-        name=name,
-        files=workload.layout.files,
-        candidates=len(oids),
-        daemon=daemon,
-        plain=pipeline,
-        check=correctness.check_landings(repo, landings),
-        sequence_problems=(
-            correctness.same_sequence(landings, [t for _, _, t in pipeline.landed]) if plain else []
-        ),
+    single, _, single_check = _drain(workload, name, work / "single", count, single=True)
+    # Until the batched run below replaces it, the one-at-a-time run stands for both.
+    result = FleetResult(
+        name, workload.layout.files, len(oids), single, single, baseline.PipelineRun()
     )
+    result.checks["one at a time"] = single_check
+    if not plain:
+        return result
+    batched, landings, check = _drain(workload, name, work / "batched", count, single=False)
+    result.batched = batched
+    result.checks["batched"] = check
+    plain_repo = workload.copy(work / "plain.git")
+    union_attributes(plain_repo)
+    result.plain = baseline.plain_pipeline(plain_repo, workload.base, oids)
+    result.sequence_problems = correctness.same_sequence(
+        landings, [t for _, _, t in result.plain.landed]
+    )
+    return result
 
 
-def stale_flood(workload: Workload, submissions: int, out: Path) -> DaemonRun:
+def prepare_stale(workload: Workload, submissions: int, work: Path) -> tuple[Path, Spool]:
     """`submissions` copies of a contract whose generation a forced reclaim superseded."""
-    work = fresh(out / "stale")
     repo = prepare_copy(workload, work / "integrator.git", shared_changelog=False)
     contract = stale_contract(repo, "bench-stale", ("d0/**",), workload.base)
     spool = Spool(work / "spool")
     candidate = workload.sets["fleet"].oids[0]
     write_submissions(spool, [(contract, candidate)] * submissions)
+    return repo, spool
+
+
+def stale_flood(workload: Workload, submissions: int, out: Path) -> DaemonRun:
+    """Drain a spool of stale submissions; every one must be fenced, none accepted."""
+    work = fresh(out / "stale")
+    repo, spool = prepare_stale(workload, submissions, work)
     return run_daemon(repo, spool.root, work / "serve.jsonl")
 
 

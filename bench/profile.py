@@ -3,8 +3,8 @@
 py-spy is installed into its own virtual environment under the output folder (never into
 the project's). It samples `serve --once` from outside the process, idle frames included,
 so time spent waiting for git (the ref transaction, fsync) shows up under the Python
-function that waits. Shares are of the samples taken while a candidate was being decided
-(`Daemon._process`) or its batch committed (`Daemon._commit`); start-up is left out.
+function that waits. Shares are of the samples taken inside `Daemon._batch` (claiming,
+integrating and filing submissions); start-up and the final mirror flush are left out.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import phases
-from bench.daemon_run import issue_contracts, prepare_copy, run_daemon, write_submissions
+from bench.daemon_run import run_daemon
 from bench.workload import Workload
 from integrator.spool import Spool
 
 PY_SPY = "py-spy==0.4.3"
-IN_CANDIDATE = frozenset({"daemon.Daemon._process", "daemon.Daemon._commit"})
+IN_BATCH = "daemon.Daemon._batch"
 
 
 @dataclass
@@ -70,7 +70,7 @@ def analyse(raw: Path, top: int = 12) -> Hotspots:
         count = int(count_text)
         result.samples += count
         frames = stack.split(";")
-        if not any(_short(f) in IN_CANDIDATE for f in frames):
+        if not any(_short(f) == IN_BATCH for f in frames):
             continue
         result.candidate_samples += count
         for name in {_short(f) for f in frames}:
@@ -97,32 +97,40 @@ def analyse(raw: Path, top: int = 12) -> Hotspots:
     return result
 
 
-def fleet_profile(workload: Workload, work: Path, tools: Path) -> Hotspots:
-    """Run the fleet's daemon under `py-spy record --idle` and summarise the samples."""
+def profiled(repo: Path, spool: Spool, work: Path, tools: Path, name: str) -> Hotspots:
+    """Drain `spool` under `py-spy record --idle` and summarise the samples."""
     exe = ensure_py_spy(tools)
     if exe is None:
         return Hotspots(note=f"py-spy could not be installed ({PY_SPY})")
-    cs = workload.sets["fleet"]
-    place = phases.fresh(work / "profile")
-    repo = prepare_copy(workload, place / "integrator.git", shared_changelog=False)
-    contracts = issue_contracts(repo, cs.shapes, workload.base)
-    spool = Spool(place / "spool")
-    write_submissions(spool, list(zip(contracts, cs.oids, strict=True)))
-    raw = tools / "profile-fleet.txt"
+    raw = tools / f"profile-{name}.txt"
     wrap = [str(exe), "record", "--idle", "-r", "500", "-f", "raw", "-o", str(raw), "--"]
-    run = run_daemon(repo, spool.root, place / "serve.jsonl", wrap=wrap)
+    run = run_daemon(repo, spool.root, work / "serve.jsonl", wrap=wrap)
     result = analyse(raw)
     result.candidates = run.decided
-    result.note = f"raw samples in {raw}"
+    result.note = f"{name}; raw samples in {raw}"
     return result
+
+
+def fleet_profile(workload: Workload, name: str, work: Path, tools: Path) -> Hotspots:
+    """Candidate set `name`, batched as the daemon runs by default."""
+    place = phases.fresh(work / f"profile-{name}")
+    repo, spool = phases.prepare_fleet(workload, name, place)
+    return profiled(repo, spool, place, tools, name)
+
+
+def stale_profile(workload: Workload, submissions: int, work: Path, tools: Path) -> Hotspots:
+    """The stale flood (fewer submissions: the per-decision split is what matters)."""
+    place = phases.fresh(work / "profile-stale")
+    repo, spool = phases.prepare_stale(workload, submissions, place)
+    return profiled(repo, spool, place, tools, "stale flood")
 
 
 def render(h: Hotspots) -> str:
     if not h.candidate_samples:
         return f"profile: no per-candidate samples ({h.note})"
     lines = [
-        f"profile (py-spy, {h.candidate_samples} samples over {h.candidates} candidates; "
-        f"share of per-candidate time)",
+        f"profile of {h.note.split(';')[0]} (py-spy, {h.candidate_samples} samples over "
+        f"{h.candidates} submissions; shares of the time spent in Daemon._batch)",
         "  inclusive:",
         *(f"    {share:6.1%}  {name}" for name, share in h.inclusive),
         "  self (including C calls made from that function):",

@@ -69,23 +69,22 @@ def verdict(ok: bool | None) -> str:
 
 
 def render(rows: Sequence[Row]) -> str:
-    """A fixed-width text table; sections are separated by a rule."""
-    header = Row("workload", "metric", "integrator", "compared with", "ratio", "target", "met")
-    cells = [dataclasses.astuple(r) for r in (header, *rows)]
-    widths = [max(len(str(c[i])) for c in cells) for i in range(len(dataclasses.fields(Row)))]
-    lines = []
-    previous = None
-    for n, cell in enumerate(cells):
-        section = cell[0]
-        if n > 0 and section != previous:
-            lines.append("-+-".join("-" * w for w in widths))
-        shown = list(cell)
-        if n > 0 and section == previous:
-            shown[0] = ""
-        lines.append(
-            " | ".join(str(c).ljust(w) for c, w in zip(shown, widths, strict=True)).rstrip()
-        )
-        previous = section
+    """A fixed-width text table; each section starts with its own heading line."""
+    header = ("metric", "integrator", "compared with", "ratio", "target", "met")
+    cells = [header, *(dataclasses.astuple(r)[1:] for r in rows)]
+    widths = [max(len(str(c[i])) for c in cells) for i in range(len(header))]
+    rule = "-+-".join("-" * w for w in widths)
+
+    def line(cell: Sequence[str]) -> str:
+        return " | ".join(str(c).ljust(w) for c, w in zip(cell, widths, strict=True)).rstrip()
+
+    lines = [line(header)]
+    section = None
+    for row, cell in zip(rows, cells[1:], strict=True):
+        if row.section != section:
+            lines += [rule, f"{row.section}:"]
+            section = row.section
+        lines.append(line(cell))
     return "\n".join(lines)
 
 
