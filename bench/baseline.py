@@ -19,11 +19,25 @@ import pygit2
 from integrator import git
 
 BRANCH = "refs/heads/main"
+# The script's commits get a fixed identity and date, so runs are reproducible and do not
+# depend on the machine's git configuration.
+IDENTITY = {
+    "GIT_AUTHOR_NAME": "bench",
+    "GIT_AUTHOR_EMAIL": "bench@localhost",
+    "GIT_AUTHOR_DATE": "1700000000 +0000",
+    "GIT_COMMITTER_NAME": "bench",
+    "GIT_COMMITTER_EMAIL": "bench@localhost",
+    "GIT_COMMITTER_DATE": "1700000000 +0000",
+}
 
 
 def _git(repo: Path, *args: str) -> str:
     proc = subprocess.run(
-        ["git", *args], cwd=repo, capture_output=True, env=git.git_env(), check=False
+        ["git", *args],
+        cwd=repo,
+        capture_output=True,
+        env={**git.git_env(), **IDENTITY},
+        check=False,
     )
     if proc.returncode not in (0, 1) or (proc.returncode == 1 and args[0] != "merge-tree"):
         raise RuntimeError(f"git {args[0]} failed: {proc.stderr.decode(errors='replace')}")
