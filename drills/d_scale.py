@@ -133,14 +133,25 @@ def _race_contracts(w: World, size: int, race: int) -> list[tuple[str, Contract,
     return out
 
 
-def _release_rounds(procs: list[subprocess.Popen[bytes]], w: World, timeout: float) -> list[str]:
+def _revoke_leftovers(w: World, tasks: set[str]) -> None:
+    """The coordinator retires the fenced attempts' claims, so the next race can claim again."""
+    with Canonical(w.repo) as canonical:
+        claims = Claims(canonical)
+        for claim in canonical.claims():
+            if claim.view.task_id in tasks and claim.view.state == "live":
+                claims.revoke(claim.view.task_id, "fenced in a race drill; retired")
+
+
+def _release_rounds(
+    procs: list[subprocess.Popen[bytes]], w: World, timeout: float
+) -> list[tuple[str, int]]:
     """Release every stopped process at once, again and again, until all have exited.
 
     Each integrate stops itself at before-transaction (its staging commit written, no ref
     touched); when every live one is stopped, all have read the same queue head, and one
-    SIGCONT each starts a race on it. Returns the head each round raced on.
+    SIGCONT each starts a race on it. Returns (head raced on, processes released) per round.
     """
-    heads: list[str] = []
+    heads: list[tuple[str, int]] = []
     deadline = time.monotonic() + timeout
     while any(p.poll() is None for p in procs):
 
@@ -151,7 +162,7 @@ def _release_rounds(procs: list[subprocess.Popen[bytes]], w: World, timeout: flo
         stopped = [p for p in procs if is_stopped(p)]
         if not stopped:
             continue
-        heads.append(w.ref(QUEUE) or "")
+        heads.append((w.ref(QUEUE) or "", len(stopped)))
         # SIGCONT takes effect inside kill(): once sent, a racer is runnable, not parked.
         for p in stopped:
             resume(p)
@@ -185,7 +196,8 @@ def cas_race(ctx: Context) -> str:
             races.append({
                 "size": size,
                 "start": start,
-                "heads": heads,
+                "heads": [head for head, _ in heads],
+                "released": [n for _, n in heads],
                 "processes": [
                     {"label": label, "task": c.task, "candidate": cand,
                      "exit": d.code, "verdict": str(d.file)}
@@ -199,6 +211,7 @@ def cas_race(ctx: Context) -> str:
             ctx.equal(f"race {size}×{race}: landed", size - 2, won, [d.file for d in decisions])
             ctx.equal(f"race {size}×{race}: fenced with a reason", 2, lost,
                       [d.file for d in decisions])  # fmt: skip
+            _revoke_leftovers(w, {c.task for _, c, _ in entries})
         w.meta["races"] = races
         w.save_meta()
         ctx.equal(f"{size} processes: queue length", accepted, len(w.chain()), w.evidence())

@@ -131,7 +131,7 @@ def determinations(worlds: Sequence[World]) -> Record:
                 elif v["decision"] == "ACCEPTED" and det not in ("OWNED", "SHARED"):
                     problems.append(f"{w.drill}: {resource} {det} but ACCEPTED")
                     evidence.append(str(d.source))
-    shown = ", ".join(f"{k} {n}" for k, n in sorted(counts.items()))
+    shown = ", ".join(f"{k} {n}" for k, n in sorted(counts.items())) or "none touched"
     rec.figure = (
         f"{touched - counts['MISSING']}/{touched} determined ({shown}) in {verdicts} verdicts"
     )
@@ -200,6 +200,7 @@ def races(worlds: Sequence[World]) -> Record:
     problems: list[str] = []
     evidence: list[str] = []
     count = rounds = landed = fenced = lost = 0
+    contenders: list[int] = []
     worst = 0
     for w in (w for w in worlds if w.tagged("race")):
         log = [(old, new) for old, new in reflog(w.repo, QUEUE) if old != ZERO]
@@ -214,6 +215,7 @@ def races(worlds: Sequence[World]) -> Record:
         for race in w.meta.get("races", []):
             count += 1
             rounds += len(race["heads"])
+            contenders.extend(race.get("released", []))
             for head in race["heads"]:
                 if per_head[head] > 1:
                     problems.append(f"{w.root.name}: {per_head[head]} CAS from {head[:10]}")
@@ -236,8 +238,9 @@ def races(worlds: Sequence[World]) -> Record:
                     )
                     evidence.append(proc["verdict"])
         evidence.append(str(w.root / "queue.txt"))
+    spread = f" ({min(contenders)}–{max(contenders)} racers each)" if contenders else ""
     rec.figure = (
-        f"{count} races, {rounds} rounds: max {worst} CAS per head; "
+        f"{count} races, {rounds} rounds{spread}: max {worst} CAS per head; "
         f"{landed} landed once, {fenced} fenced with a reason, {lost} lost"
     )
     if worst > 1:
