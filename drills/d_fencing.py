@@ -126,7 +126,7 @@ def paused_agent(ctx: Context) -> str:
     name="paused-integrator",
     group="1",
     title="A's integrate SIGSTOPped before its transaction; coordinator reclaims, B lands",
-    gate="A FENCED (REF_MOVED on its claim); its staging commit never reaches a ref",
+    gate="A FENCED (REF_MOVED, STALE_GENERATION) via integrate and via the daemon; queue +B only",
 )
 def paused_integrator(ctx: Context) -> str:
     w = ctx.world("world", FILES)
@@ -158,7 +158,29 @@ def paused_integrator(ctx: Context) -> str:
     )
     ctx.equal("queue head after A", head_b, w.ref(QUEUE), w.evidence())
     ctx.equal("landed candidates", [cand_b], w.landed(), w.evidence())
-    return f"A → {got_a.decision} {','.join(got_a.codes)}; B ACCEPTED; queue +1"
+    # The same pause inside the daemon, which lands through the same engine.
+    d = w.setup_contract("docs", ["docs/**"])
+    sid = w.publish(d, w.commit({"docs/index.md": "# d2\n"}, parent=d.doc["baseCommit"]))
+    served = w.serve("--once", env={"INTEGRATOR_FAULT": "stop:before-transaction"})
+    wait_stopped(served.proc, 60, "the daemon at before-transaction")
+    w.reclaim("docs", holder="agent-D2", force=True)
+    resume(served.proc)
+    ctx.equal("the daemon exits after draining", 0, served.proc.wait(timeout=60), [served.log])
+    w.settle()
+    folder, verdict = w.verdict_of(sid)
+    codes = [v["code"] for v in verdict.get("violations", [])]
+    ctx.expect(
+        "the daemon's verdict after its pause",
+        folder == "fenced" and {"REF_MOVED", "STALE_GENERATION"} <= set(codes),
+        expected="FENCED with REF_MOVED and STALE_GENERATION",
+        actual=f"{folder} {codes}",
+        evidence=[w.spool.root / folder / sid, served.log],
+    )
+    ctx.equal("queue head after the daemon's pause", head_b, w.ref(QUEUE), w.evidence())
+    return (
+        f"integrate: A → {got_a.decision} {','.join(got_a.codes)}; "
+        f"daemon: → {folder.upper()} {','.join(codes)}; queue +1 (B only)"
+    )
 
 
 def _new_policy(world: World, marker: str) -> str:
