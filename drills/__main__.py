@@ -50,9 +50,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     selected = [e for e in catalogue if not args.only or e.name in args.only]
     mode = "full" if args.full else "quick"
-    run_dir = args.out / f"{time.strftime('%Y%m%dT%H%M%S')}-{mode}-{os.getpid()}"
+    out = args.out.resolve()
+    run_dir = out / f"{time.strftime('%Y%m%dT%H%M%S')}-{mode}-{os.getpid()}"
     run_dir.mkdir(parents=True)
-    _prune(args.out, run_dir)
+    _prune(out, run_dir)
     started = time.perf_counter()
     records: list[Record] = []
     for n, entry in enumerate(selected, 1):

@@ -20,13 +20,13 @@ class Context:
 
     def __init__(self, name: str, folder: Path, *, full: bool) -> None:
         self.name = name
-        self.dir = folder
+        self.dir = folder.resolve()  # git and integrator run with other working folders
         self.full = full
         self.checks: list[Check] = []
         self.notes: list[str] = []
         self.worlds: list[World] = []
         self.procs: list[subprocess.Popen[bytes]] = []
-        folder.mkdir(parents=True, exist_ok=True)
+        self.dir.mkdir(parents=True, exist_ok=True)
 
     def world(
         self,

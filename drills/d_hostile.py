@@ -183,6 +183,9 @@ def shallow_base(ctx: Context) -> str:
     return f"shallow clone gate → {plain.decision} {','.join(plain.codes)} (exit {plain.code})"
 
 
+AFTER = 8  # submissions after the outage, one at a time
+
+
 @drill(
     name="mirror-outage",
     group="7",
@@ -190,13 +193,13 @@ def shallow_base(ctx: Context) -> str:
     gate="integration goes on; backlog drains on return; registry = git for every decision",
 )
 def mirror_outage(ctx: Context) -> str:
-    w = ctx.world("world", {f"area{i}/f.txt": "0\n" for i in range(4)}, tags=["live"])
+    w = ctx.world("world", {f"area{i}/f.txt": "0\n" for i in range(4 + AFTER)}, tags=["live"])
     registry = w.spool.root / "registry.sqlite3"
-    contracts = [w.setup_contract(f"t{i}", [f"area{i}/**"]) for i in range(4)]
+    contracts = [w.setup_contract(f"t{i}", [f"area{i}/**"]) for i in range(4 + AFTER)]
     config = w.config("[serve]\nmirror-timeout = 0.05\n")
     served = w.serve("--config", str(config))
     with hold_registry(registry):
-        for i, c in enumerate(contracts):
+        for i, c in enumerate(contracts[:4]):
             files = {f"area{i}/f.txt": "1\n"} if i < 3 else {"area0/f.txt": "not mine\n"}
             w.publish(c, w.commit(files, parent=c.doc["baseCommit"]))
         w.settle()
@@ -211,6 +214,12 @@ def mirror_outage(ctx: Context) -> str:
         )
     backlog = w.spool.root / "mirror-backlog"
     wait_until(lambda: not list(backlog.glob("*.jsonl")), 60, "the backlog to drain", [served.log])
+    # Back to normal: one submission at a time, each awaited (end-to-end latency samples).
+    for i, c in enumerate(contracts[4:], 4):
+        w.publish(c, w.commit({f"area{i}/f.txt": "1\n"}, parent=c.doc["baseCommit"]))
+        w.settle()
+    ctx.equal("after the outage every submission lands", 3 + AFTER, len(w.landed()), w.evidence())
+    wait_until(lambda: not list(backlog.glob("*.jsonl")), 60, "the backlog to drain", [served.log])
     rows = w.cli("history", "--spool", str(w.spool.root), "--json").json()
     mirrored = {r["submission"]: (r.get("decision"), r.get("stagingCommit")) for r in rows}
     truth = {}
@@ -221,7 +230,11 @@ def mirror_outage(ctx: Context) -> str:
     staged = {v[1] for v in truth.values() if v[1]}
     ctx.equal("mirrored staging commits are the queue's", set(w.chain()), staged, w.evidence())
     served.stop()
-    return f"{len(w.published)} decided during the outage ({waiting} backlog files); all mirrored after"
+    return (
+        f"4 decided during the outage ({waiting} backlog files), {AFTER} after; "
+        f"registry = verdicts for {sum(mirrored.get(s) == v for s, v in truth.items())}/"
+        f"{len(w.published)}"
+    )
 
 
 @drill(

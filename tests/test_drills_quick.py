@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,10 +26,12 @@ GATES = {
 }
 
 
-def _drills(*args: str) -> subprocess.CompletedProcess[str]:
+def _drills(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
     return subprocess.run(
         [sys.executable, "-m", "drills", *args],
-        cwd=ROOT,
+        cwd=cwd,
+        env=env,
         capture_output=True,
         text=True,
         timeout=600,
@@ -39,7 +42,8 @@ def _drills(*args: str) -> subprocess.CompletedProcess[str]:
 def test_quick_subset_passes_with_every_gate_measured(tmp_path: Path) -> None:
     """The quick subset exits 0 and its JSON report has every drill and every gate passed."""
     out = tmp_path / "report.json"
-    proc = _drills("--only", *QUICK, "--out", str(tmp_path / "runs"), "--json", str(out))
+    # A relative --out, as `make drills` uses (drills-out/ under the current folder).
+    proc = _drills("--only", *QUICK, "--out", "runs", "--json", str(out), cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     doc = json.loads(out.read_text())
     assert doc["passed"] is True
@@ -52,6 +56,7 @@ def test_quick_subset_passes_with_every_gate_measured(tmp_path: Path) -> None:
         assert rows[name]["figure"], name
         assert rows[name]["evidence"], name
     assert "drill / gate" in proc.stdout  # the table is printed, not only written
+    assert (tmp_path / "runs").is_dir()
 
 
 def test_list_and_unknown_names(tmp_path: Path) -> None:
