@@ -137,7 +137,7 @@ def symlink_escape(ctx: Context) -> str:
     name="shallow-base",
     group="7",
     title="CI gate in a shallow clone that lacks the contract's base",
-    gate="never ACCEPTED; REVIEW with BASE_MISSING (exit 3)",
+    gate="never ACCEPTED; REVIEW BASE_MISSING (exit 3) once the clone knows the repo identity",
 )
 def shallow_base(ctx: Context) -> str:
     w = ctx.world("world", {"src/a.py": "a = 1\n", "docs/index.md": "# d\n"})
@@ -163,6 +163,7 @@ def shallow_base(ctx: Context) -> str:
         actual=f"{plain.decision} exit {plain.code}",
         evidence=[plain.file],
     )
+    first = f"{plain.decision} {','.join(plain.codes)}"
     if plain.codes == ["REPO_MISMATCH"]:
         ctx.notes.append(
             "known integrator issue (reported): in a shallow clone the derived repository "
@@ -180,7 +181,10 @@ def shallow_base(ctx: Context) -> str:
         actual=f"{plain.decision} exit {plain.code} {plain.codes}",
         evidence=[plain.file],
     )
-    return f"shallow clone gate → {plain.decision} {','.join(plain.codes)} (exit {plain.code})"
+    final = f"{plain.decision} {','.join(plain.codes)} (exit {plain.code})"
+    if first != final.rsplit(" (", 1)[0]:
+        return f"shallow clone gate → {first} (known issue); with repoId → {final}"
+    return f"shallow clone gate → {final}"
 
 
 AFTER = 8  # submissions after the outage, one at a time

@@ -206,6 +206,8 @@ def races(worlds: Sequence[World]) -> Record:
         log = [(old, new) for old, new in reflog(w.repo, QUEUE) if old != ZERO]
         per_head = Counter(old for old, _ in log)
         worst = max([worst, *per_head.values()])
+        if len(log) != len(w.chain):  # every landing is one recorded compare-and-swap
+            problems.append(f"{w.root.name}: {len(log)} queue updates for {len(w.chain)} landings")
         for old, new in log:
             if parents(w.repo, new) != [old]:
                 problems.append(
