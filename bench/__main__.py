@@ -1,16 +1,17 @@
 """`python -m bench [--full]`: build the workloads, run every contender, print one table.
 
 The quick default (`make bench-quick`) keeps every workload's shape but runs the fleet on
-10,000 files and mergetrain on 20 branches, so it finishes in under two minutes on two
-cores; `--full` (`make bench`) runs the issue's sizes: the fleet on 100,000 files and
-mergetrain on 50 branches. The scaling curve (1,000 / 10,000 / 100,000 files) and the
-10,000-submission stale flood are the same in both.
+10,000 files, mergetrain on 10 branches and the scaling curve in two rounds, so it finishes
+in under two minutes on two cores; `--full` (`make bench`) runs the issue's sizes: the fleet
+on 100,000 files, mergetrain on 50 branches, three scaling rounds. The scaling sizes
+(1,000 / 10,000 / 100,000 files) and the 10,000-submission stale flood are the same in both.
 """
 
 from __future__ import annotations
 
 import argparse
 import faulthandler
+import os
 import shutil
 import signal
 import sys
@@ -38,12 +39,13 @@ class Plan:
     stale_submissions: int
     scaling_files: tuple[int, ...]
     scaling_candidates: int
+    scaling_rounds: int
     peer_branches: int
     floor_transactions: int
 
 
-QUICK = Plan("quick", 10_000, 200, 10_000, (1_000, 10_000, 100_000), 20, 20, 300)
-FULL = Plan("full", 100_000, 200, 10_000, (1_000, 10_000, 100_000), 20, 50, 1_000)
+QUICK = Plan("quick", 10_000, 200, 10_000, (1_000, 10_000, 100_000), 20, 2, 10, 300)
+FULL = Plan("full", 100_000, 200, 10_000, (1_000, 10_000, 100_000), 20, 3, 50, 1_000)
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -90,6 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # A stuck run can be asked where it is: kill -USR1 <pid> prints every thread's stack.
     faulthandler.register(signal.SIGUSR1)
     plan = FULL if args.full else QUICK
+    load_before = [round(x, 2) for x in os.getloadavg()]
     out: Path = args.out.resolve()
     work = phases.fresh(out / "work")
     watch = Stopwatch()
@@ -129,15 +132,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"stale flood: {plan.stale_submissions:,} submissions",
         lambda: phases.stale_flood(fleet_base, plan.stale_submissions, work),
     )
-    scaling = []
-    for files in plan.scaling_files:
-        w = base(files)
-        scaling.append(
-            measured(
-                f"scaling: {plan.scaling_candidates} candidates at {files:,} files",
-                partial(phases.fleet, w, "fleet", work, count=plan.scaling_candidates, plain=False),
+    scale_bases = [base(files) for files in plan.scaling_files]
+    rounds = []
+    for n in range(1, plan.scaling_rounds + 1):
+        for w in scale_bases:
+            rounds.append(
+                measured(
+                    f"scaling round {n}: {plan.scaling_candidates} candidates at "
+                    f"{w.layout.files:,} files",
+                    partial(
+                        phases.fleet, w, "fleet", work, count=plan.scaling_candidates, plain=False
+                    ),
+                )
             )
-        )
+    scaling = phases.combine(rounds)
     floors = measured(
         "floor: ref moves alone",
         lambda: phases.floors(fleet_base, plan.floor_transactions, work),
@@ -183,12 +191,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "profile": hotspots,
     }
     host = machine()
+    host["load_average_before"] = load_before
     text = render(table)
     print()
     print(
         f"integrator bench ({plan.mode}, seed {args.seed}) on {host['nproc']} × {host['cpu']}, "
         f"{host['git']}, Python {host['python']}, commit {host['commit']}"
         + (" (modified)" if host["worktree_modified"] else "")
+        + f"; load average {load_before[0]} before, {host['load_average'][0]} after"
     )
     print(text)
     for spots in hotspots:

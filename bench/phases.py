@@ -6,6 +6,7 @@ run's refs, objects or caches beyond the operating system's page cache.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from dataclasses import dataclass, field
@@ -117,6 +118,26 @@ def fleet(
         landings, [t for _, _, t in result.plain.landed]
     )
     return result
+
+
+def combine(runs: list[FleetResult]) -> list[FleetResult]:
+    """One result per repository size from interleaved rounds: latencies pooled, checks kept.
+
+    The scaling curve runs its sizes in turn, round after round, so a change in the
+    machine's load (these machines are shared) weighs on every size alike.
+    """
+    by_size: dict[int, FleetResult] = {}
+    for run in runs:
+        check = run.checks["one at a time"]
+        pooled = by_size.get(run.files)
+        if pooled is None:
+            pooled = by_size[run.files] = dataclasses.replace(
+                run, single=dataclasses.replace(run.single, latencies_ms=[]), checks={}
+            )
+            pooled.batched = pooled.single
+        pooled.single.latencies_ms.extend(run.single.latencies_ms)
+        pooled.checks[f"round {len(pooled.checks) + 1}"] = check
+    return [by_size[files] for files in sorted(by_size)]
 
 
 def prepare_stale(workload: Workload, submissions: int, work: Path) -> tuple[Path, Spool]:

@@ -116,6 +116,8 @@ def machine() -> dict[str, Any]:
         "kernel": platform.release(),
         "commit": _first(["git", "-C", str(here), "rev-parse", "--short", "HEAD"]),
         "worktree_modified": dirty != "unknown",
+        # These machines are shared: a load above the core count means noisy figures.
+        "load_average": [round(x, 2) for x in os.getloadavg()],
     }
 
 

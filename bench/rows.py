@@ -137,8 +137,8 @@ def stale_rows(run: DaemonRun, submissions: int) -> list[Row]:
 def scaling_rows(results: list[FleetResult]) -> list[Row]:
     if not results:
         return []
-    count = results[0].candidates
-    section = f"scaling, {count} candidates each, one at a time"
+    count, rounds = results[0].candidates, len(results[0].checks)
+    section = f"scaling, {count} candidates × {rounds} rounds per size, one at a time"
     rows: list[Row] = []
     p50 = {r.files: summary(r.single.latencies_ms)["p50"] for r in results}
     for r in results:

@@ -129,3 +129,11 @@ def test_percentiles_use_the_nearest_rank() -> None:
     assert report.percentile(values, 50) == 5
     assert report.percentile(values, 95) == 10
     assert report.summary([])["p50"] != report.summary([])["p50"]  # NaN
+
+
+def test_scaling_rounds_pool_latencies_per_size(landed: phases.FleetResult) -> None:
+    """Interleaved rounds of one size become one result with every latency and every check."""
+    (pooled,) = phases.combine([landed, landed])
+    assert len(pooled.single.latencies_ms) == 2 * CANDIDATES
+    assert set(pooled.checks) == {"round 1", "round 2"} and pooled.correct
+    assert len(landed.single.latencies_ms) == CANDIDATES  # the inputs are left alone
