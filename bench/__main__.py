@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bench import phases, profile, rows, workload
-from bench.report import machine, render, summary, write_json
+from bench.report import machine, render, write_json
 
 T = TypeVar("T")
 
@@ -176,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         *rows.fleet_rows(shared, shared=True),
         *rows.stale_rows(stale, plan.stale_submissions),
         *rows.scaling_rows(scaling),
-        *rows.floor_rows(floors, summary(fleet.single.latencies_ms)["p50"]),
+        *rows.floor_rows(floors, fleet),
         *(rows.peer_rows(peer) if peer is not None else []),
     ]
     results: dict[str, Any] = {

@@ -83,7 +83,8 @@ def plain_pipeline(repo: Path, base: str, candidates: tuple[str, ...]) -> Pipeli
 
 @dataclass(frozen=True)
 class FloorRun:
-    """Milliseconds per two-ref transaction through one long-lived `update-ref --stdin`."""
+    """Milliseconds per unit: a two-ref transaction through one long-lived
+    `update-ref --stdin`, or one loose object write."""
 
     settings: str
     per_transaction_ms: float
@@ -117,3 +118,17 @@ def ref_floor(
         elapsed = time.perf_counter() - started
     label = ("durable" if durable else "git defaults") + (" + syncfs" if syncfs else "")
     return FloorRun(label, elapsed * 1000 / transactions, transactions)
+
+
+def object_floor(repo: Path, count: int) -> FloorRun:
+    """Milliseconds per small loose object written with pygit2 (`create_blob`).
+
+    libgit2 writes each object as its own file (temporary file, zlib, rename), which is
+    what a landing's rebuilt trees, staging commit and consumed-claim commit cost.
+    """
+    opened = pygit2.Repository(str(repo))
+    started = time.perf_counter()
+    for i in range(count):
+        opened.create_blob(f"bench object floor {i} {started}\n".encode() * 4)
+    elapsed = time.perf_counter() - started
+    return FloorRun("one loose object (pygit2)", elapsed * 1000 / count, count)

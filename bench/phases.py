@@ -53,6 +53,9 @@ class FleetResult:
     single: DaemonRun
     plain: baseline.PipelineRun
     checks: dict[str, correctness.Verdict] = field(default_factory=dict)
+    # Loose objects the daemon wrote per landed candidate (staging commit, rebuilt trees,
+    # consumed-claim commit...): each is one file, the main cost per landing measured here.
+    objects_per_landing: dict[str, float] = field(default_factory=dict)
     sequence_problems: list[str] = field(default_factory=list)
 
     @property
@@ -81,14 +84,23 @@ def prepare_fleet(
     return repo, spool
 
 
+def loose_objects(repo: Path) -> int:
+    """How many loose objects the repository holds (`git count-objects`)."""
+    out = git.run_git(["count-objects", "-v"], cwd=repo).stdout.decode()
+    return int(next(line for line in out.splitlines() if line.startswith("count:")).split()[1])
+
+
 def _drain(
     workload: Workload, name: str, work: Path, count: int | None, *, single: bool
-) -> tuple[DaemonRun, list[correctness.Landing], correctness.Verdict]:
+) -> tuple[DaemonRun, list[correctness.Landing], correctness.Verdict, float]:
     repo, spool = prepare_fleet(workload, name, fresh(work), count)
     config = one_at_a_time(work) if single else None
+    before = loose_objects(repo)
     run = run_daemon(repo, spool.root, work / "serve.jsonl", config=config)
+    written = loose_objects(repo) - before
     landings = correctness.queue_landings(repo, queue_head(repo), workload.base)
-    return run, landings, correctness.check_landings(repo, landings)
+    per_landing = written / len(landings) if landings else 0.0
+    return run, landings, correctness.check_landings(repo, landings), per_landing
 
 
 def fleet(
@@ -100,17 +112,21 @@ def fleet(
     """
     oids = workload.sets[name].oids[:count]
     work = fresh(out / f"{name}-{workload.layout.files}")
-    single, _, single_check = _drain(workload, name, work / "single", count, single=True)
+    single, _, single_check, objects = _drain(workload, name, work / "single", count, single=True)
     # Until the batched run below replaces it, the one-at-a-time run stands for both.
     result = FleetResult(
         name, workload.layout.files, len(oids), single, single, baseline.PipelineRun()
     )
     result.checks["one at a time"] = single_check
+    result.objects_per_landing["one at a time"] = objects
     if not plain:
         return result
-    batched, landings, check = _drain(workload, name, work / "batched", count, single=False)
+    batched, landings, check, objects = _drain(
+        workload, name, work / "batched", count, single=False
+    )
     result.batched = batched
     result.checks["batched"] = check
+    result.objects_per_landing["batched"] = objects
     plain_repo = workload.copy(work / "plain.git")
     union_attributes(plain_repo)
     result.plain = baseline.plain_pipeline(plain_repo, workload.base, oids)
@@ -158,13 +174,15 @@ def stale_flood(workload: Workload, submissions: int, out: Path) -> DaemonRun:
 
 
 def floors(workload: Workload, transactions: int, out: Path) -> list[baseline.FloorRun]:
-    """The two-ref transaction alone, with git's defaults, durable, and durable + syncfs."""
+    """The two-ref transaction alone (git's defaults, durable, durable + syncfs), and one
+    loose object written through pygit2, the unit of integrator's other per-landing cost."""
     repo = workload.copy(fresh(out / "floor") / "floor.git")
     a, b = workload.base, workload.sets["fleet"].oids[0]
     return [
         baseline.ref_floor(repo, a, b, transactions, durable=False),
         baseline.ref_floor(repo, a, b, transactions, durable=True),
         baseline.ref_floor(repo, a, b, transactions, durable=True, syncfs=True),
+        baseline.object_floor(repo, transactions),
     ]
 
 

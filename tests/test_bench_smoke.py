@@ -72,6 +72,8 @@ def test_the_harness_lands_every_candidate_with_git_merge_tree_trees(
     assert set(landed.checks) == {"one at a time", "batched"}
     assert landed.correct, landed.checks
     assert landed.sequence_problems == []
+    assert set(landed.objects_per_landing) == {"one at a time", "batched"}
+    assert all(n > 1 for n in landed.objects_per_landing.values())
 
 
 def test_the_correctness_check_fails_on_a_wrong_tree(
