@@ -121,6 +121,16 @@ class IssueRequest:
     worktree_id: str | None = None
 
 
+def _identity(canonical: Canonical) -> str:
+    identity = canonical.identity
+    if identity is None:
+        raise ConfigurationError(
+            f"cannot derive the identity of {canonical.path} (a shallow clone?); issue "
+            "contracts from the canonical repository, or set `git config integrator.repoId`"
+        )
+    return identity
+
+
 def build_contract(
     canonical: Canonical, request: IssueRequest, generation: int, now: datetime
 ) -> OwnershipContract:
@@ -131,7 +141,7 @@ def build_contract(
     base = str(git.resolve_commit(canonical.repo, base_rev).id)
     doc: dict[str, object] = {
         "schema": CONTRACT_SCHEMA,
-        "repo": canonical.identity,
+        "repo": _identity(canonical),
         "taskId": request.task_id,
         "attemptId": request.attempt_id or new_attempt_id(request.task_id),
         "baseCommit": base,

@@ -57,6 +57,19 @@ def check_identity(contract: OwnershipContract, repo_id: str | None) -> list[Vio
     return []
 
 
+def check_identity_known(repo_id: str | None) -> list[Violation]:
+    if repo_id is None:
+        return [
+            Violation(
+                code=Code.REPO_UNVERIFIED,
+                detail="the repository identity cannot be derived here (shallow clone); "
+                "set `git config integrator.repoId <id>` (see `git config integrator.repoId` "
+                "in the canonical repository) or fetch the full history",
+            )
+        ]
+    return []
+
+
 def check_live(
     contract: OwnershipContract,
     claim: ClaimView | None,

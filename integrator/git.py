@@ -139,23 +139,43 @@ def has_object(repo: pygit2.Repository, oid: str) -> bool:
         return False
 
 
-def repo_identity(repo: pygit2.Repository, rev: str = "HEAD") -> str:
-    """`sha256:` of the repository's identity.
+def shallow_boundary(repo: pygit2.Repository) -> frozenset[str]:
+    """Commits where a shallow clone's history is cut (they show no parents)."""
+    if not repo.is_shallow:
+        return frozenset()
+    try:
+        text = (common_dir(repo) / "shallow").read_text()
+    except OSError:
+        return frozenset()
+    return frozenset(line.strip() for line in text.splitlines() if line.strip())
+
+
+def repo_identity(repo: pygit2.Repository, rev: str = "HEAD") -> str | None:
+    """`sha256:` of the repository's identity, or None when it cannot be derived here.
 
     `integrator init` records it in `integrator.repoId`; before that it is derived from the
-    root commit on the first-parent chain of `rev`, so every clone agrees on it.
+    root commit on the first-parent chain of `rev` (or of HEAD), so every full clone agrees
+    on it. A shallow clone cannot see its root: without a configured id, it is unknown.
     """
     configured = repo.config.get_multivar("integrator.repoId")
     for value in configured:
         return str(value)
-    try:
-        commit = resolve_commit(repo, rev)
-    except ConfigurationError:
-        return "sha256:" + hashlib.sha256(b"integrator.repo.v1\nempty").hexdigest()
-    while commit.parent_ids:
+    commit = None
+    for candidate in (rev, "HEAD"):
+        try:
+            commit = resolve_commit(repo, candidate)
+            break
+        except ConfigurationError:
+            continue
+    if commit is None:
+        return None
+    boundary = shallow_boundary(repo)
+    while commit.parent_ids or str(commit.id) in boundary:
+        if str(commit.id) in boundary:
+            return None  # the history is cut (shallow clone): the root is not here
         parent = commit.parent_ids[0]
         if not has_object(repo, str(parent)):
-            break
+            return None
         nxt = repo[parent]
         assert isinstance(nxt, pygit2.Commit)
         commit = nxt

@@ -150,10 +150,16 @@ class Integrator:
                 return Evaluation(verdict)
             return Evaluation(_invalid("; ".join(err.errors) or str(err), candidate, policy.digest))
 
+        # A shallow clone without a configured id cannot prove the repository: every
+        # verdict here then carries REPO_UNVERIFIED (review), whatever else it says.
+        unverified = gate.check_identity_known(canonical.identity)
+
         def done(violations: list[Violation], **extra: Any) -> Evaluation:
             extra.setdefault("candidate", candidate)
             return Evaluation(
-                gate.make_verdict(contract, violations, policy_digest=policy.digest, **extra),
+                gate.make_verdict(
+                    contract, [*violations, *unverified], policy_digest=policy.digest, **extra
+                ),
                 contract=contract,
             )
 
@@ -205,6 +211,7 @@ class Integrator:
                 candidate=str(cand.id),
             )
         violations, resources = gate.check_diff(contract, diff, policy.policy)
+        violations.extend(unverified)
         verdict = gate.make_verdict(
             contract,
             violations,

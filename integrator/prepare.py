@@ -38,6 +38,11 @@ def prepare(
         actions: list[str] = []
         if not list(repo.config.get_multivar("integrator.repoId")):
             identity = git.repo_identity(repo, target_ref)
+            if identity is None:
+                raise ConfigurationError(
+                    f"{path} is a shallow clone: its root commit, the repository's identity, "
+                    "is not here; prepare a full clone (or set integrator.repoId first)"
+                )
             repo.config["integrator.repoId"] = identity
             actions.append(f"recorded repository identity {identity}")
         ops = []

@@ -112,7 +112,7 @@ class Canonical:
         self.close()
 
     @cached_property
-    def identity(self) -> str:
+    def identity(self) -> str | None:
         return git.repo_identity(self.repo, f"refs/heads/{self.target}")
 
     @property

@@ -35,6 +35,7 @@ class Decision(StrEnum):
 class Code(StrEnum):
     CONTRACT_INVALID = "CONTRACT_INVALID"
     REPO_MISMATCH = "REPO_MISMATCH"
+    REPO_UNVERIFIED = "REPO_UNVERIFIED"
     CLAIM_MISSING = "CLAIM_MISSING"
     STALE_GENERATION = "STALE_GENERATION"
     CONTRACT_DIGEST_MISMATCH = "CONTRACT_DIGEST_MISMATCH"
@@ -66,12 +67,13 @@ class Code(StrEnum):
 
 # What a violation of each code decides when enforced; everything else fences.
 REVIEW_CODES: frozenset[Code] = frozenset(
-    {Code.BASE_MISSING, Code.RESOURCE_UNKNOWN, Code.LEGACY_SUBMISSION}
+    {Code.BASE_MISSING, Code.RESOURCE_UNKNOWN, Code.LEGACY_SUBMISSION, Code.REPO_UNVERIFIED}
 )
 
 CODE_SUMMARY: dict[Code, str] = {
     Code.CONTRACT_INVALID: "The contract does not validate under coding.workspace.ownership.v1.",
     Code.REPO_MISMATCH: "The contract was issued for another repository.",
+    Code.REPO_UNVERIFIED: "The repository's identity cannot be derived here (shallow clone).",
     Code.CLAIM_MISSING: "No live claim exists for the contract's task.",
     Code.STALE_GENERATION: "A newer ownership generation was issued for the task.",
     Code.CONTRACT_DIGEST_MISMATCH: "The contract differs from the one the claim holds.",

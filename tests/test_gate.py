@@ -282,19 +282,6 @@ def test_base_not_ancestor(repo: Path, gate: Gate) -> None:
     assert base != other
 
 
-def test_shallow_clone_missing_base_is_review(repo: Path, tmp_path: Path) -> None:
-    """In a shallow clone that lacks the base, the verdict is REVIEW BASE_MISSING."""
-    base = base_of(repo)
-    commit_files(repo, {"src/app.py": "two\n"}, "second")
-    tip = commit_files(repo, {"src/app.py": "three\n"}, "third")
-    clone = tmp_path / "shallow"
-    git("clone", "-q", "--depth", "1", f"file://{repo}", str(clone), cwd=tmp_path)
-    verdict = Gate(clone).run(base, tip)
-    assert verdict.decision is Decision.REVIEW
-    assert codes(verdict) == [Code.BASE_MISSING]
-    assert "shallow" in verdict.violations[0].detail
-
-
 def test_invalid_contract_is_fenced_with_errors(repo: Path, gate: Gate) -> None:
     """A contract with an unknown field or resource kind is FENCED CONTRACT_INVALID naming it."""
     base = base_of(repo)
@@ -437,3 +424,24 @@ def test_tree_with_duplicate_names_is_refused(repo: Path, gate: Gate) -> None:
     assert verdict.decision is Decision.FENCED
     assert codes(verdict) == [Code.UNSAFE_PATH]
     assert "duplicate" in verdict.violations[0].detail
+
+
+def test_shallow_clone_of_canonical_repo_reports_base_missing(repo: Path, tmp_path: Path) -> None:
+    """A CI gate in a shallow clone without a configured id says BASE_MISSING, not a mismatch.
+
+    Regression: the identity was derived from the shallow boundary commit, so every contract
+    looked issued for another repository (REPO_MISMATCH) and the base check never ran.
+    """
+    canonical = Gate(repo)
+    base = base_of(repo)
+    commit_files(repo, {"src/app.py": "two\n"}, "second")
+    tip = commit_files(repo, {"src/app.py": "three\n"}, "third")
+    doc = canonical.doc(base)  # issued against the full repository's identity
+    clone = tmp_path / "ci"
+    git("clone", "-q", "--depth", "1", f"file://{repo}", str(clone), cwd=tmp_path)
+    verdict = Gate(clone).run_raw(json.dumps(doc).encode(), tip)
+    assert verdict.decision is Decision.REVIEW
+    assert codes(verdict) == [Code.BASE_MISSING, Code.REPO_UNVERIFIED]
+    git("config", "integrator.repoId", doc["repo"], cwd=clone)
+    configured = Gate(clone).run_raw(json.dumps(doc).encode(), tip)
+    assert codes(configured) == [Code.BASE_MISSING]
