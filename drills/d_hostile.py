@@ -137,7 +137,7 @@ def symlink_escape(ctx: Context) -> str:
     name="shallow-base",
     group="7",
     title="CI gate in a shallow clone that lacks the contract's base",
-    gate="never ACCEPTED; REVIEW BASE_MISSING (exit 3) once the clone knows the repo identity",
+    gate="never ACCEPTED; REVIEW BASE_MISSING (exit 3), plus REPO_UNVERIFIED without a repoId",
 )
 def shallow_base(ctx: Context) -> str:
     w = ctx.world("world", {"src/a.py": "a = 1\n", "docs/index.md": "# d\n"})
@@ -163,28 +163,28 @@ def shallow_base(ctx: Context) -> str:
         actual=f"{plain.decision} exit {plain.code}",
         evidence=[plain.file],
     )
-    first = f"{plain.decision} {','.join(plain.codes)}"
-    if plain.codes == ["REPO_MISMATCH"]:
-        ctx.notes.append(
-            "known integrator issue (reported): in a shallow clone the derived repository "
-            "identity differs from the canonical one, so the gate fences REPO_MISMATCH "
-            "before it can say BASE_MISSING; with integrator.repoId configured it says REVIEW"
-        )
-        # What CI can do meanwhile: carry the canonical identity into the clone.
-        repo_id = git("config", "integrator.repoId", cwd=w.repo)
-        git("config", "integrator.repoId", repo_id, cwd=clone)
-        plain = w.keep_verdict("gate-shallow-repoid", w.cli(*argv, expect=(0, 1, 3)), c)
+    first = f"{plain.decision} {','.join(plain.codes)} (exit {plain.code})"
     ctx.expect(
-        "the gate sends the shallow case to review",
-        plain.decision == "REVIEW" and plain.code == 3 and plain.codes == ["BASE_MISSING"],
-        expected="REVIEW, exit 3, BASE_MISSING",
-        actual=f"{plain.decision} exit {plain.code} {plain.codes}",
+        "the gate sends the shallow case to review, saying why",
+        plain.decision == "REVIEW"
+        and plain.code == 3
+        and plain.codes == ["BASE_MISSING", "REPO_UNVERIFIED"],
+        expected="REVIEW, exit 3, BASE_MISSING and REPO_UNVERIFIED",
+        actual=first,
         evidence=[plain.file],
     )
-    final = f"{plain.decision} {','.join(plain.codes)} (exit {plain.code})"
-    if first != final.rsplit(" (", 1)[0]:
-        return f"shallow clone gate → {first} (known issue); with repoId → {final}"
-    return f"shallow clone gate → {final}"
+    # With the canonical identity carried into the clone only the missing base remains.
+    repo_id = git("config", "integrator.repoId", cwd=w.repo)
+    git("config", "integrator.repoId", repo_id, cwd=clone)
+    known = w.keep_verdict("gate-shallow-repoid", w.cli(*argv, expect=(0, 1, 3)), c)
+    ctx.expect(
+        "with integrator.repoId set, REVIEW BASE_MISSING alone",
+        known.decision == "REVIEW" and known.code == 3 and known.codes == ["BASE_MISSING"],
+        expected="REVIEW, exit 3, BASE_MISSING",
+        actual=f"{known.decision} exit {known.code} {known.codes}",
+        evidence=[known.file],
+    )
+    return f"shallow clone gate → {first}; with repoId → {known.decision} {','.join(known.codes)}"
 
 
 AFTER = 8  # submissions after the outage, one at a time
