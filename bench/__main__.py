@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import faulthandler
 import os
-import shutil
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -94,7 +94,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan = FULL if args.full else QUICK
     load_before = [round(x, 2) for x in os.getloadavg()]
     out: Path = args.out.resolve()
-    work = phases.fresh(out / "work")
+    work = out / "work"
+    trash = out / "trash"
+
+    def discard(path: Path) -> None:
+        # Deleting a stale flood's 10,000 folders and 50,000 loose objects takes longer than
+        # the flood itself, and its I/O would disturb the next phase: set it aside now,
+        # delete everything in one background `rm` when the run is over.
+        trash.mkdir(exist_ok=True)
+        path.rename(trash / f"{time.time_ns()}-{path.name}")
+
+    if work.exists():
+        discard(work)
+    work.mkdir(parents=True)
     watch = Stopwatch()
     built: dict[int, workload.Workload] = {}
 
@@ -113,13 +125,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return built[files]
 
     def measured(name: str, run: Callable[[], T]) -> T:
-        """Run one phase, then drop its copies (not the base repositories) unless --keep."""
+        """Run one phase, then set its copies aside (not the base repositories) unless --keep."""
         with watch.phase(name):
             result = run()
         if not args.keep:
             for path in work.iterdir():
                 if not path.name.startswith("base-"):
-                    shutil.rmtree(path)
+                    discard(path)
         return result
 
     fleet_base = base(plan.fleet_files)
@@ -220,7 +232,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"\nwrote {out / f'latest-{plan.mode}.json'} in {time.perf_counter() - watch.started:.0f} s"
     )
     if not args.keep:
-        phases.fresh(work)
+        discard(work)
+    if trash.exists():
+        subprocess.Popen(
+            ["rm", "-rf", str(trash)],
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     return 0
 
 
