@@ -106,6 +106,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     if work.exists():
         discard(work)
+    if trash.exists():
+        # A previous run's background clean-up may still be running: finish it before
+        # measuring anything, or its disk traffic lands in this run's figures.
+        print(f"removing the previous run's scratch in {trash} …", flush=True)
+        subprocess.run(["rm", "-rf", str(trash)], check=False)
     work.mkdir(parents=True)
     watch = Stopwatch()
     built: dict[int, workload.Workload] = {}
