@@ -125,7 +125,7 @@ def stale_rows(run: DaemonRun, submissions: int) -> list[Row]:
         ),
         Row(
             section,
-            "latency p50 / max (ms)",
+            "claim→verdict p50 / max (ms), batched",
             f"{fmt(summary(run.latencies_ms)['p50'], 2)} / {fmt(max(run.latencies_ms, default=0), 1)}",
         ),
         Row(
