@@ -3,6 +3,10 @@
 Subcommands live in `integrator/commands/<name>.py`; each module exposes
 `register(subparsers)` which adds its parser and sets `func` to a handler
 `(args: argparse.Namespace) -> int`. One handler here maps domain errors to exit codes.
+
+Only the module of the command being run is imported (agents call `integrator submit`
+and `integrator guard` in tight loops, so start-up time matters); `integrator --help`
+imports them all.
 """
 
 from __future__ import annotations
@@ -12,8 +16,6 @@ import importlib
 import pkgutil
 import sys
 from collections.abc import Sequence
-
-import structlog
 
 from integrator import __version__, commands
 from integrator.errors import EXIT_INFRA, IntegratorError
@@ -34,7 +36,20 @@ Exit codes: 0 accepted/ok, 1 fenced, 3 needs review, 2 usage or configuration er
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+# Commands whose module is not named after them.
+_MODULE_OF = {"integrate": "gate"}
+
+
+def _modules() -> list[str]:
+    return sorted(
+        info.name
+        for info in pkgutil.iter_modules(commands.__path__)
+        if not info.name.startswith("_")
+    )
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with `command`, only that command's module is imported and registered."""
     parser = argparse.ArgumentParser(
         prog="integrator",
         description=DESCRIPTION,
@@ -42,17 +57,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"integrator {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
-            continue
-        module = importlib.import_module(f"integrator.commands.{info.name}")
+    names = _modules()
+    wanted = _MODULE_OF.get(command or "", command)
+    for name in [wanted] if wanted in names else names:
+        module = importlib.import_module(f"integrator.commands.{name}")
         module.register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    command = arguments[0] if arguments and not arguments[0].startswith("-") else None
+    parser = build_parser(command)
+    args = parser.parse_args(arguments)
     if getattr(args, "func", None) is None:
         parser.print_help()
         return 2
@@ -66,6 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as err:  # the last resort: say what broke, never a silent exit 0
+        import structlog
+
         structlog.get_logger("integrator").exception("unexpected error")
         print(f"integrator: unexpected error: {type(err).__name__}: {err}", file=sys.stderr)
         return EXIT_INFRA
