@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Annotated, Literal
 
-import pygit2
 from pydantic import Field
 
 from integrator import git
@@ -29,6 +28,7 @@ from integrator.contract import (
     parse_contract,
 )
 from integrator.errors import ClaimConflictError, ConfigurationError, ReviewRequired
+from integrator.objects import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 from integrator.overlap import Overlap, find_overlaps
 from integrator.repository import Canonical, Claim, signature
 
@@ -76,21 +76,23 @@ def write_claim_commit(
     state: dict[str, object],
     parent: str | None,
     now: datetime,
+    *,
+    objects: ObjectBuffer | None = None,
 ) -> str:
-    """Write (objects only, no ref) a claim commit holding `contract` and `state`."""
-    repo = canonical.repo
-    builder = repo.TreeBuilder()
-    builder.insert(
-        "contract.json",
-        repo.create_blob(contract.to_json().encode() + b"\n"),
-        pygit2.GIT_FILEMODE_BLOB,
+    """Write (objects only, no ref) a claim commit holding `contract` and `state`.
+
+    With `objects`, the commit and its tree and blobs stay pending there (the caller
+    flushes them with its own); otherwise they are written at once, as one pack.
+    """
+    buffer = objects if objects is not None else ObjectBuffer(canonical.repo)
+    contract_blob = buffer.add("blob", contract.to_json().encode() + b"\n")
+    state_blob = buffer.add("blob", json.dumps(state, indent=2).encode() + b"\n")
+    tree = buffer.add(
+        "tree",
+        tree_bytes(
+            {b"contract.json": (b"100644", contract_blob), b"claim.json": (b"100644", state_blob)}
+        ),
     )
-    builder.insert(
-        "claim.json",
-        repo.create_blob(json.dumps(state, indent=2).encode() + b"\n"),
-        pygit2.GIT_FILEMODE_BLOB,
-    )
-    tree = builder.write()
     event = state["event"]
     message = (
         f"{event}: {contract.task_id} generation {contract.ownership_generation} "
@@ -103,8 +105,11 @@ def write_claim_commit(
             f"\nStaging-Commit: {state['stagingCommit']}\nCandidate: {state.get('candidate')}\n"
         )
     sig = signature(now)
-    parents = [pygit2.Oid(hex=parent)] if parent else []
-    return str(repo.create_commit(None, sig, sig, message, tree, parents))
+    parents = [bytes.fromhex(parent)] if parent else []
+    commit = buffer.add("commit", commit_bytes(tree, parents, sig, sig, message)).hex()
+    if objects is None:
+        flush_loose(buffer)  # a one-off claim operation: a pack of four would pile up
+    return commit
 
 
 @dataclass(frozen=True)
@@ -362,7 +367,15 @@ class Claims:
         )
         return write_claim_commit(self.canonical, claim.contract, state, claim.oid, now)
 
-    def consume_commit(self, claim: Claim, staging: str, candidate: str, now: datetime) -> str:
+    def consume_commit(
+        self,
+        claim: Claim,
+        staging: str,
+        candidate: str,
+        now: datetime,
+        *,
+        objects: ObjectBuffer | None = None,
+    ) -> str:
         """The claim commit that records consumption by `staging` (written before the CAS)."""
         state = claim_state(
             claim.contract,
@@ -372,7 +385,9 @@ class Claims:
             staging_commit=staging,
             candidate=candidate,
         )
-        return write_claim_commit(self.canonical, claim.contract, state, claim.oid, now)
+        return write_claim_commit(
+            self.canonical, claim.contract, state, claim.oid, now, objects=objects
+        )
 
 
 class ExpansionRequest(Model):

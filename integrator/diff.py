@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -136,7 +136,7 @@ class Leaf:
 # whose `filemode` builds an enum member per access.
 _RECORD = re.compile(rb"([0-7]+) ([^\x00]*)\x00(.{20})", re.DOTALL)
 _TREE_MODE = b"40000"
-_CACHE_LIMIT = 8192
+_CACHE_LIMIT = 2048  # parsed trees; ~20 kB each for 100-entry folders
 
 Record = tuple[bytes, bytes]  # (mode, raw id)
 Entry = tuple[bytes, bytes, bytes]  # (mode, name, raw id), as the regular expression yields
@@ -153,8 +153,11 @@ class MalformedTree(Exception):
 class TreeReader:
     """Parses raw tree objects, caching by id (trees are immutable)."""
 
-    def __init__(self, repo: pygit2.Repository) -> None:
+    def __init__(
+        self, repo: pygit2.Repository, pending: Callable[[bytes], bytes | None] | None = None
+    ) -> None:
         self.repo = repo
+        self.pending = pending  # objects hashed but not yet written (objects.ObjectBuffer.read)
         self._cache: dict[bytes, frozenset[Entry]] = {}
 
     def entries(self, oid: bytes | None) -> frozenset[Entry]:
@@ -162,7 +165,9 @@ class TreeReader:
             return frozenset()
         cached = self._cache.get(oid)
         if cached is None:
-            _type, data = self.repo.odb.read(pygit2.Oid(raw=oid))
+            data = self.pending(oid) if self.pending is not None else None
+            if data is None:
+                _type, data = self.repo.odb.read(pygit2.Oid(raw=oid))
             found = _RECORD.findall(data)
             cached = frozenset(found)
             # A tree git itself would reject (duplicate names, bytes no record explains)
@@ -390,7 +395,7 @@ def recompute(
     changes.sort(key=lambda c: (c.path, c.old_path or ""))
     targets = symlink_targets(repo, changes)
     new_paths = [c.new_path for c in changes if c.new_path is not None and c.new_path != c.old_path]
-    collisions = find_collisions(repo, candidate_tree, new_paths)
+    collisions = find_collisions(reader or repo, candidate_tree, new_paths)
     non_nfc = tuple(p for p in new_paths if unicodedata.normalize("NFC", p) != p)
     return RecomputedDiff(tuple(changes), patch_bytes, targets, tuple(collisions), non_nfc)
 
@@ -410,7 +415,7 @@ def fold(name: str) -> str:
 
 
 def find_collisions(
-    repo: pygit2.Repository, tree: pygit2.Tree, new_paths: Iterable[str]
+    trees: pygit2.Repository | TreeReader, tree: pygit2.Tree | bytes, new_paths: Iterable[str]
 ) -> list[Collision]:
     """Paths among `new_paths` that collide with another entry of `tree`.
 
@@ -418,38 +423,44 @@ def find_collisions(
     that are equal after NFC are a Unicode collision; equal after NFC and case folding, a
     case collision.
     """
-    listing: dict[str, dict[str, list[str]]] = {}
+    reader = trees if isinstance(trees, TreeReader) else TreeReader(trees)
+    root = tree if isinstance(tree, bytes) else tree.id.raw
+    listing: dict[str, tuple[dict[str, list[str]], dict[bytes, Record]] | None] = {}
     found: dict[tuple[str, str], Collision] = {}
 
-    def siblings(folder: str) -> dict[str, list[str]] | None:
-        if folder in listing:
-            return listing[folder]
+    def folder_records(folder: str) -> dict[bytes, Record] | None:
         if folder == "":
-            sub: pygit2.Object | None = tree
-        else:
-            try:
-                sub = tree[folder]
-            except KeyError:
-                sub = None
-            if sub is not None and sub.filemode != MODE_TREE:
-                sub = None
-            sub = repo[sub.id] if sub is not None else None
-        if not isinstance(sub, pygit2.Tree):
+            return reader.records(root)
+        parent, _, name = folder.rpartition("/")
+        above = siblings(parent)
+        if above is None:
             return None
-        groups: dict[str, list[str]] = {}
-        for entry in sub:
-            groups.setdefault(fold(entry.name or ""), []).append(entry.name or "")
-        listing[folder] = groups
-        return groups
+        record = above[1].get(name.encode("utf-8", "surrogateescape"))
+        if record is None or record[0] != _TREE_MODE:
+            return None
+        return reader.records(record[1])
+
+    def siblings(folder: str) -> tuple[dict[str, list[str]], dict[bytes, Record]] | None:
+        if folder not in listing:
+            records = folder_records(folder)
+            if records is None:
+                listing[folder] = None
+            else:
+                groups: dict[str, list[str]] = {}
+                for raw in records:
+                    name = _name(raw)
+                    groups.setdefault(fold(name), []).append(name)
+                listing[folder] = (groups, records)
+        return listing[folder]
 
     for path in new_paths:
         parts = path.split("/")
         for depth, name in enumerate(parts):
             folder = "/".join(parts[:depth])
-            groups = siblings(folder)
-            if groups is None:
+            level = siblings(folder)
+            if level is None:
                 break
-            for other in groups.get(fold(name), []):
+            for other in level[0].get(fold(name), []):
                 if other == name:
                     continue
                 here = f"{folder}/{name}" if folder else name

@@ -19,6 +19,7 @@ from integrator.diff import find_collisions
 from integrator.errors import ConfigurationError, RefMovedError
 from integrator.gate import check_live
 from integrator.merge import merge_onto_head, resources_touched_since_base
+from integrator.objects import commit_bytes
 from integrator.repository import Canonical, signature
 from integrator.verdict import Code, Decision, Verdict, Violation
 
@@ -79,7 +80,8 @@ def land_batch(engine: Integrator, evaluations: list[Evaluation]) -> BatchOutcom
     verdicts: list[Verdict | None] = [None] * len(evaluations)
     planned: list[_Planned] = []
     tasks: set[str] = set()
-    head = canonical.commit(head_oid)
+    queue_head = canonical.commit(head_oid)
+    head = _Head(head_oid, queue_head.tree_id.raw, queue_head)
     now = canonical.clock()
     sig = signature(now)
     for position, ev in enumerate(evaluations):
@@ -90,7 +92,10 @@ def land_batch(engine: Integrator, evaluations: list[Evaluation]) -> BatchOutcom
         result.position = position
         planned.append(result)
         tasks.add(ev.contract.task_id if ev.contract else "")
-        head = canonical.commit(result.staging)
+        # The next candidate merges onto this staging commit, still in memory.
+        head = _Head(result.staging, bytes.fromhex(result.tree), queue_head)
+    # Every object of the batch in one pack, before the transaction names any of them.
+    engine.objects.flush()
     if not planned:
         return BatchOutcome(verdicts)
     ops: list[git.RefOp] = []
@@ -118,10 +123,25 @@ def land_batch(engine: Integrator, evaluations: list[Evaluation]) -> BatchOutcom
     return BatchOutcome(verdicts)
 
 
+@dataclass(frozen=True)
+class _Head:
+    """The queue head a candidate merges onto: real, or a staging commit of this batch."""
+
+    oid: str
+    tree: bytes  # raw id, maybe still pending in engine.objects
+    queue: pygit2.Commit  # the real queue head the batch started from
+
+    def tree_object(self, engine: Integrator) -> pygit2.Tree:
+        engine.objects.flush()  # for the rare readers that need it through libgit2
+        tree = engine.repo[pygit2.Oid(raw=self.tree)]
+        assert isinstance(tree, pygit2.Tree)
+        return tree
+
+
 def _plan_one(
     engine: Integrator,
     ev: Evaluation,
-    head: pygit2.Commit,
+    head: _Head,
     target_oid: str | None,
     policy_oid: str | None,
     tasks: set[str],
@@ -133,7 +153,7 @@ def _plan_one(
     contract, cand, base, diff, policy = ev.contract, ev.candidate, ev.base, ev.diff, ev.policy
     assert contract and cand and base and diff and policy
     integration = policy.policy.integration
-    head_oid = str(head.id)
+    head_oid = head.oid
     claim_ref = Canonical.claim_ref(contract.task_id)
     claim_oid = canonical.ref(claim_ref)
     claim = canonical.claim_at(claim_oid) if claim_oid else None
@@ -159,7 +179,9 @@ def _plan_one(
     def fenced(violations: list[Violation], decision: Decision | None = None) -> Verdict:
         return ev.with_violations(violations, decision=decision, queue_head=head_oid)
 
-    if not engine.on_queue(str(base.id), head):
+    # Staging commits of this batch descend from the real queue head: checking there is
+    # the same question.
+    if not engine.on_queue(str(base.id), head.queue):
         return fenced(
             [
                 Violation(
@@ -186,7 +208,13 @@ def _plan_one(
             ]
         )
     outcome = merge_onto_head(
-        repo, base_commit=base, head_commit=head, candidate_commit=cand, reader=engine.trees
+        repo,
+        base_commit=base,
+        head_commit=head.queue,
+        head_tree=head.tree,
+        candidate_commit=cand,
+        reader=engine.trees,
+        objects=engine.objects,
     )
     if outcome.tree is None:
         return fenced(
@@ -196,15 +224,19 @@ def _plan_one(
             ]
             or [Violation(code=Code.MERGE_CONFLICT, detail="the merge did not produce a tree")]
         )
-    merged = repo[outcome.tree]
-    assert isinstance(merged, pygit2.Tree)
+    merged = bytes.fromhex(outcome.tree)
     problems: list[Violation] = []
     if head_oid != str(base.id):
         shared = set(policy.policy.shared.resources)
         touched = [r.resource for r in ev.resources if r.resource not in shared]
-        for resource, paths in resources_touched_since_base(
-            repo, policy.policy, base.tree, head.tree, touched
-        ).items():
+        touched_since = (
+            resources_touched_since_base(
+                repo, policy.policy, base.tree, head.tree_object(engine), touched
+            )
+            if touched
+            else {}
+        )
+        for resource, paths in touched_since.items():
             problems.append(
                 Violation(
                     code=Code.RESOURCE_CONFLICT,
@@ -213,7 +245,7 @@ def _plan_one(
                     "both sides touched it",
                 )
             )
-        for collision in find_collisions(repo, merged, diff.added_paths):
+        for collision in find_collisions(engine.trees, merged, diff.added_paths):
             code = Code.CASE_COLLISION if collision.kind == "case" else Code.UNICODE_COLLISION
             problems.append(
                 Violation(
@@ -227,11 +259,15 @@ def _plan_one(
         if review and integration.resource_conflict == "review":
             return fenced(problems, Decision.REVIEW)
         return fenced(problems)
-    staging = str(
-        repo.create_commit(None, cand.author, sig, staging_message(ev, cand), merged.id, [head.id])
+    objects = engine.objects
+    message = staging_message(ev, cand)
+    staging = objects.add(
+        "commit", commit_bytes(merged, [bytes.fromhex(head.oid)], cand.author, sig, message)
+    ).hex()
+    consumed = engine.claims.consume_commit(
+        claim, staging, str(cand.id), canonical.clock(), objects=objects
     )
-    consumed = engine.claims.consume_commit(claim, staging, str(cand.id), canonical.clock())
-    return _Planned(0, ev, staging, str(merged.id), head_oid, claim_ref, claim_oid, consumed)
+    return _Planned(0, ev, staging, outcome.tree, head_oid, claim_ref, claim_oid, consumed)
 
 
 def _moved(ref: str, now_oid: str | None, then_oid: str | None) -> Violation:

@@ -26,6 +26,7 @@ import pygit2
 
 from integrator import git
 from integrator.diff import MODE_TREE, TreeReader, changed_leaves
+from integrator.objects import ObjectBuffer, flush_loose, tree_bytes
 from integrator.paths import PathMatcher, literal_prefix
 from integrator.policy import Policy
 
@@ -62,9 +63,10 @@ class _Fallback(Exception):
 class _TreeMerge:
     """Three-way merge of tree objects, writing only folders both sides changed."""
 
-    def __init__(self, repo: pygit2.Repository, reader: TreeReader) -> None:
+    def __init__(self, repo: pygit2.Repository, reader: TreeReader, objects: ObjectBuffer) -> None:
         self.repo = repo
         self.reader = reader
+        self.objects = objects
         self.merged_files: list[str] = []
 
     def tree(self, base: bytes | None, head: bytes, cand: bytes, prefix: str) -> bytes:
@@ -79,7 +81,7 @@ class _TreeMerge:
         b = self.reader.records(base)
         h = self.reader.records(head)
         c = self.reader.records(cand)
-        builder = self.repo.TreeBuilder(pygit2.Oid(raw=head))
+        merged = dict(h)
         changed = False
         for name in sorted(h.keys() | c.keys() | b.keys()):
             eb, eh, ec = b.get(name), h.get(name), c.get(name)
@@ -88,17 +90,16 @@ class _TreeMerge:
             result = self.entry(name, eb, eh, ec, prefix)
             if result == eh:
                 continue
-            text = name.decode("utf-8", "surrogateescape")
             if result is None:
-                builder.remove(text)
+                del merged[name]
             else:
-                builder.insert(text, pygit2.Oid(raw=result[1]), int(result[0], 8))
+                merged[name] = result
             changed = True
         if not changed:
             return head
-        if len(builder) == 0:
+        if not merged:
             raise _Fallback(prefix or "/")  # a folder emptied by the merge: git drops it
-        return builder.write().raw
+        return self.objects.add("tree", tree_bytes(merged))
 
     def entry(
         self,
@@ -166,20 +167,32 @@ def merge_onto_head(
     base_commit: pygit2.Commit,
     head_commit: pygit2.Commit,
     candidate_commit: pygit2.Commit,
+    head_tree: bytes | None = None,
     reader: TreeReader | None = None,
+    objects: ObjectBuffer | None = None,
 ) -> MergeOutcome:
-    """The merged tree of the candidate onto the queue head, base as the merge base."""
+    """The merged tree of the candidate onto the queue head, base as the merge base.
+
+    `head_tree` (a raw id, maybe still pending in `objects`) overrides the head commit's
+    tree: a batch merges onto staging commits it has not written yet. New trees go to
+    `objects` (flushed as one pack here when the caller gives none).
+    """
     base = base_commit.tree_id
-    head = head_commit.tree_id
+    head = pygit2.Oid(raw=head_tree) if head_tree is not None else head_commit.tree_id
     candidate = candidate_commit.tree_id
     if head == base:
         return MergeOutcome(str(candidate), "trivial")
-    merge = _TreeMerge(repo, reader or TreeReader(repo))
+    own = objects is None
+    buffer = objects if objects is not None else ObjectBuffer(repo)
+    merge = _TreeMerge(repo, reader or TreeReader(repo, buffer.read), buffer)
     try:
         tree = merge.tree(base.raw, head.raw, candidate.raw, "")
     except _Fallback:
-        pass
+        # git reads from disk; partial trees of the abandoned attempt go along unreferenced.
+        buffer.flush()
     else:
+        if own:
+            flush_loose(buffer)
         strategy = "per-path" if merge.merged_files else "fast"
         return MergeOutcome(
             str(pygit2.Oid(raw=tree)), strategy, merged_files=tuple(merge.merged_files)

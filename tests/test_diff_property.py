@@ -27,6 +27,8 @@ PATTERNS = ["a/**", "a/x/**", "b/**", "c/**", "*.md", "a/f1.txt", "c/y/**", "b/*
 
 _REPO_DIR = Path(tempfile.mkdtemp(prefix="integrator-prop-"))
 REPO = make_repo(_REPO_DIR / "repo")
+# The examples' commits are unrelated roots and HEAD names none: record an identity.
+git("config", "integrator.repoId", "sha256:" + "ab" * 32, cwd=REPO)
 
 
 def body(seed: int) -> str:
