@@ -33,6 +33,7 @@ from integrator.errors import ConfigurationError, InfrastructureError, Integrato
 from integrator.health import Metrics
 from integrator.mirror import Mirror, MirrorWorker, codes_of, decision_record
 from integrator.notify import Notifier
+from integrator.objects import ObjectBuffer, maybe_repack
 from integrator.repository import Canonical
 from integrator.review import hold_op
 from integrator.spool import (
@@ -377,13 +378,18 @@ class Daemon:
             return
         now = self.clock()
         ops: list[git.RefOp] = []
+        records = ObjectBuffer(self.canonical.repo)  # every hold record of the batch, one pack
         for o in outcomes:
             if o.verdict is not None and o.verdict.decision is not Decision.ACCEPTED:
-                ops.append(hold_op(self.canonical, o.sid, o.verdict, o.raw, now))
+                ops.append(hold_op(self.canonical, o.sid, o.verdict, o.raw, now, objects=records))
             if o.bundle:
                 refs = git.refs_under(self.canonical.repo, quarantine_prefix(o.sid))
                 ops.extend(git.delete(ref, oid) for ref, oid in sorted(refs.items()))
+        if records.flush() is not None:
+            maybe_repack(self.canonical.repo)
         if ops:
+            if git.durable(self.canonical.repo):
+                git.sync_objects(self.canonical.repo)  # records on disk before refs name them
             self.canonical.updater.apply(ops)
         self.mirror.record(
             [decision_record(o.sid, o.verdict, now, o.latency, o.reason) for o in outcomes]

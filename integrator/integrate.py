@@ -25,16 +25,13 @@ from integrator.contract import OwnershipContract, parse_contract
 from integrator.diff import MalformedTree, RecomputedDiff, TreeReader, recompute
 from integrator.errors import ConfigurationError, ContractError, RefLockedError, RefMovedError
 from integrator.landing import land_batch
-from integrator.objects import ObjectBuffer
+from integrator.objects import ObjectBuffer, maybe_repack
 from integrator.policy import PolicyState
 from integrator.repository import Canonical, Claim
 from integrator.verdict import Code, Decision, ResourceUse, Verdict, Violation
 
 TRAILER_CANDIDATE = "Integrator-Candidate"
 LOCK_RETRIES = 2
-# Landings write one pack per batch; after this many, `git repack --geometric=2` merges
-# the small ones (a long-running daemon would otherwise slow every object lookup).
-REPACK_EVERY = 64
 
 
 @dataclass
@@ -111,7 +108,6 @@ class Integrator:
         self.claims = Claims(canonical)
         self.durable = git.durable(canonical.repo)
         self.objects = ObjectBuffer(canonical.repo)
-        self._packs_at_repack = 0
         self.trees = TreeReader(canonical.repo, self.objects.read)
         # Commits known to be on the queue's first-parent chain: a base found here needs
         # no merge-base computation (the common case: agents start from a queue head).
@@ -361,18 +357,9 @@ class Integrator:
                 for index, ev in pending:
                     results[index] = self._ref_moved(ev, outcome.moved, attempt)
                 break
-        self._maintain()
+        maybe_repack(self.repo)
         assert all(v is not None for v in results)
         return [v for v in results if v is not None]
-
-    def _maintain(self) -> None:
-        """Merge the small packs landings wrote, now and then (cost follows their size)."""
-        if self.objects.packs_written - self._packs_at_repack >= REPACK_EVERY:
-            git.run_git(
-                ["repack", "-d", "-q", "--geometric=2", "--no-write-bitmap-index"],
-                cwd=self.repo.path,
-            )
-            self._packs_at_repack = self.objects.packs_written
 
     @staticmethod
     def _retries(pending: Sequence[tuple[int, Evaluation]]) -> int:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pygit2
 
-from integrator.git import common_dir
+from integrator.git import common_dir, run_git
 
 _TYPES = {"commit": 1, "tree": 2, "blob": 3}
 _TREE_MODE = b"40000"
@@ -175,6 +175,24 @@ def flush_loose(buffer: ObjectBuffer) -> None:
         assert written.raw == oid
     buffer.objects_written += len(buffer.pending)
     buffer.pending.clear()
+
+
+# After this many packs, `git repack --geometric=2` merges the small ones: a daemon writes
+# one or two per batch, and every object lookup that misses scans them all.
+REPACK_THRESHOLD = 64
+
+
+def maybe_repack(repo: pygit2.Repository, threshold: int = REPACK_THRESHOLD) -> bool:
+    """Merge small packs when there are more than `threshold` (cost follows their size)."""
+    folder = common_dir(repo) / "objects" / "pack"
+    try:
+        count = sum(1 for name in os.listdir(folder) if name.endswith(".idx"))
+    except OSError:
+        return False
+    if count <= threshold:
+        return False
+    run_git(["repack", "-d", "-q", "--geometric=2", "--no-write-bitmap-index"], cwd=repo.path)
+    return True
 
 
 def _write(path: Path, data: bytes) -> None:

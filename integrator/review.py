@@ -27,6 +27,7 @@ from integrator import git
 from integrator.contract import Model
 from integrator.errors import ConfigurationError, InfrastructureError, UsageError
 from integrator.mirror import Mirror, codes_of, review_record
+from integrator.objects import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 from integrator.repository import Canonical, signature
 from integrator.spool import (
     SUBMISSION_FILE,
@@ -79,17 +80,26 @@ def write_record(
     verdict: Verdict | None,
     submission: bytes,
     candidate: str | None,
+    *,
+    objects: ObjectBuffer | None = None,
 ) -> str:
-    """Write (objects only, no ref) the record commit for `action`."""
-    builder = repo.TreeBuilder()
-    blob = pygit2.GIT_FILEMODE_BLOB
-    builder.insert("action.json", repo.create_blob(action.to_json().encode() + b"\n"), blob)
-    builder.insert(SUBMISSION_FILE, repo.create_blob(submission), blob)
+    """Write (objects only, no ref) the record commit for `action`.
+
+    With `objects` the record stays pending there (the daemon writes a batch's records as
+    one pack); otherwise it is written at once.
+    """
+    buffer = objects if objects is not None else ObjectBuffer(repo)
+    files = {
+        b"action.json": (b"100644", buffer.add("blob", action.to_json().encode() + b"\n")),
+        SUBMISSION_FILE.encode(): (b"100644", buffer.add("blob", submission)),
+    }
     if verdict is not None:
-        builder.insert(VERDICT_FILE, repo.create_blob(verdict.to_json().encode() + b"\n"), blob)
-    parents = [pygit2.Oid(hex=action.previous)] if action.previous else []
+        verdict_blob = buffer.add("blob", verdict.to_json().encode() + b"\n")
+        files[VERDICT_FILE.encode()] = (b"100644", verdict_blob)
+    tree = buffer.add("tree", tree_bytes(files))
+    parents = [bytes.fromhex(action.previous)] if action.previous else []
     if candidate and git.has_object(repo, candidate):
-        parents.append(pygit2.Oid(hex=candidate))
+        parents.append(bytes.fromhex(candidate))
     outcome = f"{action.decision.value} {' '.join(action.codes)}".strip() if action.decision else ""
     message = f"{action.action} {action.submission}: {outcome or action.reason or ''}".rstrip()
     message += "\n\n"
@@ -100,11 +110,20 @@ def write_record(
     if candidate:
         message += f"Integrator-Candidate: {candidate}\n"
     sig = signature(action.at)
-    return str(repo.create_commit(None, sig, sig, message, builder.write(), parents))
+    commit = buffer.add("commit", commit_bytes(tree, parents, sig, sig, message)).hex()
+    if objects is None:
+        flush_loose(buffer)
+    return commit
 
 
 def hold_op(
-    canonical: Canonical, sid: str, verdict: Verdict, submission: bytes, now: datetime
+    canonical: Canonical,
+    sid: str,
+    verdict: Verdict,
+    submission: bytes,
+    now: datetime,
+    *,
+    objects: ObjectBuffer | None = None,
 ) -> git.RefOp:
     """The ref update that holds a FENCED/REVIEW candidate (appends when already held)."""
     old = canonical.ref(held_ref(sid))
@@ -118,7 +137,9 @@ def hold_op(
         contract_digest=verdict.contract_digest,
         previous=old,
     )
-    commit = write_record(canonical.repo, action, verdict, submission, verdict.candidate)
+    commit = write_record(
+        canonical.repo, action, verdict, submission, verdict.candidate, objects=objects
+    )
     return git.update(held_ref(sid), commit, old)
 
 

@@ -7,7 +7,14 @@ from pathlib import Path
 
 import pygit2
 
-from integrator.objects import ObjectBuffer, commit_bytes, flush_loose, object_id, tree_bytes
+from integrator.objects import (
+    ObjectBuffer,
+    commit_bytes,
+    flush_loose,
+    maybe_repack,
+    object_id,
+    tree_bytes,
+)
 from tests.gitutil import git, make_repo
 
 
@@ -72,3 +79,21 @@ def test_loose_flush_writes_the_same_ids(tmp_path: Path) -> None:
     assert buffer.pending == {}
     assert git("cat-file", "-t", oid.hex(), cwd=path) == "blob"
     assert list((path / ".git" / "objects" / "pack").glob("*.pack")) == []
+
+
+def test_many_small_packs_are_merged(tmp_path: Path) -> None:
+    """Past the threshold, maybe_repack merges small packs and every object stays readable."""
+    path = make_repo(tmp_path / "r")
+    repo = pygit2.Repository(str(path))
+    oids = []
+    for i in range(12):
+        buffer = ObjectBuffer(repo)
+        oids.append(buffer.add("blob", f"object {i}\n".encode()))
+        buffer.flush()
+    packs = path / ".git" / "objects" / "pack"
+    assert len(list(packs.glob("*.idx"))) == 12
+    assert not maybe_repack(repo, threshold=20)
+    assert maybe_repack(repo, threshold=10)
+    assert len(list(packs.glob("*.idx"))) < 12
+    for oid in oids:
+        assert git("cat-file", "-t", oid.hex(), cwd=path) == "blob"
