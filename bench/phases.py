@@ -84,10 +84,15 @@ def prepare_fleet(
     return repo, spool
 
 
-def loose_objects(repo: Path) -> int:
-    """How many loose objects the repository holds (`git count-objects`)."""
+def stored_objects(repo: Path) -> int:
+    """How many objects the repository stores, loose and packed (`git count-objects -v`).
+
+    Landings write packs and the engine repacks small packs now and then, so counting
+    loose files alone would say nothing about how many objects a landing writes.
+    """
     out = git.run_git(["count-objects", "-v"], cwd=repo).stdout.decode()
-    return int(next(line for line in out.splitlines() if line.startswith("count:")).split()[1])
+    fields = dict(line.split(": ", 1) for line in out.splitlines() if ": " in line)
+    return int(fields["count"]) + int(fields["in-pack"])
 
 
 def _drain(
@@ -95,9 +100,9 @@ def _drain(
 ) -> tuple[DaemonRun, list[correctness.Landing], correctness.Verdict, float]:
     repo, spool = prepare_fleet(workload, name, fresh(work), count)
     config = one_at_a_time(work) if single else None
-    before = loose_objects(repo)
+    before = stored_objects(repo)
     run = run_daemon(repo, spool.root, work / "serve.jsonl", config=config)
-    written = loose_objects(repo) - before
+    written = stored_objects(repo) - before
     landings = correctness.queue_landings(repo, queue_head(repo), workload.base)
     per_landing = written / len(landings) if landings else 0.0
     return run, landings, correctness.check_landings(repo, landings), per_landing
