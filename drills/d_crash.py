@@ -12,7 +12,8 @@ import signal
 
 from drills.context import Context
 from drills.registry import drill
-from drills.repo import QUEUE, git, git_dir, message, trailers
+from drills.repo import QUEUE, git, git_dir, message
+from integrator.integrate import trailers
 
 FILES = {f"area{i}/f.txt": f"{i}\n" for i in range(6)}
 

@@ -15,7 +15,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from drills.repo import POLICY, QUEUE, first_parent_chain, git, message, rev, trailers
+from drills.repo import POLICY, QUEUE, first_parent_chain, git, message, rev
+from integrator.integrate import trailers
 from integrator.paths import PathMatcher
 from integrator.policy import PolicyState, parse_policy
 from integrator.spool import SUBMISSION_FILE, VERDICT_FILE

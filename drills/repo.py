@@ -87,16 +87,6 @@ def make_commit(repo: Path, files: Mapping[str, Spec], *, parent: str | None, me
     return str(r.create_commit(None, sig, sig, message, tree, parents))
 
 
-def trailers(message: str) -> dict[str, str]:
-    """`Integrator-*` trailers of a staging commit message."""
-    out: dict[str, str] = {}
-    for line in message.splitlines():
-        key, sep, value = line.partition(": ")
-        if sep and key.startswith("Integrator-"):
-            out[key] = value.strip()
-    return out
-
-
 def message(repo: Path, commit: str) -> str:
     return git("log", "-1", "--format=%B", commit, cwd=repo)
 
