@@ -14,7 +14,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -359,21 +359,6 @@ def classify_failure(stderr: str, repo_path: str) -> Exception:
     if "reference already exists" in why:
         return RefMovedError(ref, "an existing value", None)
     return RefMovedError(ref, None, None)
-
-
-def stale_locks(repo: pygit2.Repository, prefix: str = "refs/integrator") -> Iterator[Path]:
-    """`.lock` files under our refs (left by a killed process, or held by a live one)."""
-    root = common_dir(repo)
-    base = root / prefix
-    if base.exists():
-        yield from sorted(base.rglob("*.lock"))
-    for name in ("packed-refs.lock",):
-        path = root / name
-        if path.exists():
-            yield path
-    heads = root / "refs" / "heads"
-    if heads.exists():
-        yield from sorted(heads.rglob("*.lock"))
 
 
 # --- merges ------------------------------------------------------------------------------
