@@ -7,6 +7,7 @@ it against the live claim. A v1 reader rejects unknown fields and unknown resour
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from functools import cached_property
@@ -191,7 +192,16 @@ def _render(err: ValidationError) -> list[str]:
 
 
 def parse_contract(data: str | bytes) -> OwnershipContract:
-    """Parse and validate a contract document; raises ContractError listing every problem."""
+    """Parse and validate a contract document; raises ContractError listing every problem.
+
+    Contracts are immutable, and a flood of submissions usually repeats a few documents
+    byte for byte: those are parsed (and digested) once.
+    """
+    return _parse_cached(data if isinstance(data, bytes) else data.encode("utf-8"))
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_cached(data: bytes) -> OwnershipContract:
     try:
         return OwnershipContract.model_validate_json(data)
     except ValidationError as err:
