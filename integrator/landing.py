@@ -114,7 +114,7 @@ def land_batch(engine: Integrator, evaluations: list[Evaluation]) -> BatchOutcom
     try:
         canonical.updater.apply(ops, on_prepared=lambda: faults.point("after-prepare"))
     except RefMovedError as moved:
-        return BatchOutcome([v if v is not None else None for v in verdicts], moved)
+        return BatchOutcome(verdicts, moved)
     faults.point("after-commit")
     for plan in planned:
         verdicts[plan.position] = plan.ev.with_violations(
