@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import struct
 import zlib
 from pathlib import Path
@@ -196,10 +197,14 @@ def maybe_repack(repo: pygit2.Repository, threshold: int = REPACK_THRESHOLD) -> 
 
 
 def _write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f"tmp_{path.name}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o444)
+    # A private temporary name: two integrators may write a pack of identical content.
+    tmp = path.with_name(f"tmp_{os.getpid()}_{secrets.token_hex(4)}_{path.name}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
     try:
-        os.write(fd, data)
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
     finally:
         os.close(fd)
     os.replace(tmp, path)
