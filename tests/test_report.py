@@ -10,14 +10,13 @@ import pytest
 
 from integrator.diff import MODE_BLOB, MODE_EXEC, Change, Status
 from integrator.errors import UsageError
+from integrator.hints import HINTS, hint
 from integrator.report import (
     FINGERPRINT_KEY,
     FORMATS,
-    HINTS,
     append_github_summary,
     fingerprint,
     github_step_summary,
-    hint,
     render,
 )
 from integrator.verdict import (
