@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -111,3 +112,14 @@ def commit_files(
             run("update-ref", ref, commit)
     index.unlink(missing_ok=True)
     return commit
+
+
+def run_integrator(*args: str, cwd: str | Path) -> subprocess.CompletedProcess[str]:
+    """Run the `integrator` CLI as a process (text output, no check)."""
+    return subprocess.run(
+        [sys.executable, "-m", "integrator", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+    )

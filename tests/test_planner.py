@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ from integrator.overlap import find_overlaps
 from integrator.planner import PlanError, build_plan, expand_writeset, width
 from integrator.policy import Policy, default_policy, parse_policy
 from integrator.tasks import Task, parse_task
+from tests.gitutil import run_integrator as integrator
 
 
 def make_task(
@@ -219,16 +218,6 @@ def write_tasks(folder: Path, tasks: dict[str, str]) -> Path:
     for name, text in tasks.items():
         (folder / f"{name}.md").write_text(text, encoding="utf-8")
     return folder
-
-
-def integrator(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "integrator", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
 
 
 def test_plan_command_renders_json_mermaid_and_dot(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from integrator.errors import ClaimConflictError, UsageError
 from integrator.policy import default_policy
 from integrator.queue import Queue, agent_name
 from tests.gitutil import commit_files, git, make_repo
+from tests.gitutil import run_integrator as integrator
 
 POLICY = default_policy()
 
@@ -38,16 +39,6 @@ def repo(tmp_path: Path) -> Path:
     commit_files(path, {"README.md": "hello\n"}, "init")
     git("reset", "-q", "--hard", cwd=path)
     return path
-
-
-def integrator(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "integrator", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
 
 
 WORKER = textwrap.dedent(
