@@ -9,6 +9,7 @@ and consumes every landed claim at the value read at planning time. All or nothi
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,11 @@ from integrator.verdict import Code, Decision, Verdict, Violation
 
 if TYPE_CHECKING:
     from integrator.integrate import Evaluation, Integrator
+
+
+# Pauses (seconds) before re-reading a target that differs from the queue: a torn read
+# of another integrator's commit lasts microseconds, a move made by hand persists.
+HEAD_SETTLE = (0.002, 0.01, 0.05)
 
 
 @dataclass
@@ -69,13 +75,16 @@ def land_batch(engine: Integrator, evaluations: list[Evaluation]) -> BatchOutcom
     """Plan and land `evaluations` (all ACCEPTED by the gate) in one transaction."""
     canonical = engine.canonical
     queue_ref = canonical.queue_ref
-    queue_oid = canonical.ref(queue_ref)
-    head_oid = queue_oid or canonical.ref(canonical.target_ref)
+    follows = any(
+        ev.policy is not None and ev.policy.policy.integration.target_follows_queue
+        for ev in evaluations
+    )
+    queue_oid, target_oid = _read_heads(canonical, follows)
+    head_oid = queue_oid or target_oid
     if head_oid is None:
         raise ConfigurationError(
             f"neither {queue_ref} nor {canonical.target_ref} exists; run integrator init"
         )
-    target_oid = canonical.ref(canonical.target_ref)
     policy_oid = canonical.ref(git.POLICY_REF)
     verdicts: list[Verdict | None] = [None] * len(evaluations)
     planned: list[_Planned] = []
@@ -121,6 +130,27 @@ def land_batch(engine: Integrator, evaluations: list[Evaluation]) -> BatchOutcom
             [], tree=plan.tree, staging_commit=plan.staging, queue_head=plan.head_oid
         )
     return BatchOutcome(verdicts)
+
+
+def _read_heads(canonical: Canonical, follows: bool) -> tuple[str | None, str | None]:
+    """Read the queue and target refs, waiting out another integrator's commit.
+
+    Two refs cannot be read atomically, and a transaction renames its lock files one
+    after the other: a reader may see the queue moved and the target not yet (or read
+    them either side of a whole commit). When the target should follow the queue, a
+    difference is read again a few times before it is believed; one that persists was
+    made outside the queue. Anything else stale is caught by the transaction's
+    compare-and-swap.
+    """
+    queue_oid = canonical.ref(canonical.queue_ref)
+    target_oid = canonical.ref(canonical.target_ref)
+    for pause in HEAD_SETTLE:
+        if not follows or queue_oid is None or target_oid is None or queue_oid == target_oid:
+            break
+        time.sleep(pause)
+        queue_oid = canonical.ref(canonical.queue_ref)
+        target_oid = canonical.ref(canonical.target_ref)
+    return queue_oid, target_oid
 
 
 @dataclass(frozen=True)

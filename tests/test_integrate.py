@@ -286,3 +286,28 @@ def test_batch_lands_in_one_transaction(canon: Canon) -> None:
             claim = canonical.claim(task)
             assert claim is not None
             assert claim.view.state == "consumed"
+
+
+def test_torn_read_of_queue_and_target_is_read_again(canon: Canon) -> None:
+    """A read that falls inside another integrator's commit (queue moved, target not yet)
+    is read again instead of being taken for a target moved by hand."""
+    from integrator.landing import _read_heads
+    from integrator.repository import Canonical
+
+    queue, main = "refs/integrator/queue/main", "refs/heads/main"
+    reads: list[str] = []
+    torn = {queue: "1" * 40, main: "0" * 40}
+    settled = {queue: "1" * 40, main: "1" * 40}
+
+    class Mid(Canonical):
+        def ref(self, name: str) -> str | None:
+            reads.append(name)
+            return (torn if len(reads) <= 2 else settled)[name]
+
+    with Mid(canon.path) as mid:
+        assert _read_heads(mid, follows=True) == ("1" * 40, "1" * 40)
+        assert len(reads) == 4
+        reads.clear()
+        # Without a following target, a difference is normal and read once.
+        assert _read_heads(mid, follows=False) == ("1" * 40, "0" * 40)
+        assert len(reads) == 2
