@@ -2,6 +2,9 @@
 
 Object reads and writes use pygit2 elsewhere (they cannot move authority); anything that
 moves a ref, or runs a git process, lives in this module so the fence has one door.
+
+pygit2 is imported inside the few functions that need it at run time, so that a command
+which only runs git processes (`integrator submit`) starts without loading libgit2.
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
-
-import pygit2
+from typing import IO, TYPE_CHECKING, Any
 
 from integrator import faults
 from integrator.errors import ConfigurationError, GitError, RefLockedError, RefMovedError
+
+if TYPE_CHECKING:
+    import pygit2
 
 ZERO_OID = "0" * 40
 QUEUE_PREFIX = "refs/integrator/queue/"
@@ -82,6 +86,8 @@ def run_git(
 
 def open_repo(path: str | Path) -> pygit2.Repository:
     """Open a repository (bare or not) at `path`, or raise a usable error."""
+    import pygit2
+
     try:
         return pygit2.Repository(str(path))
     except (pygit2.GitError, KeyError) as err:
@@ -103,6 +109,8 @@ def common_dir(repo: pygit2.Repository) -> Path:
 
 def ref_target(repo: pygit2.Repository, name: str) -> str | None:
     """The OID a ref points at (peeled through symbolic refs), or None when absent."""
+    import pygit2
+
     ref = repo.references.get(name)
     if ref is None:
         return None
@@ -123,6 +131,8 @@ def refs_under(repo: pygit2.Repository, prefix: str) -> dict[str, str]:
 
 
 def resolve_commit(repo: pygit2.Repository, rev: str) -> pygit2.Commit:
+    import pygit2
+
     try:
         obj = repo.revparse_single(rev)
         commit = obj.peel(pygit2.Commit)
@@ -132,7 +142,26 @@ def resolve_commit(repo: pygit2.Repository, rev: str) -> pygit2.Commit:
     return commit
 
 
+def rev_parse_commit(path: str | Path, rev: str) -> str:
+    """The id of the commit `rev` names in the repository at `path`, through `git rev-parse`."""
+    if not Path(path).is_dir():
+        raise ConfigurationError(f"{path} is not a folder")
+    proc = run_git(
+        ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"],
+        cwd=path,
+        check=False,
+    )
+    if proc.returncode != 0:
+        why = proc.stderr.decode("utf-8", "replace").strip()
+        if "not a git repository" in why:
+            raise ConfigurationError(f"{path} is not a git repository")
+        raise ConfigurationError(f"{rev!r} does not name a commit in {path}")
+    return proc.stdout.decode().strip()
+
+
 def has_object(repo: pygit2.Repository, oid: str) -> bool:
+    import pygit2
+
     try:
         return bool(repo.odb.exists(oid))
     except (ValueError, pygit2.GitError):
@@ -157,6 +186,8 @@ def repo_identity(repo: pygit2.Repository, rev: str = "HEAD") -> str | None:
     root commit on the first-parent chain of `rev` (or of HEAD), so every full clone agrees
     on it. A shallow clone cannot see its root: without a configured id, it is unknown.
     """
+    import pygit2
+
     configured = repo.config.get_multivar("integrator.repoId")
     for value in configured:
         return str(value)

@@ -22,14 +22,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-import pygit2
 from pydantic import AfterValidator, AwareDatetime, Field, ValidationError
 
 from integrator import git
 from integrator.contract import Model, ObjectId
 from integrator.errors import ConfigurationError, InfrastructureError, UsageError
+
+if TYPE_CHECKING:
+    import pygit2
 
 SUBMISSION_SCHEMA = "integrator.submission.v1"
 SPOOL_SCHEMA = "integrator.spool.v1"

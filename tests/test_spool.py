@@ -259,3 +259,39 @@ def test_submit_refuses_an_invalid_contract(tmp_path: Path) -> None:
     )  # fmt: skip
     assert code == 2
     assert Spool(tmp_path / "spool").entries("new") == []
+
+
+@pytest.mark.parametrize("rev", ["no-such-branch", "HEAD^{tree}", "--all", "HEAD~5"])
+def test_submit_refuses_what_is_not_a_commit(
+    tmp_path: Path, rev: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A revision that names no commit (or looks like an option) is refused; nothing is spooled."""
+    repo = make_repo(tmp_path / "repo")
+    commit_files(repo, {"a": "a"}, "base")
+    contract = tmp_path / "contract.json"
+    contract.write_text(json.dumps(contract_doc(baseCommit=run("rev-parse", "HEAD", cwd=repo))))
+    code = main(
+        ["submit", "--spool", str(tmp_path / "spool"), "--contract", str(contract),
+         f"--candidate={rev}", "--repo", str(repo)]
+    )  # fmt: skip
+    assert code == ConfigurationError.exit_code
+    assert "does not name a commit" in capsys.readouterr().err
+    assert Spool(tmp_path / "spool").entries("new") == []
+
+
+def test_submit_outside_a_repository_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    contract = tmp_path / "contract.json"
+    contract.write_text(json.dumps(contract_doc()))
+    (tmp_path / "plain").mkdir()
+    for where, why in (
+        (tmp_path / "plain", "not a git repository"),
+        (tmp_path / "nope", "not a folder"),
+    ):
+        code = main(
+            ["submit", "--spool", str(tmp_path / "spool"), "--contract", str(contract),
+             "--candidate", "HEAD", "--repo", str(where)]
+        )  # fmt: skip
+        assert code == ConfigurationError.exit_code
+        assert why in capsys.readouterr().err

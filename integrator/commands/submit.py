@@ -25,7 +25,6 @@ from integrator.spool import (
     Submitter,
     create_bundle,
 )
-from integrator.verdict import Verdict
 
 DECIDED = ("accepted", "fenced", "review", "rejected")
 
@@ -75,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     contract = parse_contract(data)  # refuse locally what the gate would fence anyway
     document = json.loads(data)
     repo_path = Path(args.repo).resolve()
-    candidate = str(git.resolve_commit(git.open_repo(repo_path), args.candidate).id)
+    candidate = git.rev_parse_commit(repo_path, args.candidate)
     spool = Spool(args.spool)
     now = datetime.now(UTC)
     with spool.draft(now) as draft:
@@ -129,6 +128,8 @@ def _report(sid: str, folder: str, path: Path, *, as_json: bool) -> int:
         else:
             print(f"{sid} REJECTED: {doc.get('reason')}")
         return EXIT_USAGE
+    from integrator.verdict import Verdict  # only when waiting: keeps submit's start-up short
+
     verdict = Verdict.model_validate_json((path / VERDICT_FILE).read_bytes())
     if as_json:
         print_json({"submission": sid, "folder": folder, "verdict": verdict.wire()})
