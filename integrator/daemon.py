@@ -387,10 +387,7 @@ class Daemon:
                 ops.extend(git.delete(ref, oid) for ref, oid in sorted(refs.items()))
         if records.flush() is not None:
             maybe_repack(self.canonical.repo)
-        if ops:
-            if git.durable(self.canonical.repo):
-                git.sync_objects(self.canonical.repo)  # records on disk before refs name them
-            self.canonical.updater.apply(ops)
+        self._apply(ops)
         self.mirror.record(
             [decision_record(o.sid, o.verdict, now, o.latency, o.reason) for o in outcomes]
         )
@@ -406,6 +403,27 @@ class Daemon:
             self._summary(o)
         if self._worker is not None:
             self._worker.wake()
+
+    def _apply(self, ops: list[git.RefOp]) -> None:
+        """Held refs, then quarantine deletions, durable before any submission is filed.
+
+        A flood of fenced submissions makes thousands of held refs: with durable settings
+        they are written without git's fsync per ref file and flushed by one syncfs.
+        """
+        repo = self.canonical.repo
+        holds = [op for op in ops if op.verb != "delete"]
+        deletions = [op for op in ops if op.verb == "delete"]
+        durable = git.durable(repo)
+        if holds:
+            if durable:
+                git.sync_objects(repo)  # records on disk before refs name them
+            if durable and git.HAS_SYNCFS:
+                self.canonical.bulk_updater.apply(holds)
+                git.sync_refs(repo)
+            else:
+                self.canonical.updater.apply(holds)
+        if deletions:
+            self.canonical.updater.apply(deletions)
 
     def _summary(self, o: Outcome) -> None:
         """The one event per decision: everything a person or a shipper needs to find it."""

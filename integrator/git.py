@@ -225,23 +225,37 @@ def _libc() -> Any:
     return ctypes.CDLL(None, use_errno=True)
 
 
+# syncfs(2) flushes a whole filesystem: every dirty file and directory entry on it.
+HAS_SYNCFS = sys.platform.startswith("linux")
+
+
+def _sync_folder(folder: Path) -> None:
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        if HAS_SYNCFS:
+            if _libc().syncfs(fd) != 0:
+                err = ctypes.get_errno()
+                raise GitError(f"syncfs on {folder} failed: {os.strerror(err)}")
+        else:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def sync_objects(repo: pygit2.Repository) -> None:
     """Flush the filesystem holding the object store (Linux syncfs; fsync of the folder elsewhere).
 
     Called before a ref transaction so the objects a new ref names are on disk before the
     ref is: git then fsyncs the ref itself (core.fsync=reference).
     """
-    objects = common_dir(repo) / "objects"
-    fd = os.open(objects, os.O_RDONLY)
-    try:
-        if sys.platform.startswith("linux"):
-            if _libc().syncfs(fd) != 0:
-                err = ctypes.get_errno()
-                raise GitError(f"syncfs on {objects} failed: {os.strerror(err)}")
-        else:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
+    _sync_folder(common_dir(repo) / "objects")
+
+
+def sync_refs(repo: pygit2.Repository) -> None:
+    """Flush the filesystem holding the loose refs (Linux only: see `RefUpdater` fsync_refs)."""
+    if not HAS_SYNCFS:
+        raise GitError("flushing refs after the fact needs syncfs (Linux)")
+    _sync_folder(common_dir(repo) / "refs")
 
 
 def set_config(repo: pygit2.Repository, values: dict[str, str]) -> None:
@@ -295,16 +309,21 @@ class RefUpdater:
     A `.lock` left by someone else is reported as RefLockedError, never deleted.
     """
 
-    def __init__(self, repo_path: str | Path) -> None:
+    def __init__(self, repo_path: str | Path, *, fsync_refs: bool = True) -> None:
         self.repo_path = str(repo_path)
+        # With fsync_refs=False git fsyncs no ref file (core.fsync=none for this process);
+        # the caller makes a whole transaction durable with one `sync_refs` afterwards.
+        # Only for creations and updates: a deletion may rewrite packed-refs.
+        self.fsync_refs = fsync_refs
         self._proc: subprocess.Popen[bytes] | None = None
         self.transactions = 0
         self.spawns = 0
 
     def _ensure(self) -> subprocess.Popen[bytes]:
         if self._proc is None or self._proc.poll() is not None:
+            unsynced = [] if self.fsync_refs else ["-c", "core.fsync=none"]
             self._proc = subprocess.Popen(
-                ["git", "update-ref", "--stdin"],
+                ["git", *unsynced, "update-ref", "--stdin"],
                 cwd=self.repo_path,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -346,6 +365,8 @@ class RefUpdater:
 
     def apply(self, ops: Sequence[RefOp], *, on_prepared: Callable[[], None] | None = None) -> None:
         """Apply `ops` atomically: every expected old value holds, or nothing changes."""
+        if not self.fsync_refs and any(op.verb == "delete" for op in ops):
+            raise ValueError("a deletion may rewrite packed-refs: use an fsyncing updater")
         proc = self._ensure()
         body = "".join(op.line() for op in ops)
         self._say(proc, "start\n", "start: ok")

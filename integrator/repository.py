@@ -91,6 +91,7 @@ class Canonical:
         self._claims: dict[str, Claim] = {}
         self._policies: dict[str, PolicyState] = {}
         self._updater: git.RefUpdater | None = None
+        self._bulk_updater: git.RefUpdater | None = None
 
     # -- basics ---------------------------------------------------------------------------
 
@@ -100,10 +101,18 @@ class Canonical:
             self._updater = git.RefUpdater(self.repo.path)
         return self._updater
 
+    @property
+    def bulk_updater(self) -> git.RefUpdater:
+        """An updater that fsyncs no ref: for many creations made durable by one `sync_refs`."""
+        if self._bulk_updater is None:
+            self._bulk_updater = git.RefUpdater(self.repo.path, fsync_refs=False)
+        return self._bulk_updater
+
     def close(self) -> None:
-        if self._updater is not None:
-            self._updater.close()
-            self._updater = None
+        for updater in (self._updater, self._bulk_updater):
+            if updater is not None:
+                updater.close()
+        self._updater = self._bulk_updater = None
 
     def __enter__(self) -> Canonical:
         return self

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -311,3 +312,25 @@ def test_torn_read_of_queue_and_target_is_read_again(canon: Canon) -> None:
         # Without a following target, a difference is normal and read once.
         assert _read_heads(mid, follows=False) == ("1" * 40, "0" * 40)
         assert len(reads) == 2
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="syncfs and /proc are Linux")
+def test_unsynced_updater_creates_refs_and_refuses_deletions(canon: Canon) -> None:
+    """The bulk updater (held refs) runs git with core.fsync=none, and never deletes:
+    a deletion may rewrite packed-refs, which one syncfs afterwards would not make safe."""
+    from integrator import git as igit
+    from integrator.repository import Canonical
+
+    head = canon.ref("refs/integrator/queue/main")
+    assert head is not None
+    with Canonical(canon.path) as canonical:
+        bulk = canonical.bulk_updater
+        bulk.apply([igit.update("refs/integrator/held/one", head, None)])
+        proc = bulk._proc
+        assert proc is not None
+        cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")
+        assert b"core.fsync=none" in cmdline
+        igit.sync_refs(canonical.repo)
+        with pytest.raises(ValueError, match="packed-refs"):
+            bulk.apply([igit.delete("refs/integrator/held/one", head)])
+    assert canon.ref("refs/integrator/held/one") == head
