@@ -408,7 +408,8 @@ class Daemon:
         """Held refs, then quarantine deletions, durable before any submission is filed.
 
         A flood of fenced submissions makes thousands of held refs: with durable settings
-        they are written without git's fsync per ref file and flushed by one syncfs.
+        git writes each ref file out before renaming it (never an empty ref after a crash)
+        without waiting for a journal commit per file, and one syncfs makes them durable.
         """
         repo = self.canonical.repo
         holds = [op for op in ops if op.verb != "delete"]

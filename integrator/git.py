@@ -252,7 +252,7 @@ def sync_objects(repo: pygit2.Repository) -> None:
 
 
 def sync_refs(repo: pygit2.Repository) -> None:
-    """Flush the filesystem holding the loose refs (Linux only: see `RefUpdater` fsync_refs)."""
+    """Flush the filesystem holding the loose refs (Linux only: see `RefUpdater`)."""
     if not HAS_SYNCFS:
         raise GitError("flushing refs after the fact needs syncfs (Linux)")
     _sync_folder(common_dir(repo) / "refs")
@@ -309,21 +309,23 @@ class RefUpdater:
     A `.lock` left by someone else is reported as RefLockedError, never deleted.
     """
 
-    def __init__(self, repo_path: str | Path, *, fsync_refs: bool = True) -> None:
+    def __init__(self, repo_path: str | Path, *, writeout_only: bool = False) -> None:
         self.repo_path = str(repo_path)
-        # With fsync_refs=False git fsyncs no ref file (core.fsync=none for this process);
-        # the caller makes a whole transaction durable with one `sync_refs` afterwards.
+        # With writeout_only git runs with core.fsyncMethod=writeout-only: each ref file's
+        # data is written to the device before its rename (sync_file_range), so a crash
+        # can never leave an empty ref, but nothing waits for a journal commit per file;
+        # the caller makes the whole transaction durable with one `sync_refs` afterwards.
         # Only for creations and updates: a deletion may rewrite packed-refs.
-        self.fsync_refs = fsync_refs
+        self.writeout_only = writeout_only
         self._proc: subprocess.Popen[bytes] | None = None
         self.transactions = 0
         self.spawns = 0
 
     def _ensure(self) -> subprocess.Popen[bytes]:
         if self._proc is None or self._proc.poll() is not None:
-            unsynced = [] if self.fsync_refs else ["-c", "core.fsync=none"]
+            method = ["-c", "core.fsyncMethod=writeout-only"] if self.writeout_only else []
             self._proc = subprocess.Popen(
-                ["git", *unsynced, "update-ref", "--stdin"],
+                ["git", *method, "update-ref", "--stdin"],
                 cwd=self.repo_path,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -365,7 +367,7 @@ class RefUpdater:
 
     def apply(self, ops: Sequence[RefOp], *, on_prepared: Callable[[], None] | None = None) -> None:
         """Apply `ops` atomically: every expected old value holds, or nothing changes."""
-        if not self.fsync_refs and any(op.verb == "delete" for op in ops):
+        if self.writeout_only and any(op.verb == "delete" for op in ops):
             raise ValueError("a deletion may rewrite packed-refs: use an fsyncing updater")
         proc = self._ensure()
         body = "".join(op.line() for op in ops)

@@ -103,9 +103,9 @@ class Canonical:
 
     @property
     def bulk_updater(self) -> git.RefUpdater:
-        """An updater that fsyncs no ref: for many creations made durable by one `sync_refs`."""
+        """An updater that only writes refs out: many creations made durable by one `sync_refs`."""
         if self._bulk_updater is None:
-            self._bulk_updater = git.RefUpdater(self.repo.path, fsync_refs=False)
+            self._bulk_updater = git.RefUpdater(self.repo.path, writeout_only=True)
         return self._bulk_updater
 
     def close(self) -> None:

@@ -316,8 +316,8 @@ def test_torn_read_of_queue_and_target_is_read_again(canon: Canon) -> None:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="syncfs and /proc are Linux")
 def test_unsynced_updater_creates_refs_and_refuses_deletions(canon: Canon) -> None:
-    """The bulk updater (held refs) runs git with core.fsync=none, and never deletes:
-    a deletion may rewrite packed-refs, which one syncfs afterwards would not make safe."""
+    """The bulk updater (held refs) runs git with core.fsyncMethod=writeout-only and never
+    deletes: a deletion may rewrite packed-refs, which it keeps to the fsyncing updater."""
     from integrator import git as igit
     from integrator.repository import Canonical
 
@@ -329,7 +329,7 @@ def test_unsynced_updater_creates_refs_and_refuses_deletions(canon: Canon) -> No
         proc = bulk._proc
         assert proc is not None
         cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")
-        assert b"core.fsync=none" in cmdline
+        assert b"core.fsyncMethod=writeout-only" in cmdline
         igit.sync_refs(canonical.repo)
         with pytest.raises(ValueError, match="packed-refs"):
             bulk.apply([igit.delete("refs/integrator/held/one", head)])
