@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -135,6 +135,7 @@ class Leaf:
 # regular-expression pass is several times cheaper than iterating pygit2 tree entries,
 # whose `filemode` builds an enum member per access.
 _RECORD = re.compile(rb"([0-7]+) ([^\x00]*)\x00(.{20})", re.DOTALL)
+_TREE = re.compile(rb"(?:[0-7]+ [^\x00]*\x00.{20})*", re.DOTALL)
 _TREE_MODE = b"40000"
 _CACHE_LIMIT = 2048  # parsed trees; ~20 kB each for 100-entry folders
 
@@ -158,31 +159,31 @@ class TreeReader:
     ) -> None:
         self.repo = repo
         self.pending = pending  # objects hashed but not yet written (objects.ObjectBuffer.read)
-        self._cache: dict[bytes, frozenset[Entry]] = {}
+        self._cache: dict[bytes, tuple[frozenset[Entry], dict[bytes, Record]]] = {}
 
-    def entries(self, oid: bytes | None) -> frozenset[Entry]:
-        if oid is None:
-            return frozenset()
+    def _parsed(self, oid: bytes) -> tuple[frozenset[Entry], dict[bytes, Record]]:
         cached = self._cache.get(oid)
         if cached is None:
             data = self.pending(oid) if self.pending is not None else None
             if data is None:
                 _type, data = self.repo.odb.read(pygit2.Oid(raw=oid))
             found = _RECORD.findall(data)
-            cached = frozenset(found)
+            by_name = {name: (mode, raw) for mode, name, raw in found}
             # A tree git itself would reject (duplicate names, bytes no record explains)
             # could hide a change from a name-keyed walk: refuse to interpret it.
-            modes, names, _ids = zip(*found, strict=True) if found else ((), (), ())
-            parsed = sum(map(len, modes)) + sum(map(len, names)) + 22 * len(found)
-            if parsed != len(data) or len(set(names)) != len(found):
+            if len(by_name) != len(found) or _TREE.fullmatch(data) is None:
                 raise MalformedTree(pygit2.Oid(raw=oid))
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
-            self._cache[oid] = cached
+            cached = self._cache[oid] = (frozenset(found), by_name)
         return cached
 
-    def records(self, oid: bytes | None) -> dict[bytes, Record]:
-        return {name: (mode, raw) for mode, name, raw in self.entries(oid)}
+    def entries(self, oid: bytes | None) -> frozenset[Entry]:
+        return self._parsed(oid)[0] if oid is not None else frozenset()
+
+    def records(self, oid: bytes | None) -> Mapping[bytes, Record]:
+        """Name → (mode, raw id), shared and cached (hence read-only)."""
+        return self._parsed(oid)[1] if oid is not None else {}
 
 
 def _name(raw: bytes) -> str:
@@ -425,10 +426,10 @@ def find_collisions(
     """
     reader = trees if isinstance(trees, TreeReader) else TreeReader(trees)
     root = tree if isinstance(tree, bytes) else tree.id.raw
-    listing: dict[str, tuple[dict[str, list[str]], dict[bytes, Record]] | None] = {}
+    listing: dict[str, tuple[dict[str, list[str]], Mapping[bytes, Record]] | None] = {}
     found: dict[tuple[str, str], Collision] = {}
 
-    def folder_records(folder: str) -> dict[bytes, Record] | None:
+    def folder_records(folder: str) -> Mapping[bytes, Record] | None:
         if folder == "":
             return reader.records(root)
         parent, _, name = folder.rpartition("/")
@@ -440,7 +441,7 @@ def find_collisions(
             return None
         return reader.records(record[1])
 
-    def siblings(folder: str) -> tuple[dict[str, list[str]], dict[bytes, Record]] | None:
+    def siblings(folder: str) -> tuple[dict[str, list[str]], Mapping[bytes, Record]] | None:
         if folder not in listing:
             records = folder_records(folder)
             if records is None:

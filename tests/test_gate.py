@@ -426,6 +426,29 @@ def test_tree_with_duplicate_names_is_refused(repo: Path, gate: Gate) -> None:
     assert "duplicate" in verdict.violations[0].detail
 
 
+@pytest.mark.parametrize(
+    ("raw", "good"),
+    [
+        (b"100644 a\x00" + b"\x01" * 20 + b"40000 d\x00" + b"\x02" * 20, True),
+        (b"", True),
+        (b"100644 a\x00" + b"\x01" * 20 + b"junk", False),  # bytes no record explains
+        (b"100644 a\x00" + b"\x01" * 19, False),  # truncated id
+        (b"100644 a\x00" + b"\x01" * 20 + b"100755 a\x00" + b"\x02" * 20, False),  # a twice
+    ],
+)
+def test_tree_reader_refuses_what_git_would_not_write(raw: bytes, good: bool) -> None:
+    """Raw tree records parse only when they explain every byte, each name once."""
+    from integrator.diff import MalformedTree, TreeReader
+
+    reader = TreeReader(None, pending=lambda oid: raw)  # type: ignore[arg-type]
+    if good:
+        records = reader.records(b"\x09" * 20)
+        assert len(records) == len(reader.entries(b"\x09" * 20)) == raw.count(b"\x00")
+    else:
+        with pytest.raises(MalformedTree):
+            reader.records(b"\x09" * 20)
+
+
 def test_shallow_clone_of_canonical_repo_reports_base_missing(repo: Path, tmp_path: Path) -> None:
     """A CI gate in a shallow clone without a configured id says BASE_MISSING, not a mismatch.
 
