@@ -359,6 +359,21 @@ def _verb(status: Status) -> str:
     }[status]
 
 
+def recovered_verdict(
+    contract: OwnershipContract, candidate: str, tree: str, staging_commit: str
+) -> Verdict:
+    """ACCEPTED for a candidate that already landed (by an earlier or a concurrent run)."""
+    return make_verdict(
+        contract,
+        [],
+        candidate=candidate,
+        policy_digest=contract.policy_digest,
+        tree=tree,
+        staging_commit=staging_commit,
+        recovered=True,
+    )
+
+
 def make_verdict(
     contract: OwnershipContract | None,
     violations: Sequence[Violation],

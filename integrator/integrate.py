@@ -175,7 +175,7 @@ class Integrator:
                 contract, claim.view if claim else None, policy.digest, now
             )
             if claim is not None and claim.view.state == "consumed":
-                earlier = self._earlier_landing(contract, claim, candidate, policy)
+                earlier = self.earlier_landing(contract, claim, candidate)
                 if earlier is not None:
                     return Evaluation(earlier, contract=contract, claim=claim)
         else:
@@ -273,12 +273,18 @@ class Integrator:
             return None
         return commit if isinstance(commit, pygit2.Commit) else None
 
-    def _earlier_landing(
-        self, contract: OwnershipContract, claim: Claim, candidate: str, policy: PolicyState
+    def earlier_landing(
+        self, contract: OwnershipContract, claim: Claim, candidate: str
     ) -> Verdict | None:
-        """The ACCEPTED verdict of a landing that already happened for this candidate."""
+        """The ACCEPTED verdict of a landing that already happened for this candidate.
+
+        Only when `claim` was consumed by this very candidate under this very contract:
+        the same commit under another generation's contract is not the same landing.
+        """
         staging = claim.view.staging_commit
         if staging is None or claim.view.candidate is None:
+            return None
+        if claim.view.contract_digest != contract.digest:
             return None
         cand = self._commit(candidate)
         if cand is None or str(cand.id) != claim.view.candidate:
@@ -286,15 +292,7 @@ class Integrator:
         commit = self._commit(staging)
         if commit is None or trailers(commit.message).get(TRAILER_CANDIDATE) != str(cand.id):
             return None
-        return gate.make_verdict(
-            contract,
-            [],
-            candidate=str(cand.id),
-            policy_digest=contract.policy_digest,
-            tree=str(commit.tree_id),
-            staging_commit=staging,
-            recovered=True,
-        )
+        return gate.recovered_verdict(contract, str(cand.id), str(commit.tree_id), staging)
 
     # -- landing ------------------------------------------------------------------------------
 
@@ -376,5 +374,7 @@ class Integrator:
         violations = [Violation(code=Code.REF_MOVED, resource=moved.ref, detail=detail)]
         # Say why the claim or policy moved, when the live checks can tell.
         again = self.evaluate(evaluation.data, str(evaluation.verdict.candidate))
+        if again.verdict.recovered:
+            return again.verdict  # another integrator landed this very candidate meanwhile
         violations.extend(v for v in again.verdict.violations if v.code is not Code.REF_MOVED)
         return evaluation.with_violations(violations, decision=Decision.FENCED)

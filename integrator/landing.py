@@ -18,7 +18,7 @@ import pygit2
 from integrator import faults, git
 from integrator.diff import find_collisions
 from integrator.errors import ConfigurationError, RefMovedError
-from integrator.gate import check_live
+from integrator.gate import check_live, recovered_verdict
 from integrator.merge import merge_onto_head, resources_touched_since_base
 from integrator.objects import commit_bytes
 from integrator.repository import Canonical, signature
@@ -88,19 +88,25 @@ def land_batch(engine: Integrator, evaluations: list[Evaluation]) -> BatchOutcom
     policy_oid = canonical.ref(git.POLICY_REF)
     verdicts: list[Verdict | None] = [None] * len(evaluations)
     planned: list[_Planned] = []
-    tasks: set[str] = set()
+    tasks: dict[str, _Planned] = {}  # task id → the plan consuming its claim in this batch
+    repeats: list[tuple[int, _Planned]] = []  # the same submission again in this batch
     queue_head = canonical.commit(head_oid)
     head = _Head(head_oid, queue_head.tree_id.raw, queue_head)
     now = canonical.clock()
     sig = signature(now)
     for position, ev in enumerate(evaluations):
-        result = _plan_one(engine, ev, head, target_oid, policy_oid, tasks, sig)
+        assert ev.contract is not None
+        first = tasks.get(ev.contract.task_id)
+        if first is not None and _same_landing(first.ev, ev):
+            repeats.append((position, first))  # lands once; answered with that landing
+            continue
+        result = _plan_one(engine, ev, head, target_oid, policy_oid, set(tasks), sig)
         if isinstance(result, Verdict):
             verdicts[position] = result
             continue
         result.position = position
         planned.append(result)
-        tasks.add(ev.contract.task_id if ev.contract else "")
+        tasks[ev.contract.task_id] = result
         # The next candidate merges onto this staging commit, still in memory.
         head = _Head(result.staging, bytes.fromhex(result.tree), queue_head)
     # Every object of the batch in one pack, before the transaction names any of them.
@@ -129,7 +135,22 @@ def land_batch(engine: Integrator, evaluations: list[Evaluation]) -> BatchOutcom
         verdicts[plan.position] = plan.ev.with_violations(
             [], tree=plan.tree, staging_commit=plan.staging, queue_head=plan.head_oid
         )
+    for position, plan in repeats:
+        ev = evaluations[position]
+        assert ev.contract is not None
+        verdicts[position] = recovered_verdict(
+            ev.contract, str(ev.verdict.candidate), plan.tree, plan.staging
+        )
     return BatchOutcome(verdicts)
+
+
+def _same_landing(first: Evaluation, again: Evaluation) -> bool:
+    """The same candidate under the same contract: one landing, however often submitted."""
+    assert first.contract is not None and again.contract is not None
+    return (
+        first.verdict.candidate == again.verdict.candidate
+        and first.contract.digest == again.contract.digest
+    )
 
 
 def _read_heads(canonical: Canonical, follows: bool) -> tuple[str | None, str | None]:
@@ -187,10 +208,15 @@ def _plan_one(
     claim_ref = Canonical.claim_ref(contract.task_id)
     claim_oid = canonical.ref(claim_ref)
     claim = canonical.claim_at(claim_oid) if claim_oid else None
-    live = check_live(contract, claim.view if claim else None, policy.digest, canonical.clock())
     moved: list[Violation] = []
     if ev.claim is not None and claim_oid != ev.claim.oid:
+        # A concurrent integrator may have landed this very candidate meanwhile: the
+        # answer is then its landing, not a fence.
+        earlier = engine.earlier_landing(contract, claim, str(cand.id)) if claim else None
+        if earlier is not None:
+            return earlier
         moved.append(_moved(claim_ref, claim_oid, ev.claim.oid))
+    live = check_live(contract, claim.view if claim else None, policy.digest, canonical.clock())
     if policy_oid != ev.policy_oid:
         moved.append(_moved(git.POLICY_REF, policy_oid, ev.policy_oid))
         live.append(Violation(code=Code.POLICY_CHANGED, detail=f"the policy moved to {policy_oid}"))

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from integrator.claims import Claims
+from integrator.contract import parse_contract
 from integrator.integrate import trailers
 from integrator.verdict import Code, Decision
 from tests.canon import Canon, make_canon
@@ -56,6 +57,39 @@ def test_integrating_again_is_idempotent(canon: Canon) -> None:
     assert second.recovered is True
     assert second.staging_commit == first.staging_commit
     assert git("for-each-ref", cwd=canon.path) == refs
+
+
+def test_same_submission_twice_in_one_batch_lands_once(canon: Canon) -> None:
+    """A batch holding one submission twice lands it once and answers both with that landing."""
+    from integrator.integrate import Integrator
+
+    contract = canon.issue("billing", ["billing/**"])
+    cand = canon.commit({"billing/invoice.py": "2\n"})
+    data = contract.to_json().encode()
+    before = git("rev-list", "--count", "refs/integrator/queue/main", cwd=canon.path)
+    with canon.open() as canonical:
+        first, again = Integrator(canonical).integrate_many([(data, cand), (data, cand)])
+    assert (first.decision, again.decision) == (Decision.ACCEPTED, Decision.ACCEPTED)
+    assert not first.recovered and again.recovered is True
+    assert again.staging_commit == first.staging_commit and again.tree == first.tree
+    after = git("rev-list", "--count", "refs/integrator/queue/main", cwd=canon.path)
+    assert int(after) == int(before) + 1
+
+
+def test_landed_candidate_under_another_contract_is_not_recovered(canon: Canon) -> None:
+    """Recovery answers only for the contract that landed: the same commit sent with an
+    altered contract of that task is fenced, not reported as landed."""
+    contract = canon.issue("billing", ["billing/**"])
+    cand = canon.commit({"billing/invoice.py": "2\n"})
+    assert canon.integrate(contract, cand).decision is Decision.ACCEPTED
+    doc = json.loads(contract.to_json())
+    doc["deny"] = ["billing/secrets/**"]
+    altered = parse_contract(json.dumps(doc).encode())
+    assert altered.digest != contract.digest
+    verdict = canon.integrate(altered, cand)
+    assert verdict.decision is Decision.FENCED
+    assert not verdict.recovered
+    assert Code.CONTRACT_DIGEST_MISMATCH in verdict.codes
 
 
 def test_consumed_claim_fences_another_candidate(canon: Canon) -> None:

@@ -80,3 +80,26 @@ def test_same_claim_lands_at_most_once(tmp_path: Path) -> None:
     assert got & {"CLAIM_CONSUMED", "REF_MOVED"}
     chain = git("rev-list", "--first-parent", "refs/integrator/queue/main", cwd=canon.path).split()
     assert len(chain) == 2
+
+
+def test_same_candidate_from_two_integrators_is_accepted_by_both(tmp_path: Path) -> None:
+    """Two processes integrating one submission: it lands once; the loser of the race is
+    answered with that landing (recovered), never fenced."""
+    canon = make_canon(tmp_path)
+    canon.clock.now = canon.clock.now.replace(year=2030)
+    contract = canon.issue("billing", ["billing/**"], lease=datetime.timedelta(days=3650))
+    path = tmp_path / "c.json"
+    path.write_text(contract.to_json())
+    cand = canon.commit({"billing/invoice.py": "one\n"})
+    for _ in range(3):  # the race is timing-dependent: run it a few times on fresh claims
+        results = [_finish(p) for p in [_start(canon, path, cand), _start(canon, path, cand)]]
+        assert [code for code, _ in results] == [0, 0], results
+        staging = {doc["stagingCommit"] for _, doc in results}
+        assert len(staging) == 1
+        chain = git("rev-list", "--first-parent", "refs/integrator/queue/main", cwd=canon.path)
+        assert len(chain.split()) == 2
+        canon = make_canon(tmp_path / f"again{_}")
+        canon.clock.now = canon.clock.now.replace(year=2030)
+        contract = canon.issue("billing", ["billing/**"], lease=datetime.timedelta(days=3650))
+        path.write_text(contract.to_json())
+        cand = canon.commit({"billing/invoice.py": "one\n"})
