@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
+import secrets
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -73,7 +75,22 @@ def write_output(text: str, output: str | None) -> None:
     if output is None or output == "-":
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return
+    data = (text if text.endswith("\n") else text + "\n").encode("utf-8")
     path = Path(output)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-    tmp.replace(path)
+    try:
+        if path.exists() and not path.is_file():
+            # A device or a pipe (/dev/null, /dev/stdout, a FIFO): write into it. Renaming
+            # a temporary file over it would replace the device itself.
+            with open(path, "wb") as handle:
+                handle.write(data)
+            return
+        # A complete file or none: a private temporary name, then one rename.
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+        try:
+            tmp.write_bytes(data)
+            tmp.replace(path)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    except OSError as err:
+        raise UsageError(f"cannot write {output}: {err.strerror or err}") from err
