@@ -22,10 +22,21 @@ class Prepared:
 def prepare(
     path: str | Path, *, target: str | None = None, policy_text: str | None = None
 ) -> Prepared:
-    """Create what integration needs in the repository at `path`; a second run changes nothing."""
+    """Create what integration needs in the repository at `path`; a second run changes nothing.
+
+    Everything that can refuse (another target, another policy, a shallow clone) is checked
+    before anything is written, so a refused run leaves the repository as it was.
+    """
     with Canonical(path) as canonical:
         repo = canonical.repo
+        configured = next((str(v) for v in repo.config.get_multivar("integrator.target")), None)
         target = target or canonical.target
+        if configured is not None and configured != target:
+            raise ConfigurationError(
+                f"{path} is already prepared for target {configured}, not {target}; to move "
+                f"integration to {target} deliberately, run `git -C {path} config "
+                f"integrator.target {target}` and then `integrator init` again"
+            )
         target_ref = f"refs/heads/{target}"
         head = canonical.ref(target_ref)
         if head is None:
@@ -33,9 +44,7 @@ def prepare(
                 f"{target_ref} does not exist in {path}; commit something to {target} first "
                 "or pass --target"
             )
-        git.set_config(repo, git.DURABLE_CONFIG)
-        repo.config["integrator.target"] = target
-        actions: list[str] = []
+        identity = None
         if not list(repo.config.get_multivar("integrator.repoId")):
             identity = git.repo_identity(repo, target_ref)
             if identity is None:
@@ -43,19 +52,10 @@ def prepare(
                     f"{path} is a shallow clone: its root commit, the repository's identity, "
                     "is not here; prepare a full clone (or set integrator.repoId first)"
                 )
-            repo.config["integrator.repoId"] = identity
-            actions.append(f"recorded repository identity {identity}")
-        ops = []
-        queue_ref = f"{git.QUEUE_PREFIX}{target}"
-        if canonical.ref(queue_ref) is None:
-            ops.append(git.update(queue_ref, head, None))
-            actions.append(f"created {queue_ref} at {head[:12]}")
+        new_policy = None
         if canonical.ref(git.POLICY_REF) is None:
-            text = policy_text if policy_text is not None else default_policy_text()
-            parse_policy(text)
-            commit = write_policy_commit(canonical, text, 1, None, "init")
-            ops.append(git.update(git.POLICY_REF, commit, None))
-            actions.append(f"created {git.POLICY_REF} (generation 1)")
+            new_policy = policy_text if policy_text is not None else default_policy_text()
+            parse_policy(new_policy)
         elif (
             policy_text is not None and parse_policy(policy_text) != canonical.policy_state().policy
         ):
@@ -63,6 +63,21 @@ def prepare(
                 "a different policy is already set; use `integrator policy set FILE` to change "
                 "it (that revokes unconsumed contracts)"
             )
+        git.set_config(repo, git.DURABLE_CONFIG)
+        repo.config["integrator.target"] = target
+        actions: list[str] = []
+        if identity is not None:
+            repo.config["integrator.repoId"] = identity
+            actions.append(f"recorded repository identity {identity}")
+        ops = []
+        queue_ref = f"{git.QUEUE_PREFIX}{target}"
+        if canonical.ref(queue_ref) is None:
+            ops.append(git.update(queue_ref, head, None))
+            actions.append(f"created {queue_ref} at {head[:12]}")
+        if new_policy is not None:
+            commit = write_policy_commit(canonical, new_policy, 1, None, "init")
+            ops.append(git.update(git.POLICY_REF, commit, None))
+            actions.append(f"created {git.POLICY_REF} (generation 1)")
         if ops:
             git.sync_objects(repo)
             canonical.updater.apply(ops)

@@ -236,10 +236,17 @@ class Queue:
         task_id: str | None = None,
         skip: frozenset[str] = frozenset(),
     ) -> Claimed | None:
-        """Claim the first ready task (or `task_id` if it is ready); None when none is."""
+        """Claim the first ready task (or `task_id` if it is ready); None when none is.
+
+        A `task_id` that is not waiting in the inbox is refused with the reason: claimed by
+        someone (ClaimConflictError), done, or in none of the queue's folders (UsageError).
+        """
         agent = agent_name(agent)
         with self.locked():
-            plan = self.snapshot().plan(policy)
+            snapshot = self.snapshot()
+            if task_id is not None:
+                self._claimable(snapshot, task_id)
+            plan = snapshot.plan(policy)
             for ready in plan.ready:
                 if ready in skip or (task_id is not None and ready != task_id):
                     continue
@@ -253,6 +260,21 @@ class Queue:
                 os.utime(target, (stamp, stamp))  # the claim's age starts now
                 return Claimed(plan.tasks[ready], target, agent)
         return None
+
+    def _claimable(self, snapshot: Snapshot, task_id: str) -> None:
+        if any(e.task_id == task_id for e in snapshot.inbox):
+            return
+        for entry in snapshot.claimed:
+            if entry.task_id == task_id:
+                raise ClaimConflictError(
+                    f"task {task_id} is already claimed by {entry.agent} ({entry.path})"
+                )
+        for entry in snapshot.done:
+            if entry.task_id == task_id:
+                raise UsageError(f"task {task_id} is already done ({entry.path})")
+        raise UsageError(
+            f"no such task {task_id}: it is in none of inbox/, claimed/ and done/ of {self.root}"
+        )
 
     def _move(self, entry: Entry, state: State, name: str) -> Path:
         target = self.folder(state) / name

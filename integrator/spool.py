@@ -10,6 +10,7 @@ are generated here (time-sortable plus random), never taken from anything a subm
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -174,11 +175,25 @@ class Spool:
 
     def ensure(self) -> Spool:
         """Create the layout (idempotent)."""
+        self._make(*FOLDERS, BACKLOG)
+        return self
+
+    def _make(self, *names: str) -> None:
+        """Create folders of the spool; ConfigurationError naming the spool when it cannot be."""
+        if self.root.exists() and not self.root.is_dir():
+            raise ConfigurationError(f"spool {self.root} is not a folder")
         try:
-            for name in (*FOLDERS, BACKLOG):
+            for name in names:
                 (self.root / name).mkdir(parents=True, exist_ok=True)
         except OSError as err:
             raise ConfigurationError(f"cannot create spool {self.root}: {err.strerror}") from err
+
+    def existing(self) -> Spool:
+        """This spool, refused when its folder is not there (a mistyped --spool would
+        otherwise read as an empty spool)."""
+        if not self.root.is_dir():
+            why = "is not a folder" if self.root.exists() else "does not exist"
+            raise ConfigurationError(f"spool {self.root} {why}")
         return self
 
     def check(self) -> str | None:
@@ -208,10 +223,15 @@ class Spool:
     @contextlib.contextmanager
     def draft(self, now: datetime | None = None) -> Iterator[Path]:
         """A fresh `tmp/<id>/` folder, removed again unless `publish` moved it."""
-        for name in ("tmp", "new"):
-            (self.root / name).mkdir(parents=True, exist_ok=True)
+        self._make("tmp", "new")
         path = self.root / "tmp" / new_id(now)
-        path.mkdir()
+        try:
+            path.mkdir()
+        except OSError as err:
+            # A full disk is worth retrying; a folder we may not write to is not.
+            full = err.errno in (errno.ENOSPC, errno.EDQUOT)
+            kind = InfrastructureError if full else ConfigurationError
+            raise kind(f"cannot write to spool {self.root}: {err.strerror}") from err
         try:
             yield path
         finally:

@@ -12,6 +12,7 @@ from integrator import logs
 from integrator.commands._common import print_json
 from integrator.errors import EXIT_OK, InfrastructureError, UsageError
 from integrator.mirror import REGISTRY_FILE, for_spool
+from integrator.spool import Spool
 
 
 def register(sub: Any) -> None:
@@ -37,6 +38,8 @@ def run(args: argparse.Namespace) -> int:
     if args.spool is None and args.mirror is None:
         raise UsageError("pass --spool DIR (or --mirror FILE)")
     logs.configure(stream=logs.STDERR)
+    if args.spool is not None:
+        Spool(args.spool).existing()  # a mistyped spool is not an unavailable registry
     root = args.spool if args.spool is not None else args.mirror.parent
     if args.mirror is not None and not args.mirror.exists():
         raise UsageError(f"{args.mirror} does not exist")

@@ -79,7 +79,7 @@ def register(sub: Any) -> None:
 @contextlib.contextmanager
 def _review(args: argparse.Namespace, *, engine: bool = False) -> Iterator[Review]:
     logs.configure(stream=logs.STDERR)
-    spool = Spool(args.spool)
+    spool = Spool(args.spool).existing()
     repo = args.repo or spool.repo_path()
     if repo is None:
         raise UsageError(f"{spool.root} does not record its repository yet; pass --repo")
@@ -97,7 +97,7 @@ def _codes(verdict: Verdict) -> str:
 
 def run_list(args: argparse.Namespace) -> int:
     logs.configure(stream=logs.STDERR)  # stdout carries the listing
-    items = pending(Spool(args.spool))
+    items = pending(Spool(args.spool).existing())
     if args.json:
         print_json([_summary(h) for h in items])
         return EXIT_OK

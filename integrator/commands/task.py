@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from integrator.commands.guard import install
-from integrator.errors import UsageError
+from integrator.errors import IntegratorError, UsageError
 from integrator.fleet import Fleet
 from integrator.queue import Queue, agent_name
 from integrator.workspace import exclude_path
@@ -185,6 +185,26 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_claim(args: argparse.Namespace) -> int:
+    try:
+        return _claim(args)
+    except IntegratorError as err:
+        if args.json:
+            # Agents pipe --json into jq: a failed claim must still be a document on stdout.
+            # The error line (stderr) and the exit code come from the one handler in cli.py.
+            _print(args, _error_document(err), str(err))
+        raise
+
+
+def _error_document(err: IntegratorError) -> dict[str, object]:
+    """A failed claim as JSON, shaped like the "nothing claimed" document plus the error."""
+    return {
+        "claimed": None,
+        "state": "error",
+        "error": {"type": type(err).__name__, "message": str(err), "exitCode": err.exit_code},
+    }
+
+
+def _claim(args: argparse.Namespace) -> int:
     agent = agent_name(args.agent)
     fleet = Fleet(args.repo, lease=args.lease)
     outcome = fleet.claim(agent, task_id=args.task, in_place=args.in_place)
