@@ -65,15 +65,22 @@ def run_git(
     cwd: str | Path,
     input: bytes | None = None,
     check: bool = True,
+    index_file: str | Path | None = None,
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run one git command; a failure becomes a GitError quoting git's own message."""
+    """Run one git command; a failure becomes a GitError quoting git's own message.
+
+    `index_file` points git at a private index (GIT_INDEX_FILE) instead of the checkout's.
+    """
+    env = git_env()
+    if index_file is not None:
+        env["GIT_INDEX_FILE"] = str(index_file)
     try:
         proc = subprocess.run(
             ["git", *args],
             cwd=cwd,
             input=input,
             capture_output=True,
-            env=git_env(),
+            env=env,
             check=False,
         )
     except FileNotFoundError as err:

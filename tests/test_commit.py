@@ -158,3 +158,92 @@ def test_guard_in_a_shared_checkout_follows_integrator_task(shared: Path) -> Non
     )
     reason = json.loads(proc.stdout)["hookSpecificOutput"]["permissionDecisionReason"]
     assert "src/b/y.py" in reason and "task A" in reason
+
+
+@pytest.fixture
+def gated(tmp_path: Path) -> tuple[Path, dict[str, Path]]:
+    """A checkout prepared with `integrator init`: tasks A and B claimed in place, both
+    edited, contracts written to files."""
+    from integrator.prepare import prepare
+
+    repo = make_repo(tmp_path / "repo")
+    commit_files(repo, {"src/a/old.py": "old\n", "src/b/y.py": "y\n", "docs/x.md": "x\n"}, "init")
+    git("reset", "-q", "--hard", cwd=repo)
+    prepare(repo)
+    queue = Queue.find(repo)
+    queue.add(task_text("A", "src/a/**"))
+    queue.add(task_text("B", "src/b/**"))
+    contracts: dict[str, Path] = {}
+    for agent in ("agent-a", "agent-b"):
+        outcome = Fleet(repo).claim(agent, in_place=True)
+        assert outcome.assignment is not None and outcome.assignment.contract is not None
+        contract = outcome.assignment.contract
+        contracts[contract.task_id] = tmp_path / f"{contract.task_id}.json"
+        contracts[contract.task_id].write_text(contract.to_json())
+    (repo / "src/a/new.py").write_text("new\n")
+    (repo / "src/a/old.py").unlink()
+    (repo / "src/b/y.py").write_text("changed\n")
+    (repo / "docs/x.md").write_text("stray edit\n")
+    return repo, contracts
+
+
+def test_gated_commit_is_a_candidate_on_the_contract_base(
+    gated: tuple[Path, dict[str, Path]],
+) -> None:
+    """With a queue, `commit` moves no ref and leaves HEAD and the index alone: it makes a
+    candidate whose parent is the contract's base and whose change is the task's only."""
+    repo, contracts = gated
+    refs = git("for-each-ref", cwd=repo)
+    head = git("rev-parse", "HEAD", cwd=repo)
+    out = commit(repo, "A", "-m", "A: rework")
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(out.stdout)
+    base = json.loads(contracts["A"].read_text())["baseCommit"]
+    assert doc["base"] == base
+    assert git("rev-parse", f"{doc['commit']}^", cwd=repo) == base
+    assert sorted(doc["paths"]) == ["src/a/new.py", "src/a/old.py"]
+    changed = git("diff", "--name-status", base, doc["commit"], cwd=repo).splitlines()
+    assert sorted(changed) == ["A\tsrc/a/new.py", "D\tsrc/a/old.py"]
+    assert "Task: A" in git("log", "-1", "--format=%B", doc["commit"], cwd=repo)
+    assert git("for-each-ref", cwd=repo) == refs
+    assert git("rev-parse", "HEAD", cwd=repo) == head
+    assert git("diff", "--cached", "--name-only", cwd=repo) == ""
+    assert sorted(doc["leftAlone"]) == ["docs/x.md", "src/b/y.py"]
+
+
+def test_gated_commits_of_two_tasks_both_land(gated: tuple[Path, dict[str, Path]]) -> None:
+    """Each task's candidate holds its own change only, so both pass the gate and land in
+    either order; the canonical branch moves only through the queue."""
+    from tests.gitutil import run_integrator
+
+    repo, contracts = gated
+    candidates = {}
+    for task in ("B", "A"):
+        out = commit(repo, task)
+        assert out.returncode == 0, out.stderr
+        candidates[task] = json.loads(out.stdout)["commit"]
+    for task in ("B", "A"):
+        done = run_integrator(
+            "integrate", "--repo", str(repo), "--contract", str(contracts[task]),
+            "--candidate", candidates[task], "--json", cwd=repo,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert json.loads(done.stdout)["decision"] == "ACCEPTED"
+    assert git("rev-parse", "refs/heads/main", cwd=repo) == git(
+        "rev-parse", "refs/integrator/queue/main", cwd=repo
+    )
+    assert git("show", "main:src/b/y.py", cwd=repo) == "changed"
+    assert git("show", "main:src/a/new.py", cwd=repo) == "new"
+
+
+def test_gated_commit_without_a_live_claim_is_refused(
+    gated: tuple[Path, dict[str, Path]],
+) -> None:
+    """With a queue, a task without a live contract has nothing to commit against."""
+    repo, _ = gated
+    git("update-ref", "-d", "refs/integrator/claims/A", cwd=repo)
+    refs = git("for-each-ref", cwd=repo)
+    out = commit(repo, "A")
+    assert out.returncode == 2
+    assert "task A has no claim" in out.stderr and "--in-place" in out.stderr
+    assert git("for-each-ref", cwd=repo) == refs

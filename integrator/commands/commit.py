@@ -1,10 +1,17 @@
 """`integrator commit --task ID` — commit only a task's owned paths in a shared checkout.
 
-Seed 000: file partitioning does not partition `.git/`. Every staging and commit runs under
-one repository-wide lock, stages only the task's owned paths (never `git add -A`), and
-refuses when something it does not own is already staged — that belongs to someone else's
-commit. Unowned changes in the working tree are left alone and reported; committing only
-owned paths selects content, it does not undo a write outside the task (the guard does that).
+Seed 000: file partitioning does not partition `.git/`. Every commit runs under one
+repository-wide lock and takes only the task's owned paths (never `git add -A`). Unowned
+changes in the working tree are left alone and reported; committing only owned paths
+selects content, it does not undo a write outside the task (the guard does that).
+
+In a repository prepared with `integrator init` the commit is a *candidate*: its parent is
+the contract's base commit and its tree is that base plus the task's owned changes, built
+in a private index. No ref moves, and neither the checkout's HEAD nor its index changes:
+the canonical branch moves only when the gate lands the candidate, and each task's
+candidate holds its own changes only, whatever other tasks committed. Elsewhere (a plain
+repository, no queue) the task's paths are committed onto HEAD, refusing when something
+the task does not own is already staged — that belongs to someone else's commit.
 """
 
 from __future__ import annotations
@@ -13,12 +20,14 @@ import argparse
 import contextlib
 import fcntl
 import json
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from integrator import git, paths
+from integrator.contract import OwnershipContract
 from integrator.errors import ClaimConflictError, UsageError
 from integrator.guard import staged_paths
 from integrator.planner import expand_writeset
@@ -95,10 +104,28 @@ class CommitResult:
     paths: tuple[str, ...]
     left_alone: tuple[str, ...]
     owner: str
+    base: str | None = None  # a candidate's parent (the contract's base); None: onto HEAD
+
+
+def _message(task_id: str, message: str | None) -> str:
+    text = (message or f"{task_id}: changes of task {task_id}").rstrip()
+    return f"{text}\n\nTask: {task_id}\n"
 
 
 def commit_task(root: Path, task_id: str, message: str | None = None) -> CommitResult:
-    """Stage and commit the task's owned changes; see the module docstring."""
+    """Commit the task's owned changes; see the module docstring."""
+    with Canonical(root) as canonical:
+        gated = canonical.initialized
+        claim = canonical.claim(task_id) if gated else None
+    if gated:
+        if claim is None or claim.view.state != "live":
+            state = "no claim" if claim is None else f"a {claim.view.state} claim"
+            raise UsageError(
+                f"task {task_id} has {state} here; in a repository with an integration queue "
+                "a commit is a candidate for the task's live contract: claim the task first "
+                "(integrator task claim --in-place)"
+            )
+        return _candidate(root, task_id, claim.contract, message)
     matcher, owner = owned_matcher(root, task_id)
 
     def owned(path: str) -> bool:
@@ -126,16 +153,65 @@ def commit_task(root: Path, task_id: str, message: str | None = None) -> CommitR
         staged = [p for p in staged_paths(root) if owned(p)]
         if not staged:
             return CommitResult(task_id, None, (), others, owner)
-        text = (message or f"{task_id}: changes of task {task_id}").rstrip()
         # Naming the paths (--only) keeps out anything staged behind our back since the check.
         git.run_git(
-            ["--literal-pathspecs", "commit", "-q", "-m", f"{text}\n\nTask: {task_id}\n",
+            ["--literal-pathspecs", "commit", "-q", "-m", _message(task_id, message),
              "--pathspec-from-file=-", "--pathspec-file-nul"],
             cwd=root,
             input="".join(p + "\0" for p in staged).encode("utf-8", "surrogateescape"),
         )  # fmt: skip
         head = git.run_git(["rev-parse", "HEAD"], cwd=root).stdout.decode().strip()
         return CommitResult(task_id, head, tuple(staged), others, owner)
+
+
+def _candidate(
+    root: Path, task_id: str, contract: OwnershipContract, message: str | None
+) -> CommitResult:
+    """The contract's base plus the task's owned working-tree changes, as a new commit."""
+    matcher = contract.matcher()
+    owner = f"contract generation {contract.ownership_generation}"
+    base = contract.base_commit
+
+    def owned(path: str) -> bool:
+        return paths.unsafe_reason(path) is None and matcher.covers(path)
+
+    with repository_lock(root), tempfile.TemporaryDirectory(prefix="integrator-commit-") as tmp:
+        index = Path(tmp) / "index"
+        git.run_git(["read-tree", base], cwd=root, index_file=index)
+        # Every file of the base and every file of the working tree git would track.
+        listed = git.run_git(
+            ["ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=root,
+            index_file=index,
+        )
+        names = listed.stdout.decode("utf-8", "surrogateescape").split("\0")
+        mine = sorted({name for name in names if name and owned(name)})
+        if mine:
+            git.run_git(
+                ["--literal-pathspecs", "add", "-A", "--pathspec-from-file=-",
+                 "--pathspec-file-nul"],
+                cwd=root,
+                input="".join(p + "\0" for p in mine).encode("utf-8", "surrogateescape"),
+                index_file=index,
+            )  # fmt: skip
+        changed = git.run_git(
+            ["diff-index", "--cached", "-z", "--name-only", "--no-renames", base],
+            cwd=root,
+            index_file=index,
+        )
+        staged = tuple(
+            p for p in changed.stdout.decode("utf-8", "surrogateescape").split("\0") if p
+        )
+        tree = git.run_git(["write-tree"], cwd=root, index_file=index).stdout.decode().strip()
+    others = tuple(p for p in changed_paths(root) if not owned(p) and not p.startswith(".agents/"))
+    if not staged:
+        return CommitResult(task_id, None, (), others, owner, base)
+    made = git.run_git(
+        ["commit-tree", tree, "-p", base, "-F", "-"],
+        cwd=root,
+        input=_message(task_id, message).encode("utf-8"),
+    )
+    return CommitResult(task_id, made.stdout.decode().strip(), staged, others, owner, base)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -149,6 +225,7 @@ def run(args: argparse.Namespace) -> int:
                     "paths": list(result.paths),
                     "leftAlone": list(result.left_alone),
                     "ownedBy": result.owner,
+                    "base": result.base,
                 },
                 indent=2,
             )
@@ -156,6 +233,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if result.commit is None:
         print(f"nothing to commit for task {result.task}")
+    elif result.base is not None:
+        print(
+            f"candidate {result.commit} for task {result.task} on base {result.base[:12]}: "
+            f"{', '.join(result.paths)}\n"
+            f"submit it: integrator submit --spool DIR --contract CONTRACT --candidate "
+            f"{result.commit}"
+        )
     else:
         print(f"committed {result.commit[:12]} for task {result.task}: {', '.join(result.paths)}")
     if result.left_alone:
