@@ -54,8 +54,9 @@ HINTS: dict[Code, str] = {
     Code.RESOURCE_CONFLICT: "another landing touched the same resource; rebase onto the queue "
     "head, reconcile and resubmit",
     Code.MERGE_CONFLICT: "rebase onto the queue head and resubmit",
-    Code.REF_MOVED: "a ref moved under the transaction; submit again "
-    "(the candidate is held, never replayed automatically)",
+    Code.REF_MOVED: "a ref moved under the transaction: the queue (contention) means submit "
+    "again; the target branch, moved outside the queue, needs a release manager to reconcile "
+    "it first (the candidate is held, never replayed automatically)",
 }
 
 
