@@ -155,7 +155,7 @@ def ownership_problem(task: Task) -> str | None:
     for pattern in owns:
         if _whole_repository(pattern):
             return (
-                f"task {task.id} owns {pattern!r}, the whole repository: the task is not yet "
+                f"task {task.id} owns {pattern!r}, (nearly) the whole repository: the task is not yet "
                 "decomposed enough; list the folders it writes (a repo-wide formatter run "
                 "is its own task with the folders it formats)"
             )
@@ -163,8 +163,16 @@ def ownership_problem(task: Task) -> str | None:
 
 
 def _whole_repository(pattern: str) -> bool:
-    matcher = paths.PathMatcher.of([pattern])
-    return all(matcher.covers(p) for p in ("integrator-probe", "a/integrator-probe.x"))
+    """Whether `pattern` owns (nearly) everything: the root and below it, or every folder.
+
+    Probed with made-up paths no real task names: a pattern that covers files under two
+    arbitrary top-level folders (`*/**`, `**/`, `[a-z]*/**`) does not say where the task
+    writes any more than `**` does.
+    """
+    covers = paths.PathMatcher.of([pattern]).covers
+    root_and_below = covers("integrator-probe") and covers("a/integrator-probe.x")
+    every_folder = covers("integrator-probe-a/x.y") and covers("integrator-probe-b/c/d.z")
+    return root_and_below or every_folder
 
 
 # --- the front-matter subset --------------------------------------------------------------

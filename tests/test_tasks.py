@@ -115,6 +115,21 @@ def test_owning_the_whole_repository_is_not_decomposed() -> None:
     assert problem is not None and "whole repository" in problem
 
 
+@pytest.mark.parametrize("pattern", ["*/**", "/*/**", "**/", "[a-z]*/**", "*"])
+def test_owning_every_folder_is_not_decomposed(pattern: str) -> None:
+    """A pattern that owns every top-level folder says no more than `**`: refused."""
+    task = parse_task(task_text(f"id: T-1\nowns: ['{pattern}']\nrequires_filesystem: true"))
+    problem = ownership_problem(task)
+    assert problem is not None and "not yet decomposed enough" in problem
+
+
+@pytest.mark.parametrize("pattern", ["src/**", "/*", "**/*.md", "*/docs/**", "docs/*.md"])
+def test_narrow_patterns_are_decomposed(pattern: str) -> None:
+    """Folders, root files only, or one kind of file anywhere are fine."""
+    task = parse_task(task_text(f"id: T-1\nowns: ['{pattern}']\nrequires_filesystem: true"))
+    assert ownership_problem(task) is None
+
+
 def test_owns_without_requires_filesystem_is_contradictory() -> None:
     """A cognitive task that declares owns must pick one of the two."""
     task = parse_task(task_text("id: T-1\nowns: [src/**]"))
