@@ -4,6 +4,9 @@ Every change to a claim (issue, renew, reclaim, expand, revoke, consume) is a ne
 the claim's chain whose tree holds `contract.json` (the live contract) and `claim.json`
 (its state), so `git log` of the ref is the claim's history. Every write is a
 compare-and-swap through `git update-ref --stdin`.
+
+An expansion request that cannot be granted leaves the claim untouched and is recorded on
+its own chain (see `expansions.py`), where the coordinator finds it.
 """
 
 from __future__ import annotations
@@ -12,22 +15,29 @@ import json
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Annotated, Literal
-
-from pydantic import Field
 
 from integrator import git
 from integrator.contract import (
     CONTRACT_SCHEMA,
-    Digest,
-    Glob,
-    Model,
     OwnershipContract,
-    RefComponent,
-    Resource,
     parse_contract,
 )
-from integrator.errors import ClaimConflictError, ConfigurationError, ReviewRequired
+from integrator.errors import (
+    ClaimConflictError,
+    ConfigurationError,
+    RefMovedError,
+    ReviewRequired,
+    UsageError,
+)
+from integrator.expansions import (
+    ExpansionEntry,
+    ExpansionRecord,
+    ExpansionRequest,
+    expansion_ref,
+    expansions,
+    find_expansion,
+    write_expansion_commit,
+)
 from integrator.objects import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 from integrator.overlap import Overlap, find_overlaps
 from integrator.repository import Canonical, Claim, signature
@@ -206,9 +216,12 @@ class Claims:
         return self.canonical.clock()
 
     def _cas(self, task_id: str, new: str, old: str | None) -> None:
+        self._apply([git.update(Canonical.claim_ref(task_id), new, old)])
+
+    def _apply(self, ops: list[git.RefOp]) -> None:
         if git.durable(self.canonical.repo):
             git.sync_objects(self.canonical.repo)
-        self.canonical.updater.apply([git.update(Canonical.claim_ref(task_id), new, old)])
+        self.canonical.updater.apply(ops)
 
     def _live(self, task_id: str) -> Claim:
         claim = self.canonical.claim(task_id)
@@ -242,13 +255,24 @@ class Claims:
         return contract
 
     def renew(self, task_id: str, until: datetime) -> Claim:
-        """Extend the lease; same generation and contract (the agent's file stays valid)."""
+        """Extend the lease; same generation and contract (the agent's file stays valid).
+
+        Never shortens it: a new expiry before the current one is refused, since a lease cut
+        short would let `reclaim` take the task from an agent that is still inside its lease.
+        """
         claim = self._live(task_id)
         if claim.view.state != "live":
             raise ClaimConflictError(f"claim {task_id!r} is {claim.view.state}; cannot renew")
         now = self._now()
         if until <= now:
-            raise ClaimConflictError(f"--until {until.isoformat()} is not in the future")
+            raise UsageError(f"--until {until.isoformat()} is not in the future")
+        current = claim.view.lease_expires_at
+        if until < current:
+            raise UsageError(
+                f"--until {until.isoformat()} is before the current lease expiry "
+                f"{current.isoformat()}; renew only extends a lease (revoke or reclaim "
+                "--force ends one early)"
+            )
         state = claim_state(claim.contract, state="live", lease_expires_at=until, event="renew")
         commit = write_claim_commit(self.canonical, claim.contract, state, claim.oid, now)
         self._cas(task_id, commit, claim.oid)
@@ -296,21 +320,25 @@ class Claims:
         return contract
 
     def expand(self, request: ExpansionRequest) -> OwnershipContract:
-        """CAS on generation and live digest, check all other claims, issue generation + 1."""
+        """CAS on generation and live digest, check all other claims, issue generation + 1.
+
+        When it cannot be granted the claim is left untouched, the request is recorded under
+        `refs/integrator/expansions/` for the coordinator, and ReviewRequired says where.
+        """
         claim = self._live(request.task_id)
         view = claim.view
         if view.state != "live":
-            raise ReviewRequired(
-                f"claim {request.task_id!r} is {view.state}; expansion goes to review"
-            )
+            raise self._route_to_review(request, claim, f"the claim is {view.state}")
         if (
             view.generation != request.expected_generation
             or view.contract_digest != request.contract_digest
         ):
-            raise ReviewRequired(
-                f"expansion expected generation {request.expected_generation} / "
+            raise self._route_to_review(
+                request,
+                claim,
+                f"expected generation {request.expected_generation} / "
                 f"{request.contract_digest}, the live claim is generation {view.generation} / "
-                f"{view.contract_digest}; nothing was written, routed to review"
+                f"{view.contract_digest}",
             )
         old = claim.contract
         paths = tuple(dict.fromkeys([*old.paths, *request.add_paths]))
@@ -318,9 +346,11 @@ class Claims:
         found = overlaps_with_live(self.canonical, request.task_id, paths, resources)
         if found:
             lines = "; ".join(f"{task}: {o.describe()}" for task, o in found)
-            raise ReviewRequired(
-                f"expansion of {request.task_id!r} conflicts with live claims ({lines}); "
-                "nothing was written, routed to review"
+            raise self._route_to_review(
+                request,
+                claim,
+                f"it conflicts with live claims ({lines})",
+                conflicts=sorted({task for task, _ in found}),
             )
         now = self._now()
         new_request = IssueRequest(
@@ -345,8 +375,91 @@ class Claims:
             f" (tree {request.tree_digest}, diff {request.diff_digest})",
         )
         commit = write_claim_commit(self.canonical, contract, state, claim.oid, now)
-        self._cas(request.task_id, commit, claim.oid)
+        ops = [git.update(Canonical.claim_ref(request.task_id), commit, claim.oid)]
+        # The same request refused earlier (say, while another claim held the paths) is
+        # closed in the same transaction, so it never shows as pending after its grant.
+        ref = expansion_ref(request.task_id, request.request_id)
+        pending = self.canonical.ref(ref)
+        if pending is not None:
+            record = ExpansionRecord(
+                task_id=request.task_id,
+                request_id=request.request_id,
+                state="granted",
+                event="grant",
+                at=now,
+                reason=f"granted as generation {contract.ownership_generation}",
+                live_generation=contract.ownership_generation,
+                live_contract_digest=contract.digest,
+            )
+            ops.append(
+                git.update(
+                    ref, write_expansion_commit(self.canonical, request, record, pending), pending
+                )
+            )
+        self._apply(ops)
         return contract
+
+    def _route_to_review(
+        self,
+        request: ExpansionRequest,
+        claim: Claim,
+        why: str,
+        *,
+        conflicts: list[str] | None = None,
+    ) -> ReviewRequired:
+        """Record a refused expansion request for review; the error to raise says where."""
+        ref = expansion_ref(request.task_id, request.request_id)
+        record = ExpansionRecord(
+            task_id=request.task_id,
+            request_id=request.request_id,
+            state="pending",
+            event="refuse",
+            at=self._now(),
+            reason=why,
+            live_generation=claim.view.generation,
+            live_contract_digest=claim.view.contract_digest,
+            live_state=claim.view.state,
+            conflicts_with=conflicts or [],
+        )
+        for attempt in range(3):  # only an identical request refused at the same moment races
+            parent = self.canonical.ref(ref)
+            commit = write_expansion_commit(self.canonical, request, record, parent)
+            try:
+                self._apply([git.update(ref, commit, parent)])
+                break
+            except RefMovedError:
+                if attempt == 2:
+                    raise
+        rid = request.request_id
+        return ReviewRequired(
+            f"expansion of {request.task_id!r} not granted: {why}. The claim was not changed; "
+            f"request {rid} waits for review as {ref} (`integrator contract list` shows it, "
+            f"`integrator contract dismiss {rid}` closes it)"
+        )
+
+    def dismiss_expansion(
+        self, request_id: str, reason: str = "dismissed by the coordinator"
+    ) -> ExpansionEntry:
+        """Close a pending expansion request without granting it (the claim is not touched)."""
+        entry = find_expansion(self.canonical, request_id)
+        if entry is None:
+            raise UsageError(f"no expansion request {request_id!r} (see integrator contract list)")
+        if entry.record.state != "pending":
+            raise ClaimConflictError(
+                f"expansion request {request_id} is already {entry.record.state}"
+            )
+        record = entry.record.model_copy(
+            update={
+                "state": "dismissed",
+                "event": "dismiss",
+                "at": self._now(),
+                "reason": reason,
+                "conflicts_with": [],
+            }
+        )
+        commit = write_expansion_commit(self.canonical, entry.request, record, entry.commit)
+        self._apply([git.update(entry.ref, commit, entry.commit)])
+        return ExpansionEntry(entry.ref, commit, record, entry.request)
 
     def revoke(self, task_id: str, reason: str = "revoked by the coordinator") -> Claim:
         claim = self._live(task_id)
@@ -390,23 +503,6 @@ class Claims:
         )
 
 
-class ExpansionRequest(Model):
-    """The seed's expansion request (`integrator.expansion.v1`).
-
-    Sent by an agent that must touch an undeclared path *before* writing it: the contract
-    it holds (digest, generation), digests of its current tree and diff, and what to add.
-    """
-
-    schema_: Literal["integrator.expansion.v1"] = Field(alias="schema")
-    task_id: RefComponent
-    contract_digest: Digest
-    expected_generation: Annotated[int, Field(ge=1)]
-    tree_digest: str
-    diff_digest: str
-    add_paths: list[Glob] = Field(default_factory=list)
-    add_resources: list[Resource] = Field(default_factory=list)
-
-
 def history(canonical: Canonical, task_id: str) -> list[tuple[str, dict[str, object], str]]:
     """(commit, claim state, message) for each commit of the claim's chain, newest first."""
     oid = canonical.ref(Canonical.claim_ref(task_id))
@@ -421,8 +517,12 @@ def history(canonical: Canonical, task_id: str) -> list[tuple[str, dict[str, obj
 
 __all__ = [
     "Claims",
+    "ExpansionEntry",
+    "ExpansionRecord",
     "ExpansionRequest",
     "IssueRequest",
     "build_contract",
+    "expansion_ref",
+    "expansions",
     "history",
 ]

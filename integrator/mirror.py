@@ -105,7 +105,23 @@ def review_record(
     at: datetime,
     verdict: Verdict | None,
     reason: str | None,
+    *,
+    task_id: str | None = None,
+    attempt_id: str | None = None,
+    generation: int | None = None,
+    candidate: str | None = None,
 ) -> MirrorRecord:
+    """The record of a review action on held submission `sid`.
+
+    `verdict` is the action's new verdict (an approval's), None for a reject. The keyword
+    arguments name the held candidate's task, attempt, generation and candidate; they fill
+    what the verdict does not say, so `history --task` finds every action, rejects included.
+    """
+    if verdict is not None:
+        task_id = verdict.task_id or task_id
+        attempt_id = verdict.attempt_id or attempt_id
+        generation = verdict.generation if verdict.generation is not None else generation
+        candidate = verdict.candidate or candidate
     return MirrorRecord(
         key=f"review:{sid}:{at:%Y%m%dT%H%M%S%f}:{action}",
         kind="review",
@@ -113,10 +129,10 @@ def review_record(
         at=at,
         decision=verdict.decision.value if verdict else None,
         codes=codes_of(verdict) if verdict else [],
-        task_id=verdict.task_id if verdict else None,
-        attempt_id=verdict.attempt_id if verdict else None,
-        generation=verdict.generation if verdict else None,
-        candidate=verdict.candidate if verdict else None,
+        task_id=task_id,
+        attempt_id=attempt_id,
+        generation=generation,
+        candidate=candidate,
         staging_commit=verdict.staging_commit if verdict else None,
         action=action,
         actor=actor,

@@ -17,6 +17,7 @@ import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Literal, Protocol
 
 import pygit2
@@ -25,7 +26,13 @@ from pydantic import Field, ValidationError
 
 from integrator import git
 from integrator.contract import Model
-from integrator.errors import ConfigurationError, InfrastructureError, UsageError
+from integrator.errors import (
+    ConfigurationError,
+    InfrastructureError,
+    IntegratorError,
+    UsageError,
+)
+from integrator.expansions import ExpansionEntry, expansions
 from integrator.mirror import Mirror, codes_of, review_record
 from integrator.objects import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 from integrator.repository import Canonical, signature
@@ -168,6 +175,24 @@ class Held:
     submission: Submission
     raw: bytes
 
+    def subject(self) -> tuple[str | None, str | None, int | None]:
+        """(task, attempt, generation): from the verdict, else from the submitted contract.
+
+        A verdict names them only when the contract parsed; the submission still carries the
+        contract as sent, so even a CONTRACT_INVALID candidate's review is found by task.
+        """
+        v, contract = self.verdict, self.submission.contract
+        task, attempt = contract.get("taskId"), contract.get("attemptId")
+        generation = v.generation
+        if generation is None:
+            sent = contract.get("ownershipGeneration")
+            generation = sent if type(sent) is int else None  # not a bool, not a string
+        return (
+            v.task_id or (task if isinstance(task, str) else None),
+            v.attempt_id or (attempt if isinstance(attempt, str) else None),
+            generation,
+        )
+
 
 def read_held(spool: Spool, folder: str, sid: str) -> Held:
     """A held submission and its verdict; ConfigurationError when the folder is damaged."""
@@ -197,6 +222,36 @@ def pending(spool: Spool) -> list[Held]:
             except ConfigurationError as err:
                 log.warning("review.unreadable", submission=sid, error=str(err))
     return sorted(items, key=lambda h: h.sid)
+
+
+def pending_expansions(spool: Spool, repo: Path | None = None) -> list[ExpansionEntry]:
+    """Expansion requests the coordinator could not grant, waiting in the spool's repository.
+
+    They live in git (`refs/integrator/expansions/`, see `expansions.py`), not in the spool;
+    empty when the spool does not name its repository and `repo` is not given.
+    """
+    path = repo or spool.repo_path()
+    if path is None:
+        return []
+    try:
+        with Canonical(path) as canonical:
+            return expansions(canonical, pending_only=True)
+    except IntegratorError as err:  # the held candidates are still worth listing
+        log.warning("review.expansions_unreadable", repo=str(path), error=str(err))
+        return []
+
+
+def expansion_lines(spool: Spool, repo: Path | None = None) -> list[str]:
+    """`review list`'s lines for pending expansion requests (none when there are none)."""
+    pending_requests = pending_expansions(spool, repo)
+    if not pending_requests:
+        return []
+    return [
+        f"expansion requests waiting for the coordinator ({len(pending_requests)}):",
+        *(f"  {entry.describe()}" for entry in pending_requests),
+        "  grant: re-run `integrator contract expand --request FILE` "
+        "(git show REF:request.json); close: `integrator contract dismiss ID`",
+    ]
 
 
 class Engine(Protocol):
@@ -317,7 +372,20 @@ class Review:
         if destination != held.folder:
             self.spool.move(held.sid, held.folder, destination)
         if self.mirror is not None:
-            self.mirror.record([review_record(held.sid, action, actor, now, verdict, reason)])
+            task, attempt, generation = held.subject()
+            record = review_record(
+                held.sid,
+                action,
+                actor,
+                now,
+                verdict,
+                reason,
+                task_id=task,
+                attempt_id=attempt,
+                generation=generation,
+                candidate=held.submission.candidate,
+            )
+            self.mirror.record([record])
             with contextlib.suppress(InfrastructureError):
                 self.mirror.flush(retry=False)  # else the backlog keeps it for the daemon
 

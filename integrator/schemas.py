@@ -19,7 +19,7 @@ MODELS: dict[str, str] = {
     "ownership-contract.v1": "integrator.contract:OwnershipContract",
     "verdict.v1": "integrator.verdict:Verdict",
     "policy.v1": "integrator.policy:Policy",
-    "expansion-request.v1": "integrator.claims:ExpansionRequest",
+    "expansion-request.v1": "integrator.expansions:ExpansionRequest",
     "submission.v1": "integrator.spool:Submission",
     "task.v1": "integrator.tasks:TaskFrontMatter",
 }

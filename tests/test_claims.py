@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
-from integrator.claims import Claims, ExpansionRequest, history
-from integrator.errors import ClaimConflictError, ConfigurationError, ReviewRequired
+from integrator.claims import Claims, ExpansionRequest, expansion_ref, expansions, history
+from integrator.cli import main
+from integrator.errors import ClaimConflictError, ConfigurationError, ReviewRequired, UsageError
 from integrator.policy import default_policy_text
 from integrator.policy_ref import set_policy
 from integrator.prepare import prepare
@@ -80,6 +83,33 @@ def test_renew_keeps_generation_and_contract(canon: Canon) -> None:
     assert canon.check(contract, contract.base_commit).codes == []
 
 
+def test_renew_never_shortens_a_lease(canon: Canon) -> None:
+    """Regression: renew with an expiry before the current one is refused and writes nothing."""
+    canon.issue("billing", ["billing/**"], lease=timedelta(hours=2))
+    before = canon.ref("refs/integrator/claims/billing")
+    with canon.open() as canonical, pytest.raises(UsageError, match="before the current lease"):
+        Claims(canonical).renew("billing", canon.clock.now + timedelta(seconds=1))
+    assert canon.ref("refs/integrator/claims/billing") == before
+    canon.clock.advance(1)
+    with canon.open() as canonical, pytest.raises(ClaimConflictError, match="reclaim after"):
+        Claims(canonical).reclaim("billing")
+
+
+def test_renew_cli_refuses_to_shorten_with_exit_2(
+    canon: Canon, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`contract renew --until 1s` on a 2 h lease exits 2 saying why; the claim does not move."""
+    repo = str(canon.path)
+    assert main(["contract", "issue", "--repo", repo, "--task", "t", "--path", "t/**"]) == 0
+    assert main(["contract", "renew", "--repo", repo, "--task", "t", "--until", "2h"]) == 0
+    before = canon.ref("refs/integrator/claims/t")
+    capsys.readouterr()
+    assert main(["contract", "renew", "--repo", repo, "--task", "t", "--until", "1s"]) == 2
+    assert "before the current lease expiry" in capsys.readouterr().err
+    assert canon.ref("refs/integrator/claims/t") == before
+    assert main(["contract", "reclaim", "--repo", repo, "--task", "t"]) == 1
+
+
 def test_reclaim_requires_expiry_and_fences_old_attempt(canon: Canon) -> None:
     """Reclaim works only after the lease expired (or forced), bumps the generation, fences the old."""
     old = canon.issue("billing", ["billing/**"])
@@ -135,24 +165,165 @@ def test_expand_issues_next_generation_with_full_write_set(canon: Canon) -> None
 
 
 def test_expand_on_stale_digest_goes_to_review_and_writes_nothing(canon: Canon) -> None:
-    """A CAS mismatch on generation or digest writes nothing and routes to review."""
+    """A CAS mismatch on generation or digest leaves the claim alone and records the request."""
     contract = canon.issue("billing", ["billing/**"])
     before = canon.ref("refs/integrator/claims/billing")
-    with canon.open() as canonical, pytest.raises(ReviewRequired):
-        Claims(canonical).expand(_request("sha256:" + "c" * 64, 1))
-    with canon.open() as canonical, pytest.raises(ReviewRequired):
-        Claims(canonical).expand(_request(contract.digest, 5))
+    stale_digest = _request("sha256:" + "c" * 64, 1)
+    stale_generation = _request(contract.digest, 5)
+    with canon.open() as canonical, pytest.raises(ReviewRequired, match="claim was not changed"):
+        Claims(canonical).expand(stale_digest)
+    with canon.open() as canonical, pytest.raises(ReviewRequired, match="expected generation 5"):
+        Claims(canonical).expand(stale_generation)
     assert canon.ref("refs/integrator/claims/billing") == before
+    with canon.open() as canonical:
+        pending = expansions(canonical, "billing", pending_only=True)
+    assert [e.record.request_id for e in pending] == [
+        stale_digest.request_id,
+        stale_generation.request_id,
+    ]
+    assert all(e.record.live_generation == 1 for e in pending)
+    assert pending[1].request == stale_generation
 
 
 def test_expand_conflicting_with_other_claim_goes_to_review(canon: Canon) -> None:
-    """An expansion into another live claim's paths writes nothing and routes to review."""
+    """An expansion into another live claim's paths leaves the claim alone and is recorded."""
     contract = canon.issue("billing", ["billing/**"])
     canon.issue("docs", ["docs/**"])
     before = canon.ref("refs/integrator/claims/billing")
-    with canon.open() as canonical, pytest.raises(ReviewRequired, match="docs"):
+    request = _request(contract.digest, 1)
+    with canon.open() as canonical, pytest.raises(ReviewRequired, match=request.request_id):
+        Claims(canonical).expand(request)
+    assert canon.ref("refs/integrator/claims/billing") == before
+    with canon.open() as canonical:
+        (entry,) = expansions(canonical, pending_only=True)
+    assert entry.ref == expansion_ref("billing", request.request_id)
+    assert (entry.record.state, entry.record.conflicts_with) == ("pending", ["docs"])
+    assert "docs/billing.md" in entry.record.reason
+
+
+def test_refused_twice_appends_to_one_chain(canon: Canon) -> None:
+    """The same request refused again adds a commit to its own ref rather than a second entry."""
+    contract = canon.issue("billing", ["billing/**"])
+    canon.issue("docs", ["docs/**"])
+    request = _request(contract.digest, 1)
+    for _ in range(2):
+        with canon.open() as canonical, pytest.raises(ReviewRequired):
+            Claims(canonical).expand(request)
+    ref = expansion_ref("billing", request.request_id)
+    log = git("log", "--format=%s", ref, cwd=canon.path).splitlines()
+    assert log == [f"refuse: expansion {request.request_id} of billing (pending)"] * 2
+    with canon.open() as canonical:
+        assert len(expansions(canonical)) == 1
+
+
+def test_granting_a_pending_request_closes_it(canon: Canon) -> None:
+    """Once the conflict is gone, re-running the request grants it and marks its record granted."""
+    contract = canon.issue("billing", ["billing/**"])
+    canon.issue("docs", ["docs/**"])
+    request = _request(contract.digest, 1)
+    with canon.open() as canonical, pytest.raises(ReviewRequired):
+        Claims(canonical).expand(request)
+    with canon.open() as canonical:
+        Claims(canonical).revoke("docs")
+        expanded = Claims(canonical).expand(request)
+        (entry,) = expansions(canonical)
+        assert expansions(canonical, pending_only=True) == []
+    assert expanded.ownership_generation == 2
+    assert (entry.record.state, entry.record.live_generation) == ("granted", 2)
+    assert entry.record.live_contract_digest == expanded.digest
+
+
+def test_dismiss_closes_a_pending_request_without_touching_the_claim(canon: Canon) -> None:
+    """`dismiss` records the request as dismissed; the claim stays; a second dismiss is refused."""
+    canon.issue("billing", ["billing/**"])
+    request = _request("sha256:" + "c" * 64, 1)
+    with canon.open() as canonical, pytest.raises(ReviewRequired):
+        Claims(canonical).expand(request)
+    before = canon.ref("refs/integrator/claims/billing")
+    with canon.open() as canonical:
+        entry = Claims(canonical).dismiss_expansion(request.request_id, "ask again")
+        assert expansions(canonical, pending_only=True) == []
+        with pytest.raises(ClaimConflictError, match="already dismissed"):
+            Claims(canonical).dismiss_expansion(request.request_id)
+        with pytest.raises(UsageError, match="no expansion request"):
+            Claims(canonical).dismiss_expansion("0" * 16)
+    assert (entry.record.state, entry.record.reason) == ("dismissed", "ask again")
+    assert canon.ref("refs/integrator/claims/billing") == before
+    assert canon.ref(entry.ref) == entry.commit
+
+
+def test_expand_on_a_revoked_claim_is_recorded(canon: Canon) -> None:
+    """An expansion of a claim that is no longer live goes to review and is recorded too."""
+    contract = canon.issue("billing", ["billing/**"])
+    with canon.open() as canonical:
+        Claims(canonical).revoke("billing")
+    before = canon.ref("refs/integrator/claims/billing")
+    with canon.open() as canonical, pytest.raises(ReviewRequired, match="the claim is revoked"):
         Claims(canonical).expand(_request(contract.digest, 1))
     assert canon.ref("refs/integrator/claims/billing") == before
+    with canon.open() as canonical:
+        (entry,) = expansions(canonical, pending_only=True)
+    assert entry.record.live_state == "revoked"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("treeDigest", "sha256:00"),
+        ("diffDigest", "sha256:" + "A" * 64),
+        ("contractDigest", "md5:" + "a" * 64),
+    ],
+)
+def test_expansion_request_digests_are_validated(field: str, value: str) -> None:
+    """Tree, diff and contract digests of a request must be sha256:<64 lowercase hex>."""
+    with pytest.raises(ValidationError, match="sha256:<64 hex digits>"):
+        _request("sha256:" + "c" * 64, 1, **{field: value})
+
+
+def test_expand_cli_with_a_bad_digest_exits_2_and_writes_nothing(
+    canon: Canon, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`contract expand` refuses a malformed treeDigest with a clear message, nothing recorded."""
+    contract = canon.issue("billing", ["billing/**"])
+    before = canon.ref("refs/integrator/claims/billing")
+    doc = json.loads(_request(contract.digest, 1).to_json())
+    doc["treeDigest"] = "sha256:00"
+    path = tmp_path / "request.json"
+    path.write_text(json.dumps(doc))
+    assert main(["contract", "expand", "--repo", str(canon.path), "--request", str(path)]) == 2
+    assert "treeDigest" in capsys.readouterr().err
+    assert canon.ref("refs/integrator/claims/billing") == before
+    assert git("for-each-ref", "refs/integrator/expansions/", cwd=canon.path) == ""
+
+
+def test_expand_cli_routes_to_review_and_list_shows_it(
+    canon: Canon, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Exit 3 on conflict, and `contract list`/`show`/`dismiss` find the pending request."""
+    contract = canon.issue("billing", ["billing/**"])
+    canon.issue("docs", ["docs/**"])
+    request = _request(contract.digest, 1)
+    path = tmp_path / "request.json"
+    path.write_text(request.to_json())
+    repo = str(canon.path)
+    assert main(["contract", "expand", "--repo", repo, "--request", str(path)]) == 3
+    assert f"refs/integrator/expansions/billing/{request.request_id}" in capsys.readouterr().err
+    assert main(["contract", "list", "--repo", repo, "--json"]) == 0
+    rows = {row["taskId"]: row for row in json.loads(capsys.readouterr().out)}
+    (pending,) = rows["billing"]["pendingExpansions"]
+    assert (pending["requestId"], pending["addPaths"]) == (request.request_id, ["docs/billing.md"])
+    assert pending["conflictsWith"] == ["docs"]
+    assert rows["docs"]["pendingExpansions"] == []
+    assert main(["contract", "list", "--repo", repo]) == 0
+    assert request.request_id in capsys.readouterr().out
+    assert main(["contract", "dismiss", "--repo", repo, request.request_id]) == 0
+    capsys.readouterr()
+    assert main(["contract", "show", "--repo", repo, "--task", "billing", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert [(e["requestId"], e["state"]) for e in shown["expansionRequests"]] == [
+        (request.request_id, "dismissed")
+    ]
+    assert shown["generation"] == 1
 
 
 def test_revoke_fences_and_frees_paths(canon: Canon) -> None:

@@ -65,3 +65,14 @@ def test_every_model_has_an_example() -> None:
     """Each schema with a JSON/TOML form has at least one example document."""
     covered = {_schema_for(p) for p in EXAMPLE_FILES}
     assert covered >= set(EXAMPLE_SCHEMAS.values())
+
+
+@pytest.mark.parametrize("field", ["contractDigest", "treeDigest", "diffDigest"])
+def test_expansion_request_schema_pins_digest_format(field: str) -> None:
+    """The expansion-request schema refuses a digest that is not sha256:<64 lowercase hex>."""
+    schema = json.loads((CONTRACTS / "expansion-request.v1.schema.json").read_text("utf-8"))
+    document = json.loads((EXAMPLES / "expansion-request.json").read_text("utf-8"))
+    validator = jsonschema.Draft202012Validator(schema)
+    validator.validate(document)
+    document[field] = "sha256:00"
+    assert [e.json_path for e in validator.iter_errors(document)] == [f"$.{field}"]

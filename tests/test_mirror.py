@@ -182,6 +182,27 @@ def test_record_kinds_carry_what_history_shows() -> None:
     )
 
 
+def test_review_record_names_the_held_task_when_there_is_no_verdict() -> None:
+    """A reject (no new verdict) takes task, attempt, generation and candidate from the held one."""
+
+    def record(action: str, verdict: Verdict | None) -> MirrorRecord:
+        return review_record(
+            "s3", action, "rm@host", T0, verdict, None,
+            task_id="t1", attempt_id="a1", generation=3, candidate="c" * 40,
+        )  # fmt: skip
+
+    reject = record("reject", None)
+    assert (reject.task_id, reject.attempt_id, reject.generation, reject.candidate) == (
+        "t1",
+        "a1",
+        3,
+        "c" * 40,
+    )
+    assert (reject.decision, reject.codes) == (None, [])
+    approve = record("approve", create_verdict(attempt_id="a2", generation=4))
+    assert (approve.attempt_id, approve.generation, approve.decision) == ("a2", 4, "ACCEPTED")
+
+
 def test_history_command_reads_the_mirror(
     mirror: Mirror, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

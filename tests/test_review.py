@@ -14,11 +14,20 @@ from integrator.claims import Claims, ExpansionRequest, IssueRequest
 from integrator.cli import main
 from integrator.contract import OwnershipContract
 from integrator.daemon import Daemon, Settings
+from integrator.errors import ReviewRequired
 from integrator.integrate import Integrator
 from integrator.mirror import for_spool
 from integrator.repository import Canonical
-from integrator.review import archived_ref, held_ref, history
+from integrator.review import (
+    Held,
+    archived_ref,
+    expansion_lines,
+    held_ref,
+    history,
+    pending_expansions,
+)
 from integrator.spool import BUNDLE_FILE, Spool, Submission, create_bundle
+from integrator.verdict import Decision, Verdict
 from tests.canon import make_canon
 from tests.gitutil import git as run
 
@@ -216,6 +225,55 @@ def test_reject_archives_with_the_reason(desk: Desk, capsys: pytest.CaptureFixtu
     assert json.loads(capsys.readouterr().out) == []
     (record,) = [r for r in for_spool(desk.spool.root).registry.history() if r.kind == "review"]
     assert (record.action, record.actor, record.reason) == ("reject", "rm", "billing is not ours")
+
+
+def test_reject_record_names_task_attempt_and_generation(
+    desk: Desk, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression: a reject's mirror record carries the held candidate's task, so history finds it."""
+    assert desk.cli("reject", desk.sid, "--reason", "billing is not ours", "--actor", "rm") == 0
+    records = for_spool(desk.spool.root).registry.history(task="docs")
+    assert [(r.kind, r.action) for r in records] == [("decision", None), ("review", "reject")]
+    reject = records[1]
+    assert (reject.attempt_id, reject.generation, reject.candidate) == (
+        desk.contract.attempt_id,
+        1,
+        desk.candidate,
+    )
+    assert reject.decision is None  # a reject decides nothing new
+    capsys.readouterr()
+    assert main(["history", "--spool", str(desk.spool.root), "--task", "docs"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if "reject" in x]
+    assert "docs" in line and "gen 1" in line and "billing is not ours" in line
+
+
+def test_held_subject_falls_back_to_the_submitted_contract(desk: Desk) -> None:
+    """A verdict without task (contract did not parse) still yields the contract's task for records."""
+    sub = submission(desk.contract, desk.candidate)
+    bare = Held(desk.sid, "review", Verdict(decision=Decision.REVIEW), sub, b"{}")
+    assert bare.subject() == ("docs", desk.contract.attempt_id, 1)
+    named = Verdict(decision=Decision.FENCED, task_id="x", attempt_id="x-1", generation=7)
+    assert Held(desk.sid, "fenced", named, sub, b"{}").subject() == ("x", "x-1", 7)
+
+
+def test_refused_expansion_is_listed_for_review(
+    desk: Desk, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An expansion the coordinator could not grant is found from the spool, by id and task."""
+    with desk.canonical() as canonical:
+        Claims(canonical).issue(IssueRequest(task_id="billing", paths=("billing/**",)))
+    with pytest.raises(ReviewRequired):
+        desk.expand("billing/invoice.py")
+    (entry,) = pending_expansions(desk.spool)
+    assert (entry.record.task_id, entry.record.conflicts_with) == ("docs", ["billing"])
+    lines = expansion_lines(desk.spool)
+    assert lines[0].startswith("expansion requests waiting for the coordinator (1)")
+    assert entry.record.request_id in lines[1] and "billing/invoice.py" in lines[1]
+    assert pending_expansions(Spool(desk.spool.root.parent / "elsewhere")) == []
+    capsys.readouterr()
+    assert desk.cli("list") == 0
+    out = capsys.readouterr().out
+    assert desk.sid in out and entry.record.request_id in out
 
 
 def test_only_held_candidates_can_be_reviewed(

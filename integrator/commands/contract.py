@@ -10,14 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from integrator.claims import (
-    DEFAULT_MAX_PATCH_BYTES,
-    Claims,
-    ExpansionRequest,
-    IssueRequest,
-    build_contract,
-    history,
-)
+from integrator.claims import DEFAULT_MAX_PATCH_BYTES, Claims, IssueRequest, build_contract, history
 from integrator.commands._common import (
     add_json,
     add_repo,
@@ -28,6 +21,7 @@ from integrator.commands._common import (
     write_output,
 )
 from integrator.errors import ConfigurationError, UsageError
+from integrator.expansions import ExpansionEntry, ExpansionRequest, expansions
 from integrator.repository import Canonical, Claim
 
 
@@ -91,11 +85,26 @@ def register(sub: Any) -> None:
     expand = inner.add_parser(
         "expand",
         help="grant an expansion request (CAS on generation and digest) or route it to review",
+        description="Grant an integrator.expansion.v1 request: generation + 1 with the added "
+        "paths and resources. When it cannot be granted (stale generation or digest, overlap "
+        "with another live claim, claim not live) the claim is not changed, the request is "
+        "recorded as pending under refs/integrator/expansions/<task>/<id> (see `contract "
+        "list`), and the exit code is 3. Re-running a pending request that can now be "
+        "granted closes it.",
     )
     add_repo(expand)
     expand.add_argument("--request", required=True, metavar="FILE", help="expansion request JSON")
     expand.add_argument("-o", "--output", metavar="FILE", help="write the new contract here")
     expand.set_defaults(func=run_expand)
+
+    dismiss = inner.add_parser(
+        "dismiss", help="close a pending expansion request without granting it"
+    )
+    add_repo(dismiss)
+    dismiss.add_argument("id", help="the request id (from `contract list`)")
+    dismiss.add_argument("--reason", default="dismissed by the coordinator")
+    add_json(dismiss)
+    dismiss.set_defaults(func=run_dismiss)
 
     revoke = inner.add_parser("revoke", help="revoke a live claim")
     add_repo(revoke)
@@ -110,7 +119,9 @@ def register(sub: Any) -> None:
     add_json(show)
     show.set_defaults(func=run_show)
 
-    listing = inner.add_parser("list", help="list every claim")
+    listing = inner.add_parser(
+        "list", help="list every claim and the expansion requests waiting for review"
+    )
     add_repo(listing)
     add_json(listing)
     listing.set_defaults(func=run_list)
@@ -202,6 +213,16 @@ def run_expand(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_dismiss(args: argparse.Namespace) -> int:
+    with Canonical(args.repo) as canonical:
+        entry = Claims(canonical).dismiss_expansion(args.id, args.reason)
+    if args.json:
+        print_json(entry.summary())
+    else:
+        print(f"dismissed expansion request {args.id} of {entry.record.task_id}: {args.reason}")
+    return 0
+
+
 def run_revoke(args: argparse.Namespace) -> int:
     with Canonical(args.repo) as canonical:
         claim = Claims(canonical).revoke(args.task, args.reason)
@@ -218,12 +239,14 @@ def run_show(args: argparse.Namespace) -> int:
         if claim is None:
             raise ConfigurationError(f"no claim for task {args.task!r}")
         events = history(canonical, args.task)
+        requests = expansions(canonical, args.task)
         summary = _summary(claim)
     if args.json:
         doc = {
             **summary,
             "contract": claim.contract.wire(),
             "history": [{"commit": c, **state} for c, state, _ in events],
+            "expansionRequests": [e.summary() for e in requests],
         }
         print_json(doc)
         return 0
@@ -232,6 +255,10 @@ def run_show(args: argparse.Namespace) -> int:
     print("\nhistory (newest first):")
     for commit, state, message in events:
         print(f"  {commit[:12]}  {state.get('state', '?'):9} {message.splitlines()[0]}")
+    if requests:
+        print("\nexpansion requests (oldest first):")
+        for entry in requests:
+            print(f"  {entry.describe()}")
     print("\ncontract:")
     print(json.dumps(claim.contract.wire(), indent=2))
     return 0
@@ -239,7 +266,18 @@ def run_show(args: argparse.Namespace) -> int:
 
 def run_list(args: argparse.Namespace) -> int:
     with Canonical(args.repo) as canonical:
-        rows = [_summary(c) for c in canonical.claims()]
+        claims = canonical.claims()
+        pending = expansions(canonical, pending_only=True)
+    by_task: dict[str, list[ExpansionEntry]] = {}
+    for entry in pending:
+        by_task.setdefault(entry.record.task_id, []).append(entry)
+    rows = [
+        {
+            **_summary(c),
+            "pendingExpansions": [e.summary() for e in by_task.get(c.view.task_id, [])],
+        }
+        for c in claims
+    ]
     if args.json:
         print_json(rows)
         return 0
@@ -253,4 +291,9 @@ def run_list(args: argparse.Namespace) -> int:
             f"{row['taskId']!s:24} {row['generation']!s:>4} {row['state']!s:9} "
             f"{row['leaseExpiresAt']!s:26} {paths}"
         )
+    if pending:
+        print(f"\n{len(pending)} expansion request(s) waiting for review:")
+        for entry in pending:
+            print(f"  {entry.describe()}")
+        print("  (re-run `contract expand` to grant one, `contract dismiss ID` to close it)")
     return 0

@@ -16,7 +16,15 @@ from integrator.errors import EXIT_OK, UsageError
 from integrator.integrate import Integrator
 from integrator.mirror import for_spool
 from integrator.repository import Canonical
-from integrator.review import FileDiff, Held, Review, default_actor, history, pending
+from integrator.review import (
+    FileDiff,
+    Held,
+    Review,
+    default_actor,
+    expansion_lines,
+    history,
+    pending,
+)
 from integrator.spool import Spool
 from integrator.verdict import Verdict
 
@@ -44,7 +52,9 @@ def register(sub: Any) -> None:
         p.add_argument("--mirror", type=Path, metavar="FILE", help="SQLite registry")
         p.add_argument("--json", action="store_true", help="print the result as JSON")
 
-    listing = inner.add_parser("list", help="held candidates with their codes")
+    listing = inner.add_parser(
+        "list", help="held candidates with their codes, and expansion requests not granted"
+    )
     common(listing)
     listing.set_defaults(func=run_list)
 
@@ -97,11 +107,13 @@ def _codes(verdict: Verdict) -> str:
 
 def run_list(args: argparse.Namespace) -> int:
     logs.configure(stream=logs.STDERR)  # stdout carries the listing
-    items = pending(Spool(args.spool).existing())
+    spool = Spool(args.spool).existing()
+    items = pending(spool)
     if args.json:
         print_json([_summary(h) for h in items])
         return EXIT_OK
-    if not items:
+    requests = expansion_lines(spool, args.repo)
+    if not items and not requests:
         print("nothing is held for review")
     for h in items:
         v = h.verdict
@@ -109,6 +121,8 @@ def run_list(args: argparse.Namespace) -> int:
             f"{h.sid}  {v.decision.value:<7} {v.task_id or '-':<20} gen {v.generation or '-':<3} "
             f"{h.submission.candidate[:12]}  {_codes(v)}"
         )
+    for line in requests:
+        print(line)
     return EXIT_OK
 
 
