@@ -130,3 +130,21 @@ def test_matcher_agrees_with_pathspec(patterns: list[str], paths: list[str]) -> 
     matcher = PathMatcher.of(patterns)
     for path in paths:
         assert matcher.covers(path) == spec.match_file(path), (patterns, path)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(codec=None, exclude_categories=()), max_size=12))
+def test_character_rules_match_a_plain_scan(name: str) -> None:
+    """Control characters (C0 and DEL) and undecodable bytes are found wherever they are."""
+    path = f"src/{name}x"
+    control = any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in path)
+    undecodable = any("\udc80" <= ch <= "\udcff" for ch in path)
+    reason = unsafe_reason(path) or ""
+    if "\x00" in path:
+        assert reason == "contains NUL"
+    elif control:
+        assert reason == "contains a control character"
+    elif undecodable:
+        assert reason == "is not valid UTF-8"
+    else:
+        assert reason not in ("contains NUL", "contains a control character", "is not valid UTF-8")
