@@ -69,3 +69,21 @@ class Gate:
 
 def later(minutes: int) -> str:
     return (NOW + timedelta(minutes=minutes)).isoformat().replace("+00:00", "Z")
+
+
+def task_file(
+    task_id: str,
+    owns: list[str] | None = None,
+    *,
+    blocked_by: list[str] | None = None,
+    workspace: str | None = None,
+) -> str:
+    """A task file (seed 004): cognitive without `owns`, writing (lock mode exclusive) with."""
+    lines = [f"id: {task_id}"]
+    if owns:
+        lines += ["owns: [" + ", ".join(owns) + "]", "requires_filesystem: true"]
+    if blocked_by:
+        lines.append("blocked-by: [" + ", ".join(blocked_by) + "]")
+    if workspace:
+        lines.append(f"workspace: {workspace}")
+    return "---\n" + "\n".join(lines) + f"\n---\n# Task {task_id}\n\nDo the thing.\n"

@@ -10,7 +10,7 @@ import pytest
 from integrator.cli import main
 from integrator.fleet import Fleet
 from integrator.queue import Queue
-from tests.factories import contract_doc
+from tests.factories import contract_doc, task_file
 from tests.gitutil import commit_files, git, make_repo
 
 SID = "20260601T120000000000Z-0a1b2c3d"
@@ -198,13 +198,6 @@ def test_deliberate_retarget_through_git_config(
 # --- task claim: a task that is not in the inbox, and --json errors ------------------------
 
 
-def task_text(task_id: str, owns: list[str] | None = None) -> str:
-    lines = [f"id: {task_id}"]
-    if owns:
-        lines += ["owns: [" + ", ".join(owns) + "]", "requires_filesystem: true"]
-    return "---\n" + "\n".join(lines) + f"\n---\n# {task_id}\n"
-
-
 @pytest.fixture
 def queue_repo(tmp_path: Path) -> Path:
     """A checkout with an initialized queue holding one cognitive task T1."""
@@ -213,7 +206,7 @@ def queue_repo(tmp_path: Path) -> Path:
     git("reset", "-q", "--hard", cwd=repo)
     queue = Queue.find(repo)
     queue.init()
-    queue.add(task_text("T1"))
+    queue.add(task_file("T1"))
     return repo
 
 
@@ -280,7 +273,7 @@ def test_claim_json_reports_a_workspace_error_as_a_document(
     queue_repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Regression: `task claim --json` printed only stderr text on WorkspaceConfigurationError."""
-    Queue.find(queue_repo).add(task_text("CODE", ["src/**"]))
+    Queue.find(queue_repo).add(task_file("CODE", ["src/**"]))
     before = queue_state(queue_repo)
     assert claim(queue_repo, "--task", "CODE", "--json") == 2
     out, err = capsys.readouterr()

@@ -14,11 +14,8 @@ from integrator import guard
 from integrator.fleet import Fleet
 from integrator.policy import default_policy
 from integrator.queue import Queue, utcnow
+from tests.factories import task_file
 from tests.gitutil import commit_files, git, make_repo
-
-
-def task_text(task_id: str, owns: str) -> str:
-    return f"---\nid: {task_id}\nowns: [{owns}]\nrequires_filesystem: true\n---\n# {task_id}\n"
 
 
 @pytest.fixture
@@ -28,8 +25,8 @@ def shared(tmp_path: Path) -> Path:
     commit_files(repo, {"src/a/old.py": "old\n", "src/b/y.py": "y\n", "docs/x.md": "x\n"}, "init")
     git("reset", "-q", "--hard", cwd=repo)
     queue = Queue.find(repo)
-    queue.add(task_text("A", "src/a/**"))
-    queue.add(task_text("B", "src/b/**"))
+    queue.add(task_file("A", ["src/a/**"]))
+    queue.add(task_file("B", ["src/b/**"]))
     fleet = Fleet(repo)
     for agent in ("agent-a", "agent-b"):
         outcome = fleet.claim(agent, in_place=True)
@@ -116,7 +113,7 @@ def test_claimed_task_file_supplies_ownership_without_a_contract(tmp_path: Path)
     commit_files(repo, {"README.md": "r\n"}, "init")
     git("reset", "-q", "--hard", cwd=repo)
     queue = Queue.find(repo)
-    queue.add(task_text("C", "lib/**"))
+    queue.add(task_file("C", ["lib/**"]))
     assert queue.claim("someone", default_policy()) is not None
     (repo / "lib").mkdir()
     (repo / "lib/z.py").write_text("z\n")
@@ -171,8 +168,8 @@ def gated(tmp_path: Path) -> tuple[Path, dict[str, Path]]:
     git("reset", "-q", "--hard", cwd=repo)
     prepare(repo)
     queue = Queue.find(repo)
-    queue.add(task_text("A", "src/a/**"))
-    queue.add(task_text("B", "src/b/**"))
+    queue.add(task_file("A", ["src/a/**"]))
+    queue.add(task_file("B", ["src/b/**"]))
     contracts: dict[str, Path] = {}
     for agent in ("agent-a", "agent-b"):
         outcome = Fleet(repo).claim(agent, in_place=True)

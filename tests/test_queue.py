@@ -18,19 +18,11 @@ import pytest
 from integrator.errors import ClaimConflictError, UsageError
 from integrator.policy import default_policy
 from integrator.queue import Queue, agent_name
+from tests.factories import task_file
 from tests.gitutil import commit_files, git, make_repo
 from tests.gitutil import run_integrator as integrator
 
 POLICY = default_policy()
-
-
-def task(task_id: str, owns: list[str] | None = None, blocked_by: list[str] | None = None) -> str:
-    lines = [f"id: {task_id}"]
-    if owns:
-        lines += ["owns: [" + ", ".join(owns) + "]", "requires_filesystem: true"]
-    if blocked_by:
-        lines.append("blocked-by: [" + ", ".join(blocked_by) + "]")
-    return "---\n" + "\n".join(lines) + f"\n---\n# Task {task_id}\n\nDo the thing.\n"
 
 
 @pytest.fixture
@@ -96,7 +88,7 @@ def test_racing_processes_claim_each_task_exactly_once(tmp_path: Path, repo: Pat
     """Six processes race for twenty cognitive tasks: every task is claimed exactly once."""
     queue = Queue.find(repo)
     for i in range(20):
-        queue.add(task(f"T{i:02d}"))
+        queue.add(task_file(f"T{i:02d}"))
     logs = race(tmp_path, queue.root, workers=6, hold=0.0)
     claimed = sorted(str(entry[0]) for entry in logs)
     assert claimed == [f"T{i:02d}" for i in range(20)]
@@ -110,7 +102,7 @@ def test_overlapping_tasks_are_never_held_at_once(tmp_path: Path, repo: Path) ->
     owners = {f"T{i}": [f"src/g{i % 3}/**"] for i in range(9)}
     owners["T9"] = ["src/**"]  # overlaps every other task
     for task_id, owns in owners.items():
-        queue.add(task(task_id, owns))
+        queue.add(task_file(task_id, owns))
     logs = race(tmp_path, queue.root, workers=4, hold=0.02)
     assert sorted(str(e[0]) for e in logs) == sorted(owners)
     spans = {str(e[0]): (float(str(e[1])), float(str(e[2]))) for e in logs}
@@ -123,8 +115,8 @@ def test_overlapping_tasks_are_never_held_at_once(tmp_path: Path, repo: Path) ->
 def test_overlapping_tasks_are_never_both_ready(repo: Path) -> None:
     """Of two overlapping tasks only the first is claimable, the second after it is done."""
     queue = Queue.find(repo)
-    queue.add(task("A", ["src/**"]))
-    queue.add(task("B", ["src/b.py"]))
+    queue.add(task_file("A", ["src/**"]))
+    queue.add(task_file("B", ["src/b.py"]))
     assert queue.plan(POLICY).ready == ("A",)
     first = queue.claim("one", POLICY)
     assert first is not None and first.task.id == "A"
@@ -138,8 +130,8 @@ def test_overlapping_tasks_are_never_both_ready(repo: Path) -> None:
 def test_claimers_racing_through_the_cli_win_once_each(repo: Path) -> None:
     """Four `integrator task claim` processes race for two tasks: two win, two find none."""
     queue = Queue.find(repo)
-    queue.add(task("A"))
-    queue.add(task("B"))
+    queue.add(task_file("A"))
+    queue.add(task_file("B"))
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "integrator", "task", "claim", "--json", "--agent", f"a{i}"],
@@ -164,7 +156,7 @@ def test_claimers_racing_through_the_cli_win_once_each(repo: Path) -> None:
 def test_crashed_claimer_task_returns_after_requeue_stale(repo: Path) -> None:
     """A claimer killed after claiming leaves a stale claim that requeue-stale returns."""
     queue = Queue.find(repo)
-    queue.add(task("A"))
+    queue.add(task_file("A"))
     crash = (
         "import os, signal, sys; from integrator.queue import Queue; "
         "from integrator.policy import default_policy; "
@@ -189,7 +181,7 @@ def test_crashed_claimer_task_returns_after_requeue_stale(repo: Path) -> None:
 def test_heartbeat_keeps_a_claim_from_being_requeued(repo: Path) -> None:
     """A claim whose agent beats its heart recently is not stale."""
     queue = Queue.find(repo)
-    queue.add(task("A"))
+    queue.add(task_file("A"))
     claimed = queue.claim("a", POLICY)
     assert claimed is not None
     old = time.time() - 7200
@@ -201,8 +193,8 @@ def test_heartbeat_keeps_a_claim_from_being_requeued(repo: Path) -> None:
 def test_blocked_by_resolves_only_when_the_blocker_is_done(repo: Path) -> None:
     """A declared blocker keeps its dependant waiting while claimed, not after done."""
     queue = Queue.find(repo)
-    queue.add(task("A"))
-    queue.add(task("B", blocked_by=["A"]))
+    queue.add(task_file("A"))
+    queue.add(task_file("B", blocked_by=["A"]))
     assert queue.plan(POLICY).ready == ("A",)
     queue.claim("x", POLICY)
     assert queue.plan(POLICY).ready == ()
@@ -213,7 +205,7 @@ def test_blocked_by_resolves_only_when_the_blocker_is_done(repo: Path) -> None:
 def test_release_returns_a_task_and_agent_must_match(repo: Path) -> None:
     """release moves the task back; another agent's name is refused."""
     queue = Queue.find(repo)
-    queue.add(task("A"))
+    queue.add(task_file("A"))
     queue.claim("owner", POLICY)
     with pytest.raises(ClaimConflictError, match="claimed by owner"):
         queue.release("A", agent="intruder")
@@ -224,9 +216,9 @@ def test_release_returns_a_task_and_agent_must_match(repo: Path) -> None:
 def test_add_refuses_duplicates_and_invalid_files(repo: Path) -> None:
     """The inbox never gets the same id twice nor a file that does not parse."""
     queue = Queue.find(repo)
-    queue.add(task("A"))
+    queue.add(task_file("A"))
     with pytest.raises(UsageError, match="already in the inbox"):
-        queue.add(task("A"))
+        queue.add(task_file("A"))
     with pytest.raises(UsageError, match="unknown key"):
         queue.add("---\nid: B\nbogus: 1\n---\n")
 
@@ -235,8 +227,8 @@ def test_broken_files_are_reported_and_a_broken_claim_holds_everything(repo: Pat
     """A misnamed inbox file waits with a reason; an unreadable claimed file blocks all."""
     queue = Queue.find(repo)
     queue.init()
-    (queue.folder("inbox") / "wrong.md").write_text(task("A"), encoding="utf-8")
-    queue.add(task("B"))
+    (queue.folder("inbox") / "wrong.md").write_text(task_file("A"), encoding="utf-8")
+    queue.add(task_file("B"))
     plan = queue.plan(POLICY)
     assert plan.ready == ("B",)
     assert "must be named A.md" in plan.waiting["wrong"][0]
@@ -263,8 +255,8 @@ def test_agent_names_are_made_file_safe() -> None:
 def test_init_hides_the_queue_from_git_and_list_reports_it(repo: Path) -> None:
     """`task init` git-excludes .agents/; `task list --json` shows ready and waiting tasks."""
     assert integrator("task", "init", cwd=repo).returncode == 0
-    Queue.find(repo).add(task("A", ["src/**"]))
-    Queue.find(repo).add(task("B", ["src/b.py"]))
+    Queue.find(repo).add(task_file("A", ["src/**"]))
+    Queue.find(repo).add(task_file("B", ["src/b.py"]))
     assert git("status", "--porcelain", cwd=repo) == ""
     listed = json.loads(integrator("task", "list", "--json", cwd=repo).stdout)
     assert [(i["id"], i["ready"]) for i in listed["inbox"]] == [("A", True), ("B", False)]

@@ -62,14 +62,19 @@ def test_k_integrators_each_land_exactly_once(tmp_path: Path) -> None:
         assert git("show", f"main:t{i}/f.txt", cwd=canon.path) == f"{i} changed"
 
 
+def _billing(folder: Path) -> tuple[Canon, Path]:
+    """A canonical repository with a long-lived billing claim, its contract in a file."""
+    canon = make_canon(folder)
+    canon.clock.now = canon.clock.now.replace(year=2030)  # leases must outlive the real clock
+    contract = canon.issue("billing", ["billing/**"], lease=datetime.timedelta(days=3650))
+    path = folder / "c.json"
+    path.write_text(contract.to_json())
+    return canon, path
+
+
 def test_same_claim_lands_at_most_once(tmp_path: Path) -> None:
     """Two candidates racing on one claim: exactly one lands, the other is fenced."""
-    canon = make_canon(tmp_path)
-    canon.clock.now = canon.clock.now.replace(year=2030)
-
-    contract = canon.issue("billing", ["billing/**"], lease=datetime.timedelta(days=3650))
-    path = tmp_path / "c.json"
-    path.write_text(contract.to_json())
+    canon, path = _billing(tmp_path)
     c1 = canon.commit({"billing/invoice.py": "one\n"})
     c2 = canon.commit({"billing/tax.py": "two\n"})
     results = [_finish(p) for p in [_start(canon, path, c1), _start(canon, path, c2)]]
@@ -85,21 +90,11 @@ def test_same_claim_lands_at_most_once(tmp_path: Path) -> None:
 def test_same_candidate_from_two_integrators_is_accepted_by_both(tmp_path: Path) -> None:
     """Two processes integrating one submission: it lands once; the loser of the race is
     answered with that landing (recovered), never fenced."""
-    canon = make_canon(tmp_path)
-    canon.clock.now = canon.clock.now.replace(year=2030)
-    contract = canon.issue("billing", ["billing/**"], lease=datetime.timedelta(days=3650))
-    path = tmp_path / "c.json"
-    path.write_text(contract.to_json())
-    cand = canon.commit({"billing/invoice.py": "one\n"})
-    for _ in range(3):  # the race is timing-dependent: run it a few times on fresh claims
+    for round_ in range(3):  # the race is timing-dependent: run it on a few fresh claims
+        canon, path = _billing(tmp_path / f"round{round_}")
+        cand = canon.commit({"billing/invoice.py": "one\n"})
         results = [_finish(p) for p in [_start(canon, path, cand), _start(canon, path, cand)]]
         assert [code for code, _ in results] == [0, 0], results
-        staging = {doc["stagingCommit"] for _, doc in results}
-        assert len(staging) == 1
+        assert len({doc["stagingCommit"] for _, doc in results}) == 1
         chain = git("rev-list", "--first-parent", "refs/integrator/queue/main", cwd=canon.path)
         assert len(chain.split()) == 2
-        canon = make_canon(tmp_path / f"again{_}")
-        canon.clock.now = canon.clock.now.replace(year=2030)
-        contract = canon.issue("billing", ["billing/**"], lease=datetime.timedelta(days=3650))
-        path.write_text(contract.to_json())
-        cand = canon.commit({"billing/invoice.py": "one\n"})

@@ -24,16 +24,8 @@ from integrator.workspace import (
     resolve_lock_mode,
     worktree_id,
 )
+from tests.factories import task_file
 from tests.gitutil import commit_files, git, make_repo
-
-
-def task_text(task_id: str, owns: list[str] | None = None, workspace: str | None = None) -> str:
-    lines = [f"id: {task_id}"]
-    if owns:
-        lines += ["owns: [" + ", ".join(owns) + "]", "requires_filesystem: true"]
-    if workspace:
-        lines.append(f"workspace: {workspace}")
-    return "---\n" + "\n".join(lines) + f"\n---\n# {task_id}\n"
 
 
 @pytest.fixture
@@ -67,19 +59,21 @@ REG = Registry(primary="shared", agents=(("alice", "alice-ws"),))
 
 def test_cognitive_task_takes_no_lock() -> None:
     """requires_filesystem false: lock mode none, no workspace at all."""
-    resolution = resolve_lock_mode(parse_task(task_text("T")), "alice", REG)
+    resolution = resolve_lock_mode(parse_task(task_file("T")), "alice", REG)
     assert isinstance(resolution, NoLock) and resolution.workspace is None
 
 
 def test_explicit_workspace_wins_over_agent_and_primary() -> None:
     """A task's own workspace beats the agent's binding and the primary."""
-    resolution = resolve_lock_mode(parse_task(task_text("T", ["src/**"], "review")), "alice", REG)
+    resolution = resolve_lock_mode(
+        parse_task(task_file("T", ["src/**"], workspace="review")), "alice", REG
+    )
     assert resolution == Exclusive("review", "task", resolution.reason)
 
 
 def test_agent_binding_then_primary() -> None:
     """A writing task uses the agent's workspace, else the project's primary."""
-    writer = parse_task(task_text("T", ["src/**"]))
+    writer = parse_task(task_file("T", ["src/**"]))
     assert resolve_lock_mode(writer, "alice", REG).workspace == "alice-ws"
     fallback = resolve_lock_mode(writer, "bob", REG)
     assert isinstance(fallback, Exclusive) and fallback.source == "primary"
@@ -88,7 +82,7 @@ def test_agent_binding_then_primary() -> None:
 def test_no_binding_anywhere_is_a_loud_configuration_error() -> None:
     """No task, agent or primary workspace: WorkspaceConfigurationError saying what to add."""
     with pytest.raises(WorkspaceConfigurationError, match=r'\[agents\.bob\] workspace = "bob"'):
-        resolve_lock_mode(parse_task(task_text("T", ["src/**"])), "bob", Registry())
+        resolve_lock_mode(parse_task(task_file("T", ["src/**"])), "bob", Registry())
 
 
 def test_registry_rejects_unknown_keys_and_bad_names() -> None:
@@ -106,7 +100,7 @@ def test_registry_rejects_unknown_keys_and_bad_names() -> None:
 
 def test_cognitive_task_gets_no_workspace_lock_or_contract(repo: Path) -> None:
     """Claiming a cognitive task creates no worktree, no lock file and no claim ref."""
-    add(repo, task_text("THINK"))
+    add(repo, task_file("THINK"))
     outcome = Fleet(repo).claim("alice")
     assert outcome.assignment is not None
     assert outcome.assignment.lock_mode == "none"
@@ -117,7 +111,7 @@ def test_cognitive_task_gets_no_workspace_lock_or_contract(repo: Path) -> None:
 
 def test_coding_task_without_binding_fails_loudly_and_returns_to_inbox(repo: Path) -> None:
     """`task claim` of a writing task with no workspace exits 2 and leaves it in the inbox."""
-    add(repo, task_text("CODE", ["src/**"]))
+    add(repo, task_file("CODE", ["src/**"]))
     out = subprocess.run(
         [sys.executable, "-m", "integrator", "task", "claim", "--agent", "bob"],
         cwd=repo,
@@ -136,7 +130,7 @@ def test_coding_task_without_binding_fails_loudly_and_returns_to_inbox(repo: Pat
 def test_coding_task_gets_a_worktree_bound_to_its_contract(repo: Path) -> None:
     """The agent's workspace becomes a worktree at the queue head holding the contract."""
     registry(repo, '[agents.alice]\nworkspace = "alice"\n')
-    add(repo, task_text("CODE", ["/pyproject.toml", "src/**"]))
+    add(repo, task_file("CODE", ["/pyproject.toml", "src/**"]))
     assignment = Fleet(repo).claim("alice").assignment
     assert assignment is not None and assignment.lock_mode == "exclusive"
     worktree = repo / ".trees" / "alice"
@@ -165,7 +159,7 @@ def test_queue_head_is_the_base_when_it_exists(repo: Path) -> None:
     """New work starts from refs/integrator/queue/<target>, not from the branch."""
     ahead = commit_files(repo, {"src/b.py": "b\n"}, "queued", ref="refs/integrator/queue/main")
     registry(repo, 'primary = "shared"\n')
-    add(repo, task_text("CODE", ["src/**"]))
+    add(repo, task_file("CODE", ["src/**"]))
     assignment = Fleet(repo).claim("anyone").assignment
     assert assignment is not None and assignment.contract is not None
     assert assignment.contract.base_commit == ahead
@@ -176,7 +170,7 @@ def test_queue_head_is_the_base_when_it_exists(repo: Path) -> None:
 def test_two_agents_racing_one_workspace_first_wins_second_is_refused(repo: Path) -> None:
     """Two processes claim into the primary workspace: one binds it, the other is refused."""
     registry(repo, 'primary = "shared"\n')
-    add(repo, task_text("A", ["src/**"]), task_text("B", ["docs/**"]))
+    add(repo, task_file("A", ["src/**"]), task_file("B", ["docs/**"]))
     procs = [
         subprocess.Popen(
             [sys.executable, "-m", "integrator", "task", "claim", "--agent", name],
@@ -200,7 +194,7 @@ def test_complete_frees_the_workspace_but_keeps_the_claim_for_the_daemon(repo: P
     """After complete, the worktree is unbound and reusable; an overlapping task waits for
     the live claim until it is revoked (here: completed without a candidate)."""
     registry(repo, '[agents.alice]\nworkspace = "alice"\n')
-    add(repo, task_text("A", ["src/**"]), task_text("B", ["src/a.py"]))
+    add(repo, task_file("A", ["src/**"]), task_file("B", ["src/a.py"]))
     fleet = Fleet(repo)
     first = fleet.claim("alice").assignment
     assert first is not None and first.worktree is not None
@@ -219,7 +213,7 @@ def test_complete_frees_the_workspace_but_keeps_the_claim_for_the_daemon(repo: P
 def test_complete_without_candidate_revokes_at_once(repo: Path) -> None:
     """`complete --no-candidate` revokes the claim so the next overlapping task can start."""
     registry(repo, 'primary = "shared"\n')
-    add(repo, task_text("A", ["src/**"]), task_text("B", ["src/a.py"]))
+    add(repo, task_file("A", ["src/**"]), task_file("B", ["src/a.py"]))
     fleet = Fleet(repo)
     assert fleet.claim("x").assignment is not None
     fleet.complete("A", no_candidate=True)
@@ -230,7 +224,7 @@ def test_complete_without_candidate_revokes_at_once(repo: Path) -> None:
 def test_requeue_stale_revokes_the_contract_and_frees_the_workspace(repo: Path) -> None:
     """A stale exclusive claim goes back to the inbox, revoked, unbound, unlocked."""
     registry(repo, 'primary = "shared"\n')
-    add(repo, task_text("A", ["src/**"]))
+    add(repo, task_file("A", ["src/**"]))
     fleet = Fleet(repo)
     first = fleet.claim("ghost").assignment
     assert first is not None and first.worktree is not None
@@ -247,7 +241,7 @@ def test_requeue_stale_revokes_the_contract_and_frees_the_workspace(repo: Path) 
 def test_dirty_workspace_is_refused_and_the_task_returns(repo: Path) -> None:
     """Uncommitted leftovers in a workspace refuse the next task instead of mixing with it."""
     registry(repo, 'primary = "shared"\n')
-    add(repo, task_text("A", ["src/**"]), task_text("B", ["docs/**"]))
+    add(repo, task_file("A", ["src/**"]), task_file("B", ["docs/**"]))
     fleet = Fleet(repo)
     first = fleet.claim("x").assignment
     assert first is not None and first.worktree is not None
