@@ -135,7 +135,13 @@ class Leaf:
 # regular-expression pass is several times cheaper than iterating pygit2 tree entries,
 # whose `filemode` builds an enum member per access.
 _RECORD = re.compile(rb"([0-7]+) ([^\x00]*)\x00(.{20})", re.DOTALL)
-_TREE = re.compile(rb"(?:[0-7]+ [^\x00]*\x00.{20})*", re.DOTALL)
+# What git itself writes and fsck accepts: the five modes spelled as git spells them (git
+# *reads* `040000`, `120644` or `170000` loosely as a tree, a symlink or a gitlink, so an
+# exact-byte comparison elsewhere would miss them), and a name that is one non-empty path
+# component other than `.` and `..`.
+_TREE = re.compile(
+    rb"(?:(?:40000|100644|100755|120000|160000) (?!\.\.?\x00)[^\x00/]+\x00.{20})*", re.DOTALL
+)
 _TREE_MODE = b"40000"
 _CACHE_LIMIT = 2048  # parsed trees; ~20 kB each for 100-entry folders
 
@@ -144,11 +150,27 @@ Entry = tuple[bytes, bytes, bytes]  # (mode, name, raw id), as the regular expre
 
 
 class MalformedTree(Exception):
-    """A tree object with duplicate entry names or unparsable bytes."""
+    """A tree object git would not write: odd modes or names, duplicates, wrong order."""
 
-    def __init__(self, oid: pygit2.Oid) -> None:
-        super().__init__(f"tree {oid} has duplicate or malformed entries")
+    def __init__(self, oid: pygit2.Oid, why: str) -> None:
+        super().__init__(f"tree {oid} {why}")
         self.oid = oid
+
+
+def _tree_problem(data: bytes, found: list[Entry], by_name: dict[bytes, Record]) -> str | None:
+    """Why a raw tree is not one git writes (git fsck's tree checks), or None."""
+    if _TREE.fullmatch(data) is None:
+        return (
+            "has malformed entries (a mode git does not write, such as 040000 or 120644; an "
+            "empty, '.', '..' or slash-holding name; or bytes no entry explains)"
+        )
+    if len(by_name) != len(found):
+        return "has duplicate entry names"
+    # git orders entries by name, a tree's name compared as if it ended in '/'.
+    keys = [name + b"/" if mode == _TREE_MODE else name for mode, name, _ in found]
+    if keys != sorted(keys):
+        return "is not sorted the way git sorts tree entries"
+    return None
 
 
 class TreeReader:
@@ -169,10 +191,11 @@ class TreeReader:
                 _type, data = self.repo.odb.read(pygit2.Oid(raw=oid))
             found = _RECORD.findall(data)
             by_name = {name: (mode, raw) for mode, name, raw in found}
-            # A tree git itself would reject (duplicate names, bytes no record explains)
-            # could hide a change from a name-keyed walk: refuse to interpret it.
-            if len(by_name) != len(found) or _TREE.fullmatch(data) is None:
-                raise MalformedTree(pygit2.Oid(raw=oid))
+            # A tree git itself would not write could hide a change from the walk, or land
+            # something a checkout reads differently: refuse to interpret it.
+            problem = _tree_problem(data, found, by_name)
+            if problem is not None:
+                raise MalformedTree(pygit2.Oid(raw=oid), problem)
             if len(self._cache) >= _CACHE_LIMIT:
                 self._cache.clear()
             cached = self._cache[oid] = (frozenset(found), by_name)

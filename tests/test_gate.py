@@ -426,6 +426,69 @@ def test_tree_with_duplicate_names_is_refused(repo: Path, gate: Gate) -> None:
     assert "duplicate" in verdict.violations[0].detail
 
 
+def _candidate_with_src(repo: Path, base: str, *records: bytes) -> str:
+    """A candidate whose `src` tree is exactly `records`, written byte for byte."""
+    src = git("hash-object", "-t", "tree", "-w", "--literally", "--stdin", cwd=repo,
+              input=b"".join(records))  # fmt: skip
+    root = git("ls-tree", base, cwd=repo)
+    lines = [line for line in root.splitlines() if not line.endswith("\tsrc")]
+    lines.append(f"040000 tree {src}\tsrc")
+    tree = git("mktree", cwd=repo, input=("\n".join(lines) + "\n").encode())
+    return git("commit-tree", tree, "-p", base, "-m", "hand-made", cwd=repo)
+
+
+def _record(mode: str, name: str, oid: str) -> bytes:
+    return f"{mode} {name}".encode() + b"\0" + bytes.fromhex(oid)
+
+
+@pytest.mark.parametrize(
+    ("mode", "kind"),
+    [
+        ("040000", "tree"),  # git reads it as a tree: its contents would go unchecked
+        ("120644", "blob"),  # read as a symlink
+        ("170000", "blob"),  # read as a gitlink
+        ("100664", "blob"),  # old group-writable mode git no longer writes
+        ("0", "blob"),
+    ],
+)
+def test_modes_git_reads_loosely_are_refused(repo: Path, gate: Gate, mode: str, kind: str) -> None:
+    """A mode spelled other than git writes it is UNSAFE_PATH, never an opaque file."""
+    base = base_of(repo)
+    blob = git("hash-object", "-w", "--stdin", cwd=repo, input=b"/etc/passwd")
+    inner = git("mktree", cwd=repo, input=f"100644 blob {blob}\tkey\n".encode())
+    oid = inner if kind == "tree" else blob
+    app = git("rev-parse", f"{base}:src/app.py", cwd=repo)
+    cand = _candidate_with_src(
+        repo, base, _record("100644", "app.py", app), _record(mode, "x", oid)
+    )
+    verdict = gate.run(base, cand)
+    assert verdict.decision is Decision.FENCED
+    assert codes(verdict) == [Code.UNSAFE_PATH]
+    assert "mode git does not write" in verdict.violations[0].detail
+
+
+def test_unsorted_tree_is_refused(repo: Path, gate: Gate) -> None:
+    """Entries out of git's order (fsck: treeNotSorted) are UNSAFE_PATH."""
+    base = base_of(repo)
+    app = git("rev-parse", f"{base}:src/app.py", cwd=repo)
+    util = git("rev-parse", f"{base}:src/util.py", cwd=repo)
+    cand = _candidate_with_src(
+        repo, base, _record("100644", "util.py", util), _record("100644", "app.py", app)
+    )
+    verdict = gate.run(base, cand)
+    assert codes(verdict) == [Code.UNSAFE_PATH]
+    assert "not sorted" in verdict.violations[0].detail
+
+
+@pytest.mark.parametrize("name", ["a/b", ".", ".."])
+def test_names_that_are_not_one_component_are_refused(repo: Path, gate: Gate, name: str) -> None:
+    """A name holding a slash, or '.'/'..', is UNSAFE_PATH (fsck: fullPathname, hasDot…)."""
+    base = base_of(repo)
+    blob = git("hash-object", "-w", "--stdin", cwd=repo, input=b"x\n")
+    cand = _candidate_with_src(repo, base, _record("100644", name, blob))
+    assert codes(gate.run(base, cand)) == [Code.UNSAFE_PATH]
+
+
 @pytest.mark.parametrize(
     ("raw", "good"),
     [
