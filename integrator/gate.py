@@ -184,7 +184,11 @@ def symlink_escape(link_path: str, target: bytes) -> str | None:
     """Why a symlink at `link_path` pointing at `target` escapes, or None.
 
     Resolution is lexical from the link's folder: absolute targets, targets that climb
-    above the repository root, and targets with a `.git` component all escape.
+    above the repository root, and targets with a `.git` component all escape. So does a
+    target that goes down into a folder and then up again (`a/../b`): if `a` is itself a
+    symlink, `..` leaves from wherever `a` points, and a chain of links, each harmless
+    alone, reaches outside. With `..` only in front, every link climbs from its own real
+    folder and then only descends, so links that each stay inside cannot escape together.
     """
     try:
         text = target.decode("utf-8")
@@ -197,16 +201,24 @@ def symlink_escape(link_path: str, target: bytes) -> str | None:
     if text.startswith("/") or (len(text) > 1 and text[1] == ":"):
         return f"target {text!r} is absolute"
     stack = link_path.split("/")[:-1]
+    descended = False
     for part in text.split("/"):
         if part in ("", "."):
             continue
-        if part.casefold() == ".git":
+        if paths.is_dotgit(part):
             return f"target {text!r} points into .git"
         if part == "..":
+            if descended:
+                return (
+                    f"target {text!r} goes down and back up ('..' after a folder name): "
+                    "through a symlink that climbs from elsewhere; write it with '..' only "
+                    "in front"
+                )
             if not stack:
                 return f"target {text!r} climbs above the repository root"
             stack.pop()
         else:
+            descended = True
             stack.append(part)
     return None
 

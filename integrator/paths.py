@@ -20,6 +20,26 @@ _CONTROL = re.compile("[\x00-\x1f\x7f]")
 _UNDECODABLE = re.compile("[\udc80-\udcff]")  # bytes that were not UTF-8 (surrogateescape)
 
 
+# Code points HFS+ ignores when it compares names (git's is_hfs_dotgit skips the same).
+_HFS_IGNORABLE = re.compile("[\u200c-\u200f\u202a-\u202e\u206a-\u206f\ufeff]")
+NAME_MAX = 255  # bytes in one path component on common filesystems
+PATH_MAX = 4096  # bytes in a whole path
+
+
+def is_dotgit(component: str) -> bool:
+    """Whether some checkout would take `component` for `.git` (git's is_hfs_dotgit and
+    is_ntfs_dotgit): any case; HFS+ ignorable code points inside; on NTFS trailing spaces
+    or dots, an alternate data stream (`.git::$INDEX_ALLOCATION`) or the short name `git~1`.
+    """
+    if _HFS_IGNORABLE.sub("", component).casefold() == ".git":
+        return True
+    name = component.casefold()
+    for short in (".git", "git~1"):
+        if name.startswith(short) and not name[len(short) :].split(":", 1)[0].strip(" ."):
+            return True
+    return False
+
+
 def unsafe_reason(path: str) -> str | None:
     """Why `path` is not a safe repository-relative path, or None when it is."""
     if not path:
@@ -39,8 +59,12 @@ def unsafe_reason(path: str) -> str | None:
             return "has an empty component"
         if part in (".", ".."):
             return f"has a {part!r} component"
-        if part.casefold() == ".git":
-            return "has a .git component"
+        if is_dotgit(part):
+            return f"has a .git component ({part!r} is .git to some checkout)"
+        if len(part.encode("utf-8", "surrogateescape")) > NAME_MAX:
+            return f"has a component longer than {NAME_MAX} bytes"
+    if len(path.encode("utf-8", "surrogateescape")) > PATH_MAX:
+        return f"is longer than {PATH_MAX} bytes"
     return None
 
 
@@ -54,6 +78,10 @@ def glob_problem(pattern: str) -> str | None:
     """Why `pattern` is not acceptable as a contract glob, or None."""
     if not pattern or not pattern.strip():
         return "empty pattern"
+    if pattern != pattern.strip():
+        return "has leading or trailing whitespace (gitignore strips it; write it without)"
+    if not pattern.strip("/"):
+        return "names no path ('/' alone matches nothing; use '**' for everything)"
     if pattern.startswith("!"):
         return "negation ('!') is not allowed in contracts"
     if pattern.startswith("#"):
@@ -64,7 +92,7 @@ def glob_problem(pattern: str) -> str | None:
     for part in body.split("/"):
         if part in (".", ".."):
             return f"has a {part!r} component"
-        if part.casefold() == ".git":
+        if is_dotgit(part):
             return "names a .git component"
     try:
         pathspec.PathSpec.from_lines("gitignore", [pattern])

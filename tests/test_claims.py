@@ -177,12 +177,11 @@ def test_expand_on_stale_digest_goes_to_review_and_writes_nothing(canon: Canon) 
     assert canon.ref("refs/integrator/claims/billing") == before
     with canon.open() as canonical:
         pending = expansions(canonical, "billing", pending_only=True)
-    assert [e.record.request_id for e in pending] == [
-        stale_digest.request_id,
-        stale_generation.request_id,
-    ]
+    # Both were refused at the same (test clock) instant: oldest-first cannot order them.
+    by_id = {e.record.request_id: e for e in pending}
+    assert set(by_id) == {stale_digest.request_id, stale_generation.request_id}
     assert all(e.record.live_generation == 1 for e in pending)
-    assert pending[1].request == stale_generation
+    assert by_id[stale_generation.request_id].request == stale_generation
 
 
 def test_expand_conflicting_with_other_claim_goes_to_review(canon: Canon) -> None:

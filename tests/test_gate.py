@@ -171,7 +171,11 @@ def test_owned_mode_change_and_symlink_inside_repo_are_accepted(repo: Path, gate
         ("/etc/passwd", "absolute"),
         ("../../etc/passwd", "climbs above"),
         ("../.git/config", "into .git"),
-        ("sub/../../../x", "climbs above"),
+        ("sub/../../../x", "down and back up"),
+        ("a/b/c/d/up/../../../../../../etc/passwd", "down and back up"),  # through a link
+        ("lib/../lib/x", "down and back up"),
+        ("../.git./config", "into .git"),
+        ("../git~1/config", "into .git"),
         ("../.GIT/hooks", "into .git"),
     ],
 )
@@ -182,6 +186,22 @@ def test_symlink_escape(repo: Path, gate: Gate, target: str, why: str) -> None:
     verdict = gate.run(base, cand)
     assert codes(verdict) == [Code.SYMLINK_ESCAPE]
     assert why in verdict.violations[0].detail
+
+
+def test_symlink_chain_cannot_escape(repo: Path, gate: Gate) -> None:
+    """Two links, each inside the repository on its own text, that escape together: the
+    second climbs out of the first (`up` points at the root). The chain is refused."""
+    base = base_of(repo)
+    cand = change(
+        repo,
+        {
+            "src/a/b/c/d/up": ("../../../../..", "l"),
+            "src/x": ("a/b/c/d/up/../../../../../../etc/passwd", "l"),
+        },
+    )
+    verdict = gate.run(base, cand)
+    assert verdict.decision is Decision.FENCED
+    assert [(v.code, v.path) for v in verdict.violations] == [(Code.SYMLINK_ESCAPE, "src/x")]
 
 
 def test_submodule_bump_needs_resource(repo: Path, gate: Gate) -> None:

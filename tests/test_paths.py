@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from integrator.overlap import find_overlaps, patterns_overlap
-from integrator.paths import PathMatcher, literal_prefix, unsafe_reason
+from integrator.paths import PathMatcher, glob_problem, is_dotgit, literal_prefix, unsafe_reason
 
 
 @pytest.mark.parametrize(
@@ -148,3 +148,38 @@ def test_character_rules_match_a_plain_scan(name: str) -> None:
         assert reason == "is not valid UTF-8"
     else:
         assert reason not in ("contains NUL", "contains a control character", "is not valid UTF-8")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [".git", ".GIT", ".git ", ".git.", ".git. . ", ".git::$INDEX_ALLOCATION", "git~1", "GIT~1",
+     ".g\u200cit", "\ufeff.git", ".gi\u200dt"],
+)  # fmt: skip
+def test_names_a_checkout_reads_as_dotgit(name: str) -> None:
+    """NTFS and HFS+ spellings of .git are refused like .git itself (git's own rules)."""
+    assert is_dotgit(name)
+    reason = unsafe_reason(f"src/{name}/config")
+    assert reason is not None and ".git component" in reason
+
+
+@pytest.mark.parametrize("name", [".gitignore", ".github", "git", ".git-blame", "xgit~1", ".gitx"])
+def test_names_like_dotgit_but_not(name: str) -> None:
+    assert not is_dotgit(name)
+    assert unsafe_reason(f"src/{name}") is None
+
+
+def test_overlong_paths_are_unsafe() -> None:
+    """A component past 255 bytes or a path past 4096 cannot be checked out everywhere."""
+    assert "longer than 255" in (unsafe_reason("src/" + "a" * 256) or "")
+    assert unsafe_reason("src/" + "a" * 255) is None
+    assert "longer than 4096" in (unsafe_reason("/".join(["d" * 200] * 21)) or "")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "why"),
+    [("/", "names no path"), ("//", "names no path"), ("src/secret ", "whitespace"),
+     (" src/**", "whitespace"), (".git./**", ".git"), ("src/git~1/*", ".git")],
+)  # fmt: skip
+def test_globs_refused(pattern: str, why: str) -> None:
+    problem = glob_problem(pattern)
+    assert problem is not None and why in problem
