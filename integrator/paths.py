@@ -122,6 +122,10 @@ class Match:
 class PathMatcher:
     """Allow and deny glob sets; deny wins.
 
+    A path is allowed when an allow line matches the path itself (never merely a folder
+    above it: the narrow reading), and denied when a deny line matches it or any folder
+    above it (git's own reading of an ignore file: the broad one).
+
     Each set is compiled into one regular expression with a named group per pattern (the
     gitignore translations pathspec produces), so one match answers for the whole set and
     names the line that decided it. With negation refused, "some pattern matches" is
@@ -146,6 +150,14 @@ class PathMatcher:
         if not path.isascii():
             path = normalize(path)
         denied = self._deny.first(path)
+        if denied is None and self.deny:
+            # gitignore semantics: a line that matches a folder covers everything in it
+            # (`secret/*` denies `secret/sub/key`). Deny is where being broad is safe.
+            parts = path.split("/")
+            for depth in range(1, len(parts)):
+                denied = self._deny.first("/".join(parts[:depth]) + "/")
+                if denied is not None:
+                    break
         if denied is not None:
             return Match(False, denied_by=denied)
         allowed = self._allow.first(path)

@@ -188,6 +188,17 @@ def test_symlink_escape(repo: Path, gate: Gate, target: str, why: str) -> None:
     assert why in verdict.violations[0].detail
 
 
+def test_deny_line_matching_a_folder_denies_its_contents(repo: Path, gate: Gate) -> None:
+    """`src/secret/*` matches the folder `src/secret/sub`, so git (and the fence) deny
+    everything in it."""
+    base = base_of(repo)
+    cand = change(repo, {"src/secret/sub/key": "k\n"})
+    verdict = gate.run(base, cand, deny=["src/secret/*"])
+    assert [(v.code, v.path) for v in verdict.violations] == [
+        (Code.PATH_DENIED, "src/secret/sub/key")
+    ]
+
+
 def test_symlink_chain_cannot_escape(repo: Path, gate: Gate) -> None:
     """Two links, each inside the repository on its own text, that escape together: the
     second climbs out of the first (`up` points at the root). The chain is refused."""

@@ -183,3 +183,28 @@ def test_overlong_paths_are_unsafe() -> None:
 def test_globs_refused(pattern: str, why: str) -> None:
     problem = glob_problem(pattern)
     assert problem is not None and why in problem
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(_pattern(), min_size=1, max_size=3),
+    st.lists(st.lists(_NAMES, min_size=1, max_size=4).map("/".join), min_size=1, max_size=6),
+)
+def test_deny_covers_what_git_would_ignore(patterns: list[str], paths: list[str]) -> None:
+    """A deny set refuses a path when git's ignore rules would: the path or a folder above
+    it matches (pathspec on the path and on each folder, written with a trailing slash)."""
+    spec = pathspec.PathSpec.from_lines("gitignore", patterns)
+    matcher = PathMatcher.of(["**"], patterns)
+    for path in paths:
+        parts = path.split("/")
+        folders = ["/".join(parts[:i]) + "/" for i in range(1, len(parts))]
+        ignored = spec.match_file(path) or any(spec.match_file(f) for f in folders)
+        assert matcher.covers(path) is not ignored, (patterns, path)
+
+
+def test_deny_of_a_folders_children_covers_their_contents() -> None:
+    """`secret/*` denies `secret/sub/key` as git would ignore it (the audit's case)."""
+    matcher = PathMatcher.of(["src/**"], ["src/secret/*"])
+    assert not matcher.covers("src/secret/sub/key")
+    assert matcher.match("src/secret/sub/key").denied_by == "src/secret/*"
+    assert matcher.covers("src/secrets.txt")
