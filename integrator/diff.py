@@ -242,6 +242,11 @@ def changed_leaves(
     )
 
 
+def changed_paths(reader: TreeReader, old: bytes | None, new: bytes | None) -> set[str]:
+    """Every leaf path that differs between two trees given by raw id (maybe pending)."""
+    return {leaf.path for pair in _changed(reader, old, new, "") for leaf in pair if leaf}
+
+
 def _changed(
     reader: TreeReader, old: bytes | None, new: bytes | None, prefix: str
 ) -> Iterator[tuple[Leaf | None, Leaf | None]]:

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 import pygit2
 
 from integrator import faults, git
-from integrator.diff import find_collisions
+from integrator.diff import changed_paths, find_collisions
 from integrator.errors import ConfigurationError, RefMovedError
-from integrator.gate import check_live, recovered_verdict
+from integrator.gate import check_live, check_merge_writes, recovered_verdict
 from integrator.merge import merge_onto_head, resources_touched_since_base
 from integrator.objects import commit_bytes
 from integrator.repository import Canonical, signature
@@ -283,6 +283,10 @@ def _plan_one(
     merged = bytes.fromhex(outcome.tree)
     problems: list[Violation] = []
     if head_oid != str(base.id):
+        # What lands is head → merged, not base → candidate: prove the difference is ours.
+        written = changed_paths(engine.trees, head.tree, merged)
+        own = {path for change in diff.changes for path in change.paths}
+        problems.extend(check_merge_writes(contract, policy.policy, written, own))
         shared = set(policy.policy.shared.resources)
         touched = [r.resource for r in ev.resources if r.resource not in shared]
         touched_since = (

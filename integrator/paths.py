@@ -61,9 +61,9 @@ def unsafe_reason(path: str) -> str | None:
             return f"has a {part!r} component"
         if is_dotgit(part):
             return f"has a .git component ({part!r} is .git to some checkout)"
-        if len(part.encode("utf-8", "surrogateescape")) > NAME_MAX:
+        if len(part.encode("utf-8", "surrogatepass")) > NAME_MAX:
             return f"has a component longer than {NAME_MAX} bytes"
-    if len(path.encode("utf-8", "surrogateescape")) > PATH_MAX:
+    if len(path.encode("utf-8", "surrogatepass")) > PATH_MAX:
         return f"is longer than {PATH_MAX} bytes"
     return None
 

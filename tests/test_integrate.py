@@ -92,6 +92,34 @@ def test_landed_candidate_under_another_contract_is_not_recovered(canon: Canon) 
     assert Code.CONTRACT_DIGEST_MISMATCH in verdict.codes
 
 
+def test_merge_that_follows_a_queue_rename_outside_the_contract_is_fenced(
+    tmp_path: Path,
+) -> None:
+    """The queue renamed lib/l.py to vendor/l.py; a candidate based before that edits
+    lib/l.py. git's merge carries the edit to vendor/l.py, which the candidate does not
+    own: FENCED, nothing lands. Owning vendor/ too, the same merge lands."""
+    body = "".join(f"line {i}\n" for i in range(40))
+    canon = make_canon(tmp_path, {"lib/l.py": body, "README": "r\n"})
+    base = canon.ref("refs/integrator/queue/main")
+    mover = canon.issue("mover", ["lib/**", "vendor/**"])
+    moved = canon.commit({"lib/l.py": None, "vendor/l.py": body})
+    assert canon.integrate(mover, moved).decision is Decision.ACCEPTED
+    editor = canon.issue("editor", ["lib/**"], base=base)
+    edit = canon.commit({"lib/l.py": body.replace("line 3\n", "line three\n")}, parent=base)
+    head = canon.ref("refs/integrator/queue/main")
+    verdict = canon.integrate(editor, edit)
+    assert verdict.decision is Decision.FENCED
+    assert [(v.code, v.path) for v in verdict.violations] == [(Code.PATH_NOT_OWNED, "vendor/l.py")]
+    assert "following a rename" in verdict.violations[0].detail
+    assert canon.ref("refs/integrator/queue/main") == head
+    with canon.open() as canonical:
+        Claims(canonical).revoke("editor")
+    wider = canon.issue("editor", ["lib/**", "vendor/**"], base=base)
+    landed = canon.integrate(wider, edit)
+    assert landed.decision is Decision.ACCEPTED, landed.violations
+    assert "line three" in git("show", "main:vendor/l.py", cwd=canon.path)
+
+
 def test_consumed_claim_fences_another_candidate(canon: Canon) -> None:
     """After a landing, the same contract cannot land a different candidate."""
     contract = canon.issue("billing", ["billing/**"])
