@@ -246,17 +246,14 @@ class Integrator:
         """Whether `base` is an ancestor of (or equal to) the queue head `head`."""
         tip = str(head.id)
         if tip != self._queue_tip:
-            # Walk the first-parent chain back to the part already known.
-            walked: list[str] = []
-            commit: pygit2.Commit | None = head
-            while commit is not None and len(walked) < 10_000:
-                oid = str(commit.id)
-                if oid in self._queue_chain:
-                    break
-                walked.append(oid)
-                parents = commit.parent_ids
-                nxt = self.repo.get(parents[0]) if parents else None
-                commit = nxt if isinstance(nxt, pygit2.Commit) else None
+            # Walk the first-parent chain back to the part already known. The cache holds
+            # the chain of the previous tip: reaching that tip means the queue only moved
+            # forward; reaching any other known commit means it was moved back or rewritten
+            # (by hand), and what the cache holds past that point is no longer on it.
+            walked, joined = self._first_parents(head, self._queue_chain)
+            if joined != self._queue_tip:
+                walked, _ = self._first_parents(head, set())
+                self._queue_chain.clear()
             if len(self._queue_chain) > 1_000_000:
                 self._queue_chain.clear()
             self._queue_chain.update(walked)
@@ -264,6 +261,22 @@ class Integrator:
         if base in self._queue_chain:
             return True
         return self._is_ancestor(base, head)
+
+    def _first_parents(
+        self, head: pygit2.Commit, known: set[str], limit: int = 10_000
+    ) -> tuple[list[str], str | None]:
+        """First-parent ids from `head` back to the first in `known` (returned apart)."""
+        walked: list[str] = []
+        commit: pygit2.Commit | None = head
+        while commit is not None and len(walked) < limit:
+            oid = str(commit.id)
+            if oid in known:
+                return walked, oid
+            walked.append(oid)
+            parents = commit.parent_ids
+            nxt = self.repo.get(parents[0]) if parents else None
+            commit = nxt if isinstance(nxt, pygit2.Commit) else None
+        return walked, None
 
     def _commit(self, rev: str) -> pygit2.Commit | None:
         try:

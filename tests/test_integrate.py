@@ -396,3 +396,31 @@ def test_unsynced_updater_creates_refs_and_refuses_deletions(canon: Canon) -> No
         with pytest.raises(ValueError, match="packed-refs"):
             bulk.apply([igit.delete("refs/integrator/held/one", head)])
     assert canon.ref("refs/integrator/held/one") == head
+
+
+def test_queue_moved_back_by_hand_forgets_the_discarded_chain(canon: Canon) -> None:
+    """A long-lived engine caches the queue's chain; after a release manager moves the
+    queue back, a base only the discarded landings had is BASE_NOT_ON_QUEUE again."""
+    from integrator.integrate import Integrator
+
+    start = canon.ref("refs/integrator/queue/main")
+    billing = canon.issue("billing", ["billing/**"])
+    auth = canon.issue("auth", ["auth/**"])
+    with canon.open() as canonical:
+        engine = Integrator(canonical)
+        first = engine.integrate(billing.to_json().encode(), canon.commit({"billing/a.py": "1\n"}))
+        discarded = canon.ref("refs/integrator/queue/main")
+        # Landing on top of `discarded` puts it in the engine's cached chain.
+        assert start is not None
+        auth_change = canon.commit({"auth/b.py": "2\n"}, parent=start)
+        second = engine.integrate(auth.to_json().encode(), auth_change)
+        assert first.decision is second.decision is Decision.ACCEPTED
+        tip = canon.ref("refs/integrator/queue/main")
+        assert discarded is not None and start is not None and tip is not None
+        for ref in ("refs/integrator/queue/main", "refs/heads/main"):
+            git("update-ref", ref, start, tip, cwd=canon.path)
+        later = canon.issue("docs", ["docs/**"], base=discarded)
+        cand = canon.commit({"docs/x.md": "x\n"}, parent=discarded)
+        verdict = engine.integrate(later.to_json().encode(), cand)
+    assert Code.BASE_NOT_ON_QUEUE in verdict.codes
+    assert canon.ref("refs/integrator/queue/main") == start
