@@ -7,13 +7,14 @@ Each world's submissions go through the daemon (`serve --once`), in id order.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 from drills.context import Context
 from drills.harness import World
-from drills.records import Result
+from drills.records import Contract, Result
 from drills.registry import drill
 from drills.repo import MAIN, QUEUE, environment, git, merge_tree
 
@@ -26,8 +27,9 @@ RENAME_FILES = {
 }
 
 
-def _landing_pair(ctx: Context, w: World, first: str) -> tuple[str, str, str]:
-    """Publish the rename and the edit (in `first` order), drain, return the two folders."""
+def _landing_pair(ctx: Context, w: World, first: str) -> tuple[str, str, str, str, Contract]:
+    """Publish the rename and the edit (in `first` order), drain; (rename folder, edit
+    folder, edit submission, edited candidate, edit contract)."""
     r = w.contract("rename", ["billing/invoice.py", "billing/invoices/**"])
     refused = w.issue("edit", ["billing/invoice.py"], expect=(1,))
     ctx.expect(
@@ -44,29 +46,75 @@ def _landing_pair(ctx: Context, w: World, first: str) -> tuple[str, str, str]:
     sids = [w.publish(c, cand) for c, cand in pairs]
     w.serve_once()
     w.settle()
-    folders = [w.verdict_of(s)[0] for s in sids]
-    tree = git("rev-parse", f"{MAIN}^{{tree}}", cwd=w.repo)
-    return folders[0], folders[1], tree
+    folders = {c.doc["taskId"]: w.verdict_of(s)[0] for (c, _), s in zip(pairs, sids, strict=True)}
+    edit_sid = sids[[c.doc["taskId"] for c, _ in pairs].index("edit")]
+    return folders["rename"], folders["edit"], edit_sid, cand_e, e
+
+
+def _expand(w: World, contract: Contract, add: list[str]) -> Contract:
+    """`integrator contract expand` adding `add` to the live contract (the coordinator's
+    answer to an agent whose change git carried to a path it does not own)."""
+    from integrator.contract import parse_contract
+
+    live = parse_contract(contract.path.read_bytes())
+    request = {
+        "schema": "integrator.expansion.v1",
+        "taskId": live.task_id,
+        "contractDigest": live.digest,
+        "expectedGeneration": live.ownership_generation,
+        "treeDigest": "sha256:" + "0" * 64,
+        "diffDigest": "sha256:" + "0" * 64,
+        "addPaths": add,
+    }
+    path = w.contracts / f"{live.task_id}-expand-request.json"
+    path.write_text(json.dumps(request))
+    out = w.contracts / f"{live.task_id}-expanded.json"
+    w.cli("contract", "expand", "--repo", str(w.repo), "--request", str(path), "-o", str(out))
+    return Contract(out, json.loads(out.read_text()))
 
 
 @drill(
     name="rename-vs-edit",
     group="2",
     title="one agent renames a file, another edits it; both orders; one-ended renames",
-    gate="same tree in both orders, edit kept at the new path; unowned rename end FENCED",
+    gate="edit first: both land; rename first: the edit git would carry to the unowned new "
+    "path is FENCED until the coordinator expands the contract; same tree in both orders; "
+    "unowned rename end FENCED",
 )
 def rename_vs_edit(ctx: Context) -> str:
     trees = {}
     for first in ("rename", "edit"):
         w = ctx.world(f"{first}-first", RENAME_FILES)
-        one, two, trees[first] = _landing_pair(ctx, w, first)
-        ctx.equal(f"{first} first: both land (git carries the edit across the rename)",
-                  ("accepted", "accepted"), (one, two), [w.spool.root])  # fmt: skip
+        renamed, edited, edit_sid, cand_e, contract = _landing_pair(ctx, w, first)
+        if first == "edit":
+            ctx.equal("edit first: both land (the rename carries the edited file)",
+                      ("accepted", "accepted"), (renamed, edited), [w.spool.root])  # fmt: skip
+        else:
+            _, verdict = w.verdict_of(edit_sid)
+            codes = [(v["code"], v.get("path")) for v in verdict.get("violations", [])]
+            ctx.expect(
+                "rename first: the edit, which git would carry to billing/invoices/core.py "
+                "(not in its contract), is fenced",
+                (renamed, edited) == ("accepted", "fenced")
+                and ("PATH_NOT_OWNED", "billing/invoices/core.py") in codes,
+                expected="rename ACCEPTED; edit FENCED PATH_NOT_OWNED billing/invoices/core.py",
+                actual=f"rename {renamed}, edit {edited} {codes}",
+                evidence=[w.spool.root],
+            )
+            ctx.equal("rename first: nothing of the fenced edit landed", INVOICE.rstrip("\n"),
+                      w.show(f"{MAIN}:billing/invoices/core.py"), w.evidence())  # fmt: skip
+            wider = _expand(w, contract, ["billing/invoices/core.py"])
+            sid = w.publish(wider, cand_e)
+            w.serve_once()
+            w.settle()
+            ctx.equal("rename first: after the expansion the edit lands", "accepted",
+                      w.verdict_of(sid)[0], [w.spool.root])  # fmt: skip
         ctx.equal(
             f"{first} first: the old path is gone", None, w.show(f"{MAIN}:billing/invoice.py")
         )
         ctx.equal(f"{first} first: the edit is at the new path", EDITED.rstrip("\n"),
                   w.show(f"{MAIN}:billing/invoices/core.py"), w.evidence())  # fmt: skip
+        trees[first] = git("rev-parse", f"{MAIN}^{{tree}}", cwd=w.repo)
     ctx.equal("the result does not depend on the order", trees["rename"], trees["edit"])
     # Both ends of a rename must be owned: each contract below owns one end only.
     w = ctx.world("one-end", RENAME_FILES)
@@ -89,7 +137,10 @@ def rename_vs_edit(ctx: Context) -> str:
             evidence=[w.spool.root / folder / sid],
         )
     ctx.equal("nothing landed from one-ended renames", [], w.landed(), w.evidence())
-    return "both orders ACCEPTED → identical trees; 2/2 one-ended renames FENCED"
+    return (
+        "edit first: both ACCEPTED; rename first: edit FENCED PATH_NOT_OWNED at the new path, "
+        "ACCEPTED after expand; identical trees; 2/2 one-ended renames FENCED"
+    )
 
 
 GEN_POLICY_EXTRA = """
