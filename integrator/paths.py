@@ -122,9 +122,10 @@ class Match:
 class PathMatcher:
     """Allow and deny glob sets; deny wins.
 
-    A path is allowed when an allow line matches the path itself (never merely a folder
-    above it: the narrow reading), and denied when a deny line matches it or any folder
-    above it (git's own reading of an ignore file: the broad one).
+    A path is allowed when an allow line matches the path itself — `*.md` allows `a.md`,
+    not `a.md/run.sh`; `src/config` allows that one path — or explicitly names a folder's
+    contents (`src/**`, `src/`): the narrow reading. It is denied when a deny line matches
+    it or any folder above it (git's own reading of an ignore file: the broad one).
 
     Each set is compiled into one regular expression with a named group per pattern (the
     gitignore translations pathspec produces), so one match answers for the whole set and
@@ -138,7 +139,7 @@ class PathMatcher:
     _deny: _Compiled = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "_allow", _compile(self.allow))
+        object.__setattr__(self, "_allow", _compile(self.allow, narrow=True))
         object.__setattr__(self, "_deny", _compile(self.deny))
 
     @classmethod
@@ -181,12 +182,17 @@ class _Compiled:
     # a miss (the common answer) costs two C-level tests instead of a loop.
     starts: tuple[str, ...] = ()
     exact: frozenset[str] = frozenset()
+    # Narrow sets only: anchored literals, which name one path (name → pattern).
+    literals: dict[str, str] = field(default_factory=dict)
 
     def first(self, path: str) -> str | None:
         if (self.starts and path.startswith(self.starts)) or path in self.exact:
             for pattern, prefix, itself in self.prefixes:
                 if path.startswith(prefix) or (itself and path == prefix[:-1]):
                     return pattern
+        literal = self.literals.get(path)
+        if literal is not None:
+            return literal
         if self.regex is None:
             return None
         found = self.regex.search(path)  # pathspec searches: not every regex starts with ^
@@ -214,25 +220,41 @@ def _as_prefix(pattern: str) -> tuple[str, bool] | None:
     return body + "/", itself
 
 
+# pathspec ends a pattern that names a file *or a folder* with this: "here, or a folder
+# above the path". A narrow set ends it with "$" instead: the path itself must match.
+_FOLDER_OR_SELF = "(?:/|$)"
+
+
 @functools.lru_cache(maxsize=4096)
-def _compile(patterns: tuple[str, ...]) -> _Compiled:
+def _compile(patterns: tuple[str, ...], narrow: bool = False) -> _Compiled:
+    """A glob set; `narrow`: a line must match the path itself, unless it names a folder's
+    contents explicitly (`dir/**`, `dir/`). Otherwise git's ignore reading: a line that
+    matches a folder matches everything in it."""
     unique = tuple(dict.fromkeys(patterns))
     prefixes = []
+    literals: dict[str, str] = {}
     parts = []
     for index, pattern in enumerate(unique):
         simple = _as_prefix(pattern)
         if simple is not None:
-            prefixes.append((pattern, *simple))
+            prefix, itself = simple
+            if narrow and itself:
+                literals.setdefault(prefix[:-1], pattern)  # `a/b` names the path a/b
+            else:
+                prefixes.append((pattern, prefix, itself))
             continue
         for compiled in pathspec.PathSpec.from_lines("gitignore", [pattern]).patterns:
             regex = getattr(compiled, "regex", None)
             if regex is None or not getattr(compiled, "include", True):
                 continue
-            parts.append(f"(?P<p{index}>{regex.pattern})")
+            text = regex.pattern
+            if narrow and text.endswith(_FOLDER_OR_SELF):
+                text = text[: -len(_FOLDER_OR_SELF)] + "$"
+            parts.append(f"(?P<p{index}>{text})")
     regex_all = re.compile("|".join(parts)) if parts else None
     starts = tuple(prefix for _, prefix, _ in prefixes)
     exact = frozenset(prefix[:-1] for _, prefix, itself in prefixes if itself)
-    return _Compiled(tuple(prefixes), regex_all, unique, starts, exact)
+    return _Compiled(tuple(prefixes), regex_all, unique, starts, exact, literals)
 
 
 def literal_prefix(pattern: str) -> str:

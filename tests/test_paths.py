@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 import pathspec
@@ -125,11 +126,34 @@ def _pattern(draw: st.DrawFn) -> str:
     st.lists(st.lists(_NAMES, min_size=1, max_size=4).map("/".join), min_size=1, max_size=6),
 )
 def test_matcher_agrees_with_pathspec(patterns: list[str], paths: list[str]) -> None:
-    """The fast matcher answers exactly as pathspec's gitignore spec for any glob set."""
-    spec = pathspec.PathSpec.from_lines("gitignore", patterns)
+    """Allow lines answer as pathspec's gitignore translations read narrowly: a line that
+    names a file or a folder must match the path itself (its "or a folder above" ending
+    becomes "$"); lines naming a folder's contents (`dir/`, `dir/**`) cover them. The
+    matcher's string fast paths must agree with those regular expressions."""
+    regexes = []
+    for pattern in patterns:
+        for compiled in pathspec.PathSpec.from_lines("gitignore", [pattern]).patterns:
+            assert compiled.regex is not None
+            text = compiled.regex.pattern
+            if text.endswith("(?:/|$)"):
+                text = text[: -len("(?:/|$)")] + "$"
+            regexes.append(re.compile(text))
     matcher = PathMatcher.of(patterns)
     for path in paths:
-        assert matcher.covers(path) == spec.match_file(path), (patterns, path)
+        expected = any(regex.search(path) for regex in regexes)
+        assert matcher.covers(path) == expected, (patterns, path)
+
+
+def test_allow_lines_match_the_path_itself() -> None:
+    """`*.md` allows `a.md`, not `a.md/run.sh`; `CHANGELOG` is that file, not a folder of
+    that name anywhere; `src/config` is one path; `docs/` and `docs/**` are contents."""
+    matcher = PathMatcher.of(["*.md", "CHANGELOG", "src/config", "docs/", "lib/**"])
+    for path in ("a.md", "x/y.md", "CHANGELOG", "pkg/CHANGELOG", "src/config", "docs/a/b",
+                 "lib/x"):  # fmt: skip
+        assert matcher.covers(path), path
+    for path in ("a.md/run.sh", "billing/CHANGELOG/__init__.py", "CHANGELOG/run.sh",
+                 "src/config/x.py", "docs", "lib"):  # fmt: skip
+        assert not matcher.covers(path), path
 
 
 @settings(max_examples=300, deadline=None)
