@@ -83,6 +83,16 @@ class Change:
     def touches_gitlink(self) -> bool:
         return MODE_GITLINK in (self.old_mode, self.new_mode)
 
+    @property
+    def gitlink_ends(self) -> tuple[str, ...]:
+        """The paths where a gitlink was or is: both ends when a gitlink moved."""
+        ends = [
+            path
+            for path, mode in ((self.old_path, self.old_mode), (self.new_path, self.new_mode))
+            if path is not None and mode == MODE_GITLINK
+        ]
+        return tuple(dict.fromkeys(ends))
+
     def wire(self) -> dict[str, object]:
         return {
             "status": self.status.value,

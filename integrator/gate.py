@@ -285,24 +285,26 @@ def check_diff(
                 out.append(Violation(code=Code.UNSAFE_PATH, path=written, detail=f"path {problem}"))
         mode = _mode(policy, policy.category_of_path(change.path))
         if change.touches_gitlink:
-            resource = f"submodule:{change.path}"
-            path_ok, why = cover(change.path)
-            missing = []
-            if not path_ok:
-                missing.append(f"the path ({why})")
-            if resource not in owned_resources:
-                missing.append(f"the resource {resource}")
-            if missing:
-                out.append(
-                    Violation(
-                        code=Code.SUBMODULE_NOT_OWNED,
-                        path=change.path,
-                        resource=resource,
-                        detail=f"submodule {change.old_oid or 'none'} → {change.new_oid or 'none'}"
-                        f" needs {' and '.join(missing)}",
-                        mode=mode,
+            # Every end where a gitlink was or is: moving one away deletes that submodule.
+            for link in change.gitlink_ends:
+                resource = f"submodule:{link}"
+                path_ok, why = cover(link)
+                missing = []
+                if not path_ok:
+                    missing.append(f"the path ({why})")
+                if resource not in owned_resources:
+                    missing.append(f"the resource {resource}")
+                if missing:
+                    out.append(
+                        Violation(
+                            code=Code.SUBMODULE_NOT_OWNED,
+                            path=link,
+                            resource=resource,
+                            detail=f"submodule {change.old_oid or 'none'} → "
+                            f"{change.new_oid or 'none'} needs {' and '.join(missing)}",
+                            mode=mode,
+                        )
                     )
-                )
             continue
         if change.status is Status.RENAMED:
             ends = (("old", change.old_path), ("new", change.new_path))

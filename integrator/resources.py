@@ -46,8 +46,8 @@ def touched_resources(policy: Policy, changes: Iterable[Change]) -> list[Touch]:
         for path in change.paths:
             for resource, unknown in resources_of_path(policy, path):
                 add(resource, unknown, path)
-        if change.touches_gitlink:
-            add(f"submodule:{change.path}", False, change.path)
+        for end in change.gitlink_ends:  # a moved gitlink touches both submodules
+            add(f"submodule:{end}", False, end)
     return [Touch(r, u, tuple(p)) for r, (u, p) in sorted(found.items())]
 
 

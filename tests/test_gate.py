@@ -240,6 +240,22 @@ def test_submodule_bump_with_resource_is_accepted(repo: Path, gate: Gate) -> Non
     ]
 
 
+def test_moving_a_submodule_needs_both_ends(repo: Path, gate: Gate) -> None:
+    """A gitlink moved to another path (git: R100) deletes the submodule at the old path:
+    that end needs its path and `submodule:<old>` too, not only the new one."""
+    base = base_of(repo)
+    cand = change(repo, {"vendor/lib": None, "src/lib": (SUB_A, "g")})
+    verdict = gate.run(base, cand, resources=["submodule:src/lib"])
+    assert [(v.code, v.path, v.resource) for v in verdict.violations] == [
+        (Code.SUBMODULE_NOT_OWNED, "vendor/lib", "submodule:vendor/lib")
+    ]
+    owned = gate.run(
+        base, cand, paths=["src/**", "vendor/lib"],
+        resources=["submodule:src/lib", "submodule:vendor/lib"],
+    )  # fmt: skip
+    assert owned.decision is Decision.ACCEPTED, owned.violations
+
+
 def test_case_collision(repo: Path, gate: Gate) -> None:
     """Adding a path that equals another under case folding is CASE_COLLISION."""
     base = base_of(repo)
