@@ -236,25 +236,22 @@ def _leaves(reader: TreeReader, oid: bytes, prefix: str) -> Iterator[Leaf]:
             yield _leaf(path, record)
 
 
+def _raw(tree: pygit2.Tree | bytes | None) -> bytes | None:
+    return tree if tree is None or isinstance(tree, bytes) else tree.id.raw
+
+
 def changed_leaves(
     repo: pygit2.Repository | TreeReader,
-    old: pygit2.Tree | None,
-    new: pygit2.Tree | None,
+    old: pygit2.Tree | bytes | None,
+    new: pygit2.Tree | bytes | None,
     prefix: str = "",
 ) -> Iterator[tuple[Leaf | None, Leaf | None]]:
-    """Yield (old, new) leaf pairs that differ, skipping subtrees with equal OIDs."""
+    """Yield (old, new) leaf pairs that differ, skipping subtrees with equal OIDs.
+
+    Trees are given as objects or raw ids (a raw id may be pending in the reader's buffer).
+    """
     reader = repo if isinstance(repo, TreeReader) else TreeReader(repo)
-    yield from _changed(
-        reader,
-        old.id.raw if old is not None else None,
-        new.id.raw if new is not None else None,
-        prefix,
-    )
-
-
-def changed_paths(reader: TreeReader, old: bytes | None, new: bytes | None) -> set[str]:
-    """Every leaf path that differs between two trees given by raw id (maybe pending)."""
-    return {leaf.path for pair in _changed(reader, old, new, "") for leaf in pair if leaf}
+    yield from _changed(reader, _raw(old), _raw(new), prefix)
 
 
 def _changed(
@@ -385,8 +382,8 @@ def _kind_mode(mode: int) -> int:
 
 def recompute(
     repo: pygit2.Repository,
-    base_tree: pygit2.Tree,
-    candidate_tree: pygit2.Tree,
+    base_tree: pygit2.Tree | bytes,
+    candidate_tree: pygit2.Tree | bytes,
     *,
     rename_limit: int = 1000,
     reader: TreeReader | None = None,

@@ -7,7 +7,7 @@ a flood of stale submissions costs almost nothing: identity and live claim need 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -237,33 +237,6 @@ def _cover(matcher: paths.PathMatcher, shared: paths.PathMatcher, path: str) -> 
     if shared.covers(path):
         return True, "shared by policy"
     return False, "not matched by any allowed pattern"
-
-
-def check_merge_writes(
-    contract: OwnershipContract, policy: Policy, written: Iterable[str], own: Iterable[str]
-) -> list[Violation]:
-    """The paths a merge onto the queue head writes beyond the candidate's own diff.
-
-    A clean merge can still move a change: when the queue renamed a file since the base,
-    git applies the candidate's edit at the new name. Such a path must be owned too.
-    """
-    matcher = contract.matcher()
-    shared = policy.shared_paths
-    mine = set(own)
-    out = []
-    for path in sorted(set(written) - mine):
-        ok, why = _cover(matcher, shared, path)
-        if not ok:
-            out.append(
-                Violation(
-                    code=Code.PATH_NOT_OWNED,
-                    path=path,
-                    detail=f"the merge onto the queue head writes it ({why}): git carried "
-                    "the candidate's change there, following a rename made on the queue "
-                    "since the base",
-                )
-            )
-    return out
 
 
 def check_diff(

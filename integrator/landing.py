@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 import pygit2
 
 from integrator import faults, git
-from integrator.diff import changed_paths, find_collisions
+from integrator.diff import changed_leaves, find_collisions, recompute
 from integrator.errors import ConfigurationError, RefMovedError
-from integrator.gate import check_live, check_merge_writes, recovered_verdict
+from integrator.gate import check_diff, check_live, recovered_verdict
 from integrator.merge import merge_onto_head, resources_touched_since_base
 from integrator.objects import commit_bytes
 from integrator.repository import Canonical, signature
@@ -153,6 +153,51 @@ def _same_landing(first: Evaluation, again: Evaluation) -> bool:
     )
 
 
+def _merge_effects(
+    engine: Integrator, ev: Evaluation, head: _Head, merged: bytes
+) -> list[Violation]:
+    """What lands is queue head → merged tree, not base → candidate: prove the difference.
+
+    Where the merge wrote exactly the candidate's entries, the gate has proven them. Any
+    other write — an edit git carried along a rename made on the queue since the base, a
+    symlink moved with a new target, a content merge — sends the whole landing through
+    the diff checks again, from the queue head.
+    """
+    contract, diff, policy = ev.contract, ev.diff, ev.policy
+    assert contract is not None and diff is not None and policy is not None
+    expected: dict[str, tuple[int | None, str | None] | None] = {}
+    for change in diff.changes:
+        if change.old_path is not None:
+            expected.setdefault(change.old_path, None)
+        if change.new_path is not None:
+            expected[change.new_path] = (change.new_mode, change.new_oid)
+    for before, after in changed_leaves(engine.trees, head.tree, merged):
+        leaf = after or before
+        assert leaf is not None
+        actual = (after.mode, str(after.oid)) if after is not None else None
+        if leaf.path not in expected or expected[leaf.path] != actual:
+            break
+    else:
+        return []
+    landed = recompute(
+        engine.repo,
+        head.tree,
+        merged,
+        rename_limit=policy.policy.integration.rename_limit,
+        reader=engine.trees,
+    )
+    violations, _ = check_diff(contract, landed, policy.policy)
+    return [
+        v.model_copy(
+            update={
+                "detail": "merged onto the queue head (git carries a change along a rename "
+                f"made on the queue since the base): {v.detail}"
+            }
+        )
+        for v in violations
+    ]
+
+
 def _read_heads(canonical: Canonical, follows: bool) -> tuple[str | None, str | None]:
     """Read the queue and target refs, waiting out another integrator's commit.
 
@@ -283,10 +328,7 @@ def _plan_one(
     merged = bytes.fromhex(outcome.tree)
     problems: list[Violation] = []
     if head_oid != str(base.id):
-        # What lands is head → merged, not base → candidate: prove the difference is ours.
-        written = changed_paths(engine.trees, head.tree, merged)
-        own = {path for change in diff.changes for path in change.paths}
-        problems.extend(check_merge_writes(contract, policy.policy, written, own))
+        problems.extend(_merge_effects(engine, ev, head, merged))
         shared = set(policy.policy.shared.resources)
         touched = [r.resource for r in ev.resources if r.resource not in shared]
         touched_since = (

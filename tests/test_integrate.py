@@ -110,7 +110,7 @@ def test_merge_that_follows_a_queue_rename_outside_the_contract_is_fenced(
     verdict = canon.integrate(editor, edit)
     assert verdict.decision is Decision.FENCED
     assert [(v.code, v.path) for v in verdict.violations] == [(Code.PATH_NOT_OWNED, "vendor/l.py")]
-    assert "following a rename" in verdict.violations[0].detail
+    assert "along a rename" in verdict.violations[0].detail
     assert canon.ref("refs/integrator/queue/main") == head
     with canon.open() as canonical:
         Claims(canonical).revoke("editor")
@@ -424,3 +424,48 @@ def test_queue_moved_back_by_hand_forgets_the_discarded_chain(canon: Canon) -> N
         verdict = engine.integrate(later.to_json().encode(), cand)
     assert Code.BASE_NOT_ON_QUEUE in verdict.codes
     assert canon.ref("refs/integrator/queue/main") == start
+
+
+def test_merge_that_moves_a_retargeted_symlink_out_of_the_repository_is_fenced(
+    tmp_path: Path,
+) -> None:
+    """The queue moved the link a/b/c/d/l to top/l; a candidate based before that gives
+    a/b/c/d/l the target ../../../../etc/passwd, harmless at that depth. git's merge puts
+    the new target at top/l, where it climbs out: SYMLINK_ESCAPE, nothing lands."""
+    canon = make_canon(tmp_path, {"a/b/c/d/l": ("x", "l"), "a/b/c/d/x": "x\n", "README": "r\n"})
+    base = canon.ref("refs/integrator/queue/main")
+    mover = canon.issue("mover", ["a/**", "top/**"])
+    moved = canon.commit({"a/b/c/d/l": None, "top/l": ("x", "l")})
+    assert canon.integrate(mover, moved).decision is Decision.ACCEPTED
+    link = canon.issue("link", ["a/**", "top/**"], base=base)
+    retarget = canon.commit({"a/b/c/d/l": ("../../../../etc/passwd", "l")}, parent=base)
+    head = canon.ref("refs/integrator/queue/main")
+    verdict = canon.integrate(link, retarget)
+    assert verdict.decision is Decision.FENCED
+    assert [(v.code, v.path) for v in verdict.violations] == [(Code.SYMLINK_ESCAPE, "top/l")]
+    assert canon.ref("refs/integrator/queue/main") == head
+
+
+def test_merge_that_carries_an_edit_into_a_resource_needs_the_resource(tmp_path: Path) -> None:
+    """The queue promoted db/drafts/0042.sql into the migration slot; a candidate based
+    before that edits the draft. The merge writes db/migrations/0042.sql, which touches
+    migration-slot:main: RESOURCE_NOT_OWNED unless the contract owns the slot."""
+    policy = (
+        'version = 1\n[[resource]]\npaths = ["db/migrations/**"]\n'
+        'resource = "migration-slot:main"\n'
+    )
+    canon = make_canon(tmp_path, {"db/drafts/0042.sql": "create table u;\n"}, policy=policy)
+    base = canon.ref("refs/integrator/queue/main")
+    promote = canon.issue("promote", ["db/**"], resources=("migration-slot:main",))
+    moved = canon.commit(
+        {"db/drafts/0042.sql": None, "db/migrations/0042.sql": "create table u;\n"}
+    )
+    assert canon.integrate(promote, moved).decision is Decision.ACCEPTED
+    edit = canon.issue("edit", ["db/**"], base=base)
+    edited = canon.commit({"db/drafts/0042.sql": "drop table u;\n"}, parent=base)
+    verdict = canon.integrate(edit, edited)
+    assert verdict.decision is Decision.FENCED
+    assert (Code.RESOURCE_NOT_OWNED, "migration-slot:main") in [
+        (v.code, v.resource) for v in verdict.violations
+    ]
+    assert git("show", "main:db/migrations/0042.sql", cwd=canon.path) == "create table u;"
