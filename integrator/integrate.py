@@ -24,7 +24,7 @@ from integrator.claims import Claims
 from integrator.contract import OwnershipContract, parse_contract
 from integrator.diff import MalformedTree, RecomputedDiff, TreeReader, recompute
 from integrator.errors import ConfigurationError, ContractError, RefLockedError, RefMovedError
-from integrator.landing import land_batch
+from integrator.landing import HEAD_SETTLE, land_batch
 from integrator.objects import ObjectBuffer, maybe_repack
 from integrator.policy import PolicyState
 from integrator.repository import Canonical, Claim
@@ -304,6 +304,17 @@ class Integrator:
             return None
         commit = self._commit(staging)
         if commit is None or trailers(commit.message).get(TRAILER_CANDIDATE) != str(cand.id):
+            return None
+        # A landing the queue no longer holds (moved back by hand) is not a landing to
+        # report: the claim stays consumed, and the live checks say so. Another
+        # integrator's transaction renames the claim ref before the queue ref, so a queue
+        # that does not hold it yet is read again before it is believed.
+        for pause in (0.0, *HEAD_SETTLE):
+            time.sleep(pause)
+            queue = self.canonical.ref(self.canonical.queue_ref)
+            if queue is not None and self.on_queue(staging, self.canonical.commit(queue)):
+                break
+        else:
             return None
         return gate.recovered_verdict(contract, str(cand.id), str(commit.tree_id), staging)
 

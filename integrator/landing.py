@@ -28,8 +28,9 @@ if TYPE_CHECKING:
     from integrator.integrate import Evaluation, Integrator
 
 
-# Pauses (seconds) before re-reading a target that differs from the queue: a torn read
-# of another integrator's commit lasts microseconds, a move made by hand persists.
+# Pauses (seconds) before re-reading refs that disagree: a torn read of another
+# integrator's commit (its lock files are renamed one by one) lasts microseconds, a move
+# made by hand persists.
 HEAD_SETTLE = (0.002, 0.01, 0.05)
 
 

@@ -469,3 +469,19 @@ def test_merge_that_carries_an_edit_into_a_resource_needs_the_resource(tmp_path:
         (v.code, v.resource) for v in verdict.violations
     ]
     assert git("show", "main:db/migrations/0042.sql", cwd=canon.path) == "create table u;"
+
+
+def test_landing_the_queue_no_longer_holds_is_not_reported_as_recovered(canon: Canon) -> None:
+    """After the queue was moved back past a landing, integrating that candidate again is
+    not 'recovered ACCEPTED' (its staging commit is not on the queue): the consumed claim
+    fences it."""
+    start = canon.ref("refs/integrator/queue/main")
+    contract = canon.issue("billing", ["billing/**"])
+    cand = canon.commit({"billing/invoice.py": "2\n"})
+    landed = canon.integrate(contract, cand)
+    assert landed.decision is Decision.ACCEPTED and start is not None
+    for ref in ("refs/integrator/queue/main", "refs/heads/main"):
+        git("update-ref", ref, start, cwd=canon.path)
+    again = canon.integrate(contract, cand)
+    assert again.decision is Decision.FENCED and not again.recovered
+    assert again.codes == [Code.CLAIM_CONSUMED]
