@@ -20,6 +20,8 @@ from enum import StrEnum
 
 import pygit2
 
+from integrator import paths
+
 MODE_TREE = 0o040000
 MODE_BLOB = 0o100644
 MODE_EXEC = 0o100755
@@ -446,8 +448,15 @@ def symlink_targets(repo: pygit2.Repository, changes: Iterable[Change]) -> dict[
     return out
 
 
+def _plain(name: str) -> str:
+    """NFC without the code points HFS+ ignores: the name as a macOS checkout stores it."""
+    return paths.HFS_IGNORABLE.sub("", unicodedata.normalize("NFC", name))
+
+
 def fold(name: str) -> str:
-    return unicodedata.normalize("NFC", name).casefold()
+    """What two names must not share in one folder: equal here means one file on a
+    case-insensitive (or HFS+) checkout."""
+    return _plain(name).casefold()
 
 
 def find_collisions(
@@ -501,10 +510,7 @@ def find_collisions(
                     continue
                 here = f"{folder}/{name}" if folder else name
                 there = f"{folder}/{other}" if folder else other
-                nfc_equal = unicodedata.normalize("NFC", other) == unicodedata.normalize(
-                    "NFC", name
-                )
-                kind = "unicode" if nfc_equal else "case"
+                kind = "unicode" if _plain(other) == _plain(name) else "case"
                 key = tuple(sorted((here, there)))
                 found.setdefault((key[0], key[1]), Collision(kind, here, there))
     return list(found.values())

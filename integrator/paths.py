@@ -21,7 +21,7 @@ _UNDECODABLE = re.compile("[\udc80-\udcff]")  # bytes that were not UTF-8 (surro
 
 
 # Code points HFS+ ignores when it compares names (git's is_hfs_dotgit skips the same).
-_HFS_IGNORABLE = re.compile("[\u200c-\u200f\u202a-\u202e\u206a-\u206f\ufeff]")
+HFS_IGNORABLE = re.compile("[\u200c-\u200f\u202a-\u202e\u206a-\u206f\ufeff]")
 NAME_MAX = 255  # bytes in one path component on common filesystems
 PATH_MAX = 4096  # bytes in a whole path
 
@@ -31,7 +31,7 @@ def is_dotgit(component: str) -> bool:
     is_ntfs_dotgit): any case; HFS+ ignorable code points inside; on NTFS trailing spaces
     or dots, an alternate data stream (`.git::$INDEX_ALLOCATION`) or the short name `git~1`.
     """
-    if _HFS_IGNORABLE.sub("", component).casefold() == ".git":
+    if HFS_IGNORABLE.sub("", component).casefold() == ".git":
         return True
     name = component.casefold()
     for short in (".git", "git~1"):

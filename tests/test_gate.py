@@ -283,6 +283,14 @@ def test_unicode_collision(repo: Path, gate: Gate) -> None:
     assert Code.UNICODE_COLLISION in codes(verdict)
 
 
+def test_hfs_ignorable_code_point_collides(repo: Path, gate: Gate) -> None:
+    """`app\u200c.py` is `app.py` to an HFS+ checkout: UNICODE_COLLISION."""
+    base = base_of(repo)
+    cand = change(repo, {"src/app\u200c.py": "two\n"})
+    verdict = gate.run(base, cand)
+    assert Code.UNICODE_COLLISION in codes(verdict)
+
+
 def test_unsafe_path_in_tree(repo: Path, gate: Gate) -> None:
     """A path with a control character or a backslash is UNSAFE_PATH."""
     base = base_of(repo)
