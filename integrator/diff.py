@@ -124,6 +124,9 @@ class RecomputedDiff:
     symlink_targets: dict[str, bytes] = field(default_factory=dict)
     collisions: tuple[Collision, ...] = ()
     non_nfc: tuple[str, ...] = ()
+    # Submodules whose `.gitmodules` settings (url, branch, path…) the change alters; None
+    # when a version of `.gitmodules` could not be read as git config.
+    reconfigured: tuple[str, ...] | None = ()
 
     @property
     def added_paths(self) -> list[str]:
@@ -435,7 +438,69 @@ def recompute(
     new_paths = [c.new_path for c in changes if c.new_path is not None and c.new_path != c.old_path]
     collisions = find_collisions(reader or repo, candidate_tree, new_paths)
     non_nfc = tuple(p for p in new_paths if unicodedata.normalize("NFC", p) != p)
-    return RecomputedDiff(tuple(changes), patch_bytes, targets, tuple(collisions), non_nfc)
+    reconfigured = _reconfigured(repo, changes)
+    return RecomputedDiff(
+        tuple(changes), patch_bytes, targets, tuple(collisions), non_nfc, reconfigured
+    )
+
+
+GITMODULES = ".gitmodules"
+_SECTION = re.compile(r'\[\s*submodule\s+"((?:[^"\\]|\\.)*)"\s*\]')
+_SETTING = re.compile(r"([A-Za-z][-A-Za-z0-9]*)\s*(?:=\s*(.*))?")
+
+
+def gitmodules(data: bytes) -> dict[str, dict[str, str]] | None:
+    """`[submodule "name"]` sections of a `.gitmodules` file (name → key → value), or None
+    when a line is not the plain git config this file is written in."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    out: dict[str, dict[str, str]] = {}
+    current: dict[str, str] | None = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        section = _SECTION.fullmatch(line)
+        if section is not None:
+            current = out.setdefault(section.group(1), {})
+            continue
+        setting = _SETTING.fullmatch(line)
+        if setting is None or current is None:
+            return None  # another section kind, a continuation, an include: not read here
+        current[setting.group(1).lower()] = (setting.group(2) or "true").strip().strip('"')
+    return out
+
+
+def _reconfigured(repo: pygit2.Repository, changes: Iterable[Change]) -> tuple[str, ...] | None:
+    """Paths of the submodules a change to the root `.gitmodules` re-points or re-homes."""
+    old_blob = new_blob = None
+    for change in changes:
+        if change.old_path == GITMODULES and change.old_oid:
+            old_blob = change.old_oid
+        if change.new_path == GITMODULES and change.new_oid:
+            new_blob = change.new_oid
+    if old_blob is None and new_blob is None:
+        return ()
+
+    def read(oid: str | None) -> dict[str, dict[str, str]] | None:
+        if oid is None:
+            return {}
+        blob = repo[oid]
+        assert isinstance(blob, pygit2.Blob)
+        return gitmodules(blob.data)
+
+    before, after = read(old_blob), read(new_blob)
+    if before is None or after is None:
+        return None
+    touched: list[str] = []
+    for name in sorted(before.keys() | after.keys()):
+        if before.get(name) != after.get(name):
+            for entries in (before.get(name), after.get(name)):
+                if entries is not None:
+                    touched.append(entries.get("path", name))
+    return tuple(dict.fromkeys(touched))
 
 
 def symlink_targets(repo: pygit2.Repository, changes: Iterable[Change]) -> dict[str, bytes]:

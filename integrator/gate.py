@@ -335,14 +335,14 @@ def check_diff(
             )
         )
     uses: list[ResourceUse] = []
-    for touch in touched_resources(policy, diff.changes):
+    for touch in touched_resources(policy, diff.changes, diff.reconfigured):
         determination = determine(policy, owned_resources, touch)
         uses.append(
             ResourceUse(
                 resource=touch.resource, determination=determination, paths=list(touch.paths)
             )
         )
-        if touch.resource.startswith("submodule:"):
+        if any(v.resource == touch.resource for v in out if v.code is Code.SUBMODULE_NOT_OWNED):
             continue  # SUBMODULE_NOT_OWNED above already names it
         rmode = _mode(policy, category_of_resource(touch.resource))
         if determination is Determination.NOT_OWNED:

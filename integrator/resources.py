@@ -32,8 +32,15 @@ def resources_of_path(policy: Policy, path: str) -> list[tuple[str, bool]]:
     return out
 
 
-def touched_resources(policy: Policy, changes: Iterable[Change]) -> list[Touch]:
-    """Every resource the changes touch, with the paths that touched it, in stable order."""
+def touched_resources(
+    policy: Policy, changes: Iterable[Change], reconfigured: tuple[str, ...] | None = ()
+) -> list[Touch]:
+    """Every resource the changes touch, with the paths that touched it, in stable order.
+
+    `reconfigured`: submodules whose `.gitmodules` settings changed (each touches its
+    `submodule:<path>`); None when `.gitmodules` could not be read, which touches the
+    UNKNOWN resource `submodule:.gitmodules`.
+    """
     found: dict[str, tuple[bool, list[str]]] = {}
 
     def add(resource: str, unknown: bool, path: str) -> None:
@@ -48,6 +55,10 @@ def touched_resources(policy: Policy, changes: Iterable[Change]) -> list[Touch]:
                 add(resource, unknown, path)
         for end in change.gitlink_ends:  # a moved gitlink touches both submodules
             add(f"submodule:{end}", False, end)
+    if reconfigured is None:
+        add("submodule:.gitmodules", True, ".gitmodules")
+    for path in reconfigured or ():
+        add(f"submodule:{path}", False, ".gitmodules")
     return [Touch(r, u, tuple(p)) for r, (u, p) in sorted(found.items())]
 
 

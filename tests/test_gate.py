@@ -256,6 +256,35 @@ def test_moving_a_submodule_needs_both_ends(repo: Path, gate: Gate) -> None:
     assert owned.decision is Decision.ACCEPTED, owned.violations
 
 
+GITMODULES = '[submodule "lib"]\n\tpath = vendor/lib\n\turl = https://example.org/lib.git\n'
+
+
+def test_repointing_a_submodule_in_gitmodules_needs_its_resource(repo: Path, gate: Gate) -> None:
+    """Changing a submodule's url in .gitmodules touches submodule:<path>, like a bump."""
+    base = commit_files(repo, {".gitmodules": GITMODULES}, "gitmodules")
+    evil = GITMODULES.replace("example.org/lib.git", "evil.example/lib.git")
+    cand = change(repo, {".gitmodules": evil})
+    verdict = gate.run(base, cand, paths=[".gitmodules"])
+    assert [(v.code, v.resource) for v in verdict.violations] == [
+        (Code.RESOURCE_NOT_OWNED, "submodule:vendor/lib")
+    ]
+    owned = gate.run(base, cand, paths=[".gitmodules"], resources=["submodule:vendor/lib"])
+    assert owned.decision is Decision.ACCEPTED, owned.violations
+    comment = change(repo, {".gitmodules": "# lib\n" + GITMODULES})
+    assert gate.run(base, comment, paths=[".gitmodules"]).decision is Decision.ACCEPTED
+
+
+def test_unreadable_gitmodules_goes_to_review(repo: Path, gate: Gate) -> None:
+    """A .gitmodules this reader cannot follow (an include) is UNKNOWN: review."""
+    base = commit_files(repo, {".gitmodules": GITMODULES}, "gitmodules")
+    cand = change(repo, {".gitmodules": GITMODULES + "[include]\n\tpath = other\n"})
+    verdict = gate.run(base, cand, paths=[".gitmodules"])
+    assert verdict.decision is Decision.REVIEW
+    assert [(v.code, v.resource) for v in verdict.violations] == [
+        (Code.RESOURCE_UNKNOWN, "submodule:.gitmodules")
+    ]
+
+
 def test_case_collision(repo: Path, gate: Gate) -> None:
     """Adding a path that equals another under case folding is CASE_COLLISION."""
     base = base_of(repo)
