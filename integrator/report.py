@@ -158,6 +158,12 @@ def render_text(verdict: Verdict, *, changes: Sequence[Change] = (), color: bool
             lines.append(f"  {paint(label.ljust(width), style)}  {_visible(v.subject)}  {detail}")
     else:
         lines.append("no violations")
+    if verdict.decision is Decision.ACCEPTED and not verdict.staging_commit:
+        # The one-shot gate does not merge: what lands is proven again when it lands.
+        lines.append(
+            "not merged yet: landing (integrate, serve) checks the merge onto the queue "
+            "head again, and can still fence it"
+        )
 
     if verdict.resources:
         lines.append("resources:")

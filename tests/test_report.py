@@ -343,3 +343,12 @@ def test_codequality_issues() -> None:
     assert issues[1]["location"]["path"] == "."
     assert issues[0]["description"] == "PATH_NOT_OWNED: line1\nline2"
     assert json.loads(render(accepted(), "codequality")) == []
+
+
+def test_text_says_an_accepted_gate_verdict_is_not_merged_yet() -> None:
+    """A gate ACCEPTED (no staging commit) says the landing checks the merge again; a
+    landing's verdict does not."""
+    gate_text = render(make_verdict(decision=Decision.ACCEPTED, violations=[]), "text")
+    assert "not merged yet" in gate_text
+    landed = make_verdict(decision=Decision.ACCEPTED, violations=[], staging_commit="b" * 40)
+    assert "not merged yet" not in render(landed, "text")
