@@ -28,6 +28,8 @@ from integrator.canonical import digest_of
 from integrator.errors import ContractError
 from integrator.paths import PathMatcher
 
+# The largest integer every JSON reader holds exactly (and RFC 8785 can canonicalise).
+JSON_SAFE_INT = 2**53 - 1
 CONTRACT_SCHEMA = "coding.workspace.ownership.v1"
 
 RESOURCE_KINDS: frozenset[str] = frozenset(
@@ -154,13 +156,13 @@ class OwnershipContract(Model):
     task_id: RefComponent
     attempt_id: RefComponent
     base_commit: ObjectId
-    ownership_generation: Annotated[int, Field(ge=1)]
+    ownership_generation: Annotated[int, Field(ge=1, le=JSON_SAFE_INT)]
     paths: Annotated[list[Glob], Field(min_length=1)]
     deny: list[Glob] = Field(default_factory=list)
     resources: list[Resource] = Field(default_factory=list)
     worktree_id: Annotated[str, Field(min_length=1, max_length=200)] | None = None
     lease: Lease
-    max_patch_bytes: Annotated[int, Field(ge=0)]
+    max_patch_bytes: Annotated[int, Field(ge=0, le=JSON_SAFE_INT)]
     policy_digest: Digest
 
     @cached_property

@@ -19,7 +19,15 @@ from pydantic import Field, ValidationError
 
 from integrator import git
 from integrator.canonical import digest_of
-from integrator.contract import DIGEST_RE, Digest, Glob, Model, RefComponent, Resource
+from integrator.contract import (
+    DIGEST_RE,
+    JSON_SAFE_INT,
+    Digest,
+    Glob,
+    Model,
+    RefComponent,
+    Resource,
+)
 from integrator.errors import ConfigurationError
 from integrator.objects import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 from integrator.repository import Canonical, signature
@@ -44,7 +52,7 @@ class ExpansionRequest(Model):
     schema_: Literal["integrator.expansion.v1"] = Field(alias="schema")
     task_id: RefComponent
     contract_digest: RequestDigest
-    expected_generation: Annotated[int, Field(ge=1)]
+    expected_generation: Annotated[int, Field(ge=1, le=JSON_SAFE_INT)]
     tree_digest: RequestDigest
     diff_digest: RequestDigest
     add_paths: list[Glob] = Field(default_factory=list)

@@ -193,6 +193,9 @@ def maybe_repack(repo: pygit2.Repository, threshold: int = REPACK_THRESHOLD) -> 
     if count <= threshold:
         return False
     run_git(["repack", "-d", "-q", "--geometric=2", "--no-write-bitmap-index"], cwd=repo.path)
+    # libgit2 keeps the packs it had open, deleted or not: one file handle (and its disk
+    # space) per merged pack, until a long-running daemon runs out. Let it reopen them.
+    repo.free()
     return True
 
 

@@ -81,6 +81,15 @@ def archived_ref(sid: str) -> str:
     return f"{ARCHIVED_PREFIX}{sid}"
 
 
+def _is_commit(repo: pygit2.Repository, oid: str) -> bool:
+    if not git.has_object(repo, oid):
+        return False
+    try:
+        return repo.odb.read_header(oid)[0] == pygit2.enums.ObjectType.COMMIT
+    except (KeyError, ValueError, pygit2.GitError):
+        return False
+
+
 def write_record(
     repo: pygit2.Repository,
     action: ReviewAction,
@@ -105,7 +114,9 @@ def write_record(
         files[VERDICT_FILE.encode()] = (b"100644", verdict_blob)
     tree = buffer.add("tree", tree_bytes(files))
     parents = [bytes.fromhex(action.previous)] if action.previous else []
-    if candidate and git.has_object(repo, candidate):
+    if candidate and _is_commit(repo, candidate):
+        # The candidate as the record's last parent keeps its objects alive; anything but
+        # a commit there (a submission may name a blob) would break fsck, gc and clones.
         parents.append(bytes.fromhex(candidate))
     outcome = f"{action.decision.value} {' '.join(action.codes)}".strip() if action.decision else ""
     message = f"{action.action} {action.submission}: {outcome or action.reason or ''}".rstrip()

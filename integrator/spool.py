@@ -126,6 +126,24 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+# A submission is a contract and a few ids; anything near this is not one.
+SUBMISSION_LIMIT = 1 << 20
+# Errors opening a submission's own file that are its producer's doing, not the host's.
+_PRODUCER_ERRORS = frozenset((errno.ELOOP, errno.EACCES, errno.EPERM, errno.ENXIO, errno.EISDIR))
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = os.read(fd, min(1 << 16, limit - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
 def write_file(path: str | Path, data: bytes, *, sync: bool) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
@@ -321,14 +339,38 @@ class Spool:
         return Claimed(sid, Path(holder), problem)
 
     def load(self, folder: Path) -> tuple[Submission, bytes]:
-        """Parse a submission folder; UsageError says what is malformed."""
+        """Parse a submission folder; UsageError says what is malformed.
+
+        `submission.json` must be a regular file (not a link, a folder or a pipe, which
+        would block the daemon) of at most SUBMISSION_LIMIT bytes: anything else is the
+        producer's mistake and rejects this submission only, never the queue behind it.
+        """
+        path = f"{folder}/{SUBMISSION_FILE}"
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
         try:
-            with open(f"{folder}/{SUBMISSION_FILE}", "rb") as fh:
-                raw = fh.read()
+            fd = os.open(path, flags)
         except FileNotFoundError as err:
             raise UsageError(f"the submission folder has no {SUBMISSION_FILE}") from err
         except OSError as err:
-            raise InfrastructureError(f"cannot read {folder}/{SUBMISSION_FILE}: {err}") from err
+            if err.errno in _PRODUCER_ERRORS:
+                raise UsageError(f"{SUBMISSION_FILE} cannot be read: {err.strerror}") from err
+            raise InfrastructureError(f"cannot read {path}: {err}") from err
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise UsageError(f"{SUBMISSION_FILE} is not a regular file")
+            if info.st_size > SUBMISSION_LIMIT:
+                raise UsageError(
+                    f"{SUBMISSION_FILE} is {info.st_size} bytes, more than the limit of "
+                    f"{SUBMISSION_LIMIT}"
+                )
+            raw = _read_at_most(fd, SUBMISSION_LIMIT + 1)
+        except OSError as err:
+            raise InfrastructureError(f"cannot read {path}: {err}") from err
+        finally:
+            os.close(fd)
+        if len(raw) > SUBMISSION_LIMIT:
+            raise UsageError(f"{SUBMISSION_FILE} grew past the limit of {SUBMISSION_LIMIT} bytes")
         try:
             submission = Submission.model_validate_json(raw)
         except ValidationError as err:
@@ -341,10 +383,22 @@ class Spool:
         return submission, raw
 
     def file(self, sid: str, destination: str, name: str, document: bytes) -> None:
-        """Write `document` beside the submission, then move the folder to `destination`."""
+        """Write `document` beside the submission, then move the folder to `destination`.
+
+        A folder of that name already there (a producer copied a decided submission back
+        into new/) is kept; this one is filed beside it under a suffixed name.
+        """
         source = self._in("work", sid)
         write_file(f"{source}/{name}", document, sync=False)
-        os.rename(source, self._in(destination, sid))
+        target = self._in(destination, sid)
+        while True:
+            try:
+                os.rename(source, target)
+                return
+            except OSError as err:
+                if err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+            target = self._in(destination, f"{sid}.again-{secrets.token_hex(4)}")
 
     def move(self, sid: str, source: str, destination: str) -> Path:
         target = self.root / destination / sid

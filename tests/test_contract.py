@@ -117,3 +117,12 @@ def test_digest_is_rfc8785_of_wire_form() -> None:
     contract = create_contract()
     expected = "sha256:" + hashlib.sha256(rfc8785.dumps(contract.wire())).hexdigest()
     assert contract.digest == expected
+
+
+@pytest.mark.parametrize("field", ["ownershipGeneration", "maxPatchBytes"])
+def test_integers_beyond_what_json_holds_exactly_are_refused(field: str) -> None:
+    """2**64 passes 'ge=1' but cannot be canonicalised (RFC 8785): CONTRACT_INVALID, not
+    a crash of whoever parses it."""
+    with pytest.raises(ContractError, match=field):
+        parse_contract(json.dumps(contract_doc(**{field: 2**64})).encode())
+    assert parse_contract(json.dumps(contract_doc(**{field: 2**53 - 1})).encode())

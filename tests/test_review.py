@@ -298,3 +298,23 @@ def test_a_damaged_held_entry_does_not_hide_the_others(
     assert [item["submission"] for item in json.loads(capsys.readouterr().out)] == [desk.sid]
     assert desk.cli("show", broken.name) == 2
     assert "not a complete held submission" in capsys.readouterr().err
+
+
+def test_a_record_never_names_a_blob_as_parent(tmp_path: Path) -> None:
+    """A submission may name any object; only a commit becomes the record's parent, so the
+    repository stays valid for fsck, gc and clones."""
+    from integrator.review import ReviewAction, write_record
+    from tests.gitutil import commit_files, make_repo
+
+    repo = make_repo(tmp_path / "repo")
+    commit_files(repo, {"a": "a\n"}, "base")
+    blob = run("hash-object", "-w", "--stdin", cwd=repo, input=b"not a commit\n")
+    action = ReviewAction(
+        submission="20260101T000000000000Z-00000000", action="hold", actor="integrator",
+        at=datetime(2026, 1, 1, tzinfo=UTC),
+    )  # fmt: skip
+    with Canonical(repo) as canonical:
+        commit = write_record(canonical.repo, action, None, b"{}", blob)
+    assert run("rev-list", "--parents", "-n", "1", commit, cwd=repo).split() == [commit]
+    run("update-ref", "refs/integrator/held/x", commit, cwd=repo)
+    run("fsck", "--strict", "--no-dangling", cwd=repo)

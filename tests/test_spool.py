@@ -118,6 +118,48 @@ def test_missing_bundle_is_malformed(tmp_path: Path) -> None:
         spool.load(claimed.path)
 
 
+@pytest.mark.parametrize("kind", ["folder", "fifo", "symlink", "huge"])
+def test_a_submission_file_that_is_not_a_small_regular_file_is_malformed(
+    tmp_path: Path, kind: str
+) -> None:
+    """A folder, a pipe (which would block the daemon), a link or a file past the limit
+    rejects that submission (UsageError), never the queue behind it (InfrastructureError)."""
+    from integrator.spool import SUBMISSION_LIMIT
+
+    spool = Spool(tmp_path / "spool").ensure()
+    folder = spool.folder("work") / new_id()
+    folder.mkdir()
+    target = folder / SUBMISSION_FILE
+    if kind == "folder":
+        target.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "symlink":
+        real = tmp_path / "elsewhere.json"
+        real.write_text(json.dumps(submission_doc()))
+        target.symlink_to(real)
+    else:
+        target.write_bytes(b" " * (SUBMISSION_LIMIT + 1))
+    with pytest.raises(UsageError, match=SUBMISSION_FILE):
+        spool.load(folder)
+
+
+def test_a_decided_id_submitted_again_is_filed_beside_the_first(tmp_path: Path) -> None:
+    """A copy of a decided submission put back into new/ is filed under a suffixed name;
+    the first stays where it is."""
+    spool = Spool(tmp_path / "spool").ensure()
+    sid = spool.submit(create_submission())
+    assert spool.claim(sid) is not None
+    spool.file(sid, "accepted", "verdict.json", b"{}\n")
+    first = spool.folder("accepted") / sid
+    (spool.folder("work") / sid).mkdir()
+    (spool.folder("work") / sid / SUBMISSION_FILE).write_text("{}")
+    spool.file(sid, "accepted", "verdict.json", b"{}\n")
+    assert first.is_dir() and (first / "verdict.json").exists()
+    names = sorted(p.name for p in spool.folder("accepted").iterdir())
+    assert len(names) == 2 and names[0] == sid and names[1].startswith(f"{sid}.again-")
+
+
 def test_claim_moves_a_submission_into_work(tmp_path: Path) -> None:
     """Claiming renames new/<id> to work/<id>; claiming it again finds nothing."""
     spool = Spool(tmp_path / "spool").ensure()
