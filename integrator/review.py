@@ -14,7 +14,9 @@ the contract the coordinator re-issued or expanded, and reports that verdict.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+import fcntl
+import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -50,6 +52,7 @@ log = structlog.get_logger("integrator.review")
 ACTION_SCHEMA = "integrator.review-action.v1"
 ARCHIVED_PREFIX = "refs/integrator/archived/"
 REVIEW_FILE = "review.json"
+REVIEW_LOCK = "review.lock"
 HELD_FOLDERS = ("fenced", "review")
 FOLDER_OF = {Decision.ACCEPTED: "accepted", Decision.FENCED: "fenced", Decision.REVIEW: "review"}
 
@@ -321,23 +324,38 @@ class Review:
             )
         return claim.contract.to_json().encode()
 
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """One review action at a time on this spool: an approve that is integrating and a
+        reject of the same submission must not both act (the reject would be recorded
+        while the approve lands the code). Held across the whole action, re-reading the
+        submission inside; the kernel drops the lock if the process dies."""
+        fd = os.open(self.spool.root / REVIEW_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
     def approve(
         self, sid: str, actor: str, contract: bytes | None = None, reason: str | None = None
     ) -> Verdict:
         """Run the held candidate through the fence again under a re-issued contract."""
-        held = self.get(sid)
         if self.engine is None:
             raise UsageError("approve needs the integration engine")
-        data = contract if contract is not None else self.live_contract(held)
-        verdict = self.engine.integrate(data, held.submission.candidate)
-        digest = verdict.contract_digest
-        self._record(held, "approve", actor, reason, verdict, digest)
+        with self._exclusive():
+            held = self.get(sid)
+            data = contract if contract is not None else self.live_contract(held)
+            verdict = self.engine.integrate(data, held.submission.candidate)
+            digest = verdict.contract_digest
+            self._record(held, "approve", actor, reason, verdict, digest)
         return verdict
 
     def reject(self, sid: str, actor: str, reason: str) -> None:
         """Archive a held candidate with the reason; nothing is integrated."""
-        held = self.get(sid)
-        self._record(held, "reject", actor, reason, None, held.verdict.contract_digest)
+        with self._exclusive():
+            held = self.get(sid)
+            self._record(held, "reject", actor, reason, None, held.verdict.contract_digest)
 
     def _record(
         self,

@@ -318,3 +318,32 @@ def test_a_record_never_names_a_blob_as_parent(tmp_path: Path) -> None:
     assert run("rev-list", "--parents", "-n", "1", commit, cwd=repo).split() == [commit]
     run("update-ref", "refs/integrator/held/x", commit, cwd=repo)
     run("fsck", "--strict", "--no-dangling", cwd=repo)
+
+
+def test_review_actions_on_one_spool_take_turns(desk: Desk) -> None:
+    """While another review action holds the spool (say an approve that is integrating),
+    a reject waits for it, then finds the submission as that action left it."""
+    import fcntl
+    import os
+    import subprocess
+    import sys
+    import time
+
+    fd = os.open(desk.spool.root / "review.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "integrator", "review", "reject", desk.sid, "--reason",
+             "no", "--spool", str(desk.spool.root)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        time.sleep(1.0)
+        assert proc.poll() is None, proc.communicate()
+        assert desk.spool.find(desk.sid) is not None
+        assert desk.spool.find(desk.sid)[0] in ("fenced", "review")  # type: ignore[index]
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert desk.spool.find(desk.sid)[0] == "archived"  # type: ignore[index]
