@@ -253,9 +253,21 @@ class SqliteRegistry:
         self.path = path
         self.timeout = timeout
         self._conn: sqlite3.Connection | None = None
+        self._identity: tuple[int, int] | None = None
         self._lock = threading.Lock()
 
+    def _file_identity(self) -> tuple[int, int] | None:
+        try:
+            info = os.stat(self.path)
+        except OSError:
+            return None
+        return info.st_dev, info.st_ino
+
     def _connect(self) -> sqlite3.Connection:
+        # A registry file deleted or replaced under an open connection would swallow
+        # every later write (into the unlinked file): reconnect to what is there now.
+        if self._conn is not None and self._file_identity() != self._identity:
+            self._drop()
         if self._conn is None:
             conn = sqlite3.connect(
                 self.path, timeout=self.timeout, isolation_level=None, check_same_thread=False
@@ -268,6 +280,7 @@ class SqliteRegistry:
                 conn.close()
                 raise
             self._conn = conn
+            self._identity = self._file_identity()
         return self._conn
 
     def write(self, records: Sequence[MirrorRecord]) -> None:

@@ -45,7 +45,7 @@ from integrator.spool import (
     Submission,
     atomic_write,
 )
-from integrator.verdict import Decision, Verdict, Violation
+from integrator.verdict import Code, Decision, Verdict, Violation
 
 log = structlog.get_logger("integrator.review")
 
@@ -158,8 +158,16 @@ def hold_op(
         contract_digest=verdict.contract_digest,
         previous=old,
     )
+    # A candidate fenced for unsafe names or malformed trees is recorded, not kept
+    # reachable: objects git fsck rejects would break every clone that checks transfers.
+    unsafe = any(v.code is Code.UNSAFE_PATH for v in verdict.violations)
     commit = write_record(
-        canonical.repo, action, verdict, submission, verdict.candidate, objects=objects
+        canonical.repo,
+        action,
+        verdict,
+        submission,
+        None if unsafe else verdict.candidate,
+        objects=objects,
     )
     return git.update(held_ref(sid), commit, old)
 

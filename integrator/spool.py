@@ -542,7 +542,10 @@ def import_bundle(
         raise UsageError(f"the bundle does not verify against the repository: {err}") from err
     prefix = quarantine_prefix(sid)
     specs = [f"+{name}:{prefix}{i}" for i, (_, name) in enumerate(refs)]
-    fetch = ["fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--no-auto-maintenance"]
+    # fsck every object on the way in: a fenced candidate stays reachable (its held ref),
+    # and an object git fsck rejects would then break every clone that checks transfers.
+    fetch = ["-c", "fetch.fsckObjects=true", "fetch", "--quiet", "--no-tags",
+             "--no-write-fetch-head", "--no-auto-maintenance"]  # fmt: skip
     proc = git.run_git([*fetch, str(bundle), *specs], cwd=cwd, check=False)
     if proc.returncode != 0:
         message = proc.stderr.decode("utf-8", "replace").strip()

@@ -213,3 +213,19 @@ def test_history_command_reads_the_mirror(
     printed = json.loads(capsys.readouterr().out)
     assert [r["submission"] for r in printed] == ["sid000", "sid001"]
     assert mirror.backlog.depth() == 0
+
+
+def test_a_registry_file_deleted_under_the_connection_is_created_again(tmp_path: Path) -> None:
+    """Writes after the registry file was removed go to a new file, not into the
+    unlinked one (where they would be lost while the backlog is cleared)."""
+    path = tmp_path / "registry.sqlite3"
+    registry = SqliteRegistry(path)
+    first, second = records(2)
+    registry.write([first])
+    for leftover in tmp_path.glob("registry.sqlite3*"):
+        leftover.unlink()
+    registry.write([second])
+    fresh = SqliteRegistry(path)
+    assert [r.key for r in fresh.history()] == [second.key]
+    registry.close()
+    fresh.close()
