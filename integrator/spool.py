@@ -419,22 +419,28 @@ class Spool:
 
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
-        """Hold the spool for one daemon; the kernel drops the lock when the process dies."""
-        path = self.root / LOCK_FILE
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        """Hold the spool for one daemon; the kernel drops the lock when the process dies.
+
+        The lock is on the spool folder itself, which cannot be swapped while it holds
+        submissions (a lock on a file could be bypassed by deleting the file); `daemon.lock`
+        only says which process holds it.
+        """
+        folder = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(folder, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError as err:
-                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+                try:
+                    holder = (self.root / LOCK_FILE).read_text().strip() or "unknown"
+                except OSError:
+                    holder = "unknown"
                 raise ConfigurationError(
                     f"another daemon (pid {holder}) serves {self.root}; stop it first"
                 ) from err
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            atomic_write(self.root / LOCK_FILE, f"{os.getpid()}\n".encode(), sync=False)
             yield
         finally:
-            os.close(fd)
+            os.close(folder)
 
     def write_meta(self, repo: Path) -> None:
         doc = {"schema": SPOOL_SCHEMA, "repo": str(repo.resolve())}

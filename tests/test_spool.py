@@ -207,6 +207,17 @@ def test_one_daemon_per_spool(tmp_path: Path) -> None:
         pass
 
 
+def test_deleting_the_lock_file_does_not_let_a_second_daemon_in(tmp_path: Path) -> None:
+    """The lock is on the spool folder: removing daemon.lock by hand changes nothing."""
+    spool = Spool(tmp_path / "spool").ensure()
+    with spool.lock():
+        (spool.root / "daemon.lock").unlink()
+        with pytest.raises(ConfigurationError, match="another daemon"), spool.lock():
+            pass
+    with spool.lock():
+        pass  # released with the first holder
+
+
 def test_find_locates_a_submission(tmp_path: Path) -> None:
     """`find` says which folder holds an id, and refuses names that are not ids."""
     spool = Spool(tmp_path / "spool").ensure()
