@@ -155,8 +155,12 @@ _RECORD = re.compile(rb"([0-7]+) ([^\x00]*)\x00(.{20})", re.DOTALL)
 # exact-byte comparison elsewhere would miss them), and a name that is one non-empty path
 # component other than `.` and `..`.
 _TREE = re.compile(
-    rb"(?:(?:40000|100644|100755|120000|160000) (?!\.\.?\x00)[^\x00/]+\x00.{20})*", re.DOTALL
+    rb"(?:(?:40000|100644|100664|100755|120000|160000) (?!\.\.?\x00)[^\x00/]+\x00.{20})*",
+    re.DOTALL,
 )
+# The one id of a tree without entries: git's index cannot hold an empty folder, so no tree
+# git writes has one as an entry, and the walk (which follows files) would not see it.
+_EMPTY_TREE = bytes.fromhex("4b825dc642cb6eb9a060e54bf8d69288fbee4904")
 _TREE_MODE = b"40000"
 _CACHE_LIMIT = 2048  # parsed trees; ~20 kB each for 100-entry folders
 
@@ -181,6 +185,8 @@ def _tree_problem(data: bytes, found: list[Entry], by_name: dict[bytes, Record])
         )
     if len(by_name) != len(found):
         return "has duplicate entry names"
+    if any(mode == _TREE_MODE and raw == _EMPTY_TREE for mode, _, raw in found):
+        return "has an empty folder entry (git never writes one)"
     # git orders entries by name, a tree's name compared as if it ended in '/'.
     keys = [name + b"/" if mode == _TREE_MODE else name for mode, name, _ in found]
     if keys != sorted(keys):
@@ -203,7 +209,11 @@ class TreeReader:
         if cached is None:
             data = self.pending(oid) if self.pending is not None else None
             if data is None:
-                _type, data = self.repo.odb.read(pygit2.Oid(raw=oid))
+                kind, data = self.repo.odb.read(pygit2.Oid(raw=oid))
+                if kind != pygit2.enums.ObjectType.TREE:
+                    raise MalformedTree(
+                        pygit2.Oid(raw=oid), "is not a tree (a folder entry names it)"
+                    )
             found = _RECORD.findall(data)
             by_name = {name: (mode, raw) for mode, name, raw in found}
             # A tree git itself would not write could hide a change from the walk, or land
@@ -302,13 +312,17 @@ def _changed(
 def _size(repo: pygit2.Repository, oid: pygit2.Oid, mode: int) -> int:
     if mode == MODE_GITLINK:
         return 0
-    _type, size = repo.odb.read_header(oid)
+    kind, size = repo.odb.read_header(oid)
+    if kind != pygit2.enums.ObjectType.BLOB:
+        # A file or link entry naming a tree (or a commit): git fsck rejects it, checkouts fail.
+        raise MalformedTree(oid, "is named by a file entry but is not a blob")
     return int(size)
 
 
 def _lines(repo: pygit2.Repository, oid: pygit2.Oid) -> list[bytes]:
     blob = repo[oid]
-    assert isinstance(blob, pygit2.Blob)
+    if not isinstance(blob, pygit2.Blob):
+        raise MalformedTree(oid, "is named by a file entry but is not a blob")
     return blob.data.splitlines()
 
 
@@ -508,7 +522,8 @@ def symlink_targets(repo: pygit2.Repository, changes: Iterable[Change]) -> dict[
     for change in changes:
         if change.new_mode == MODE_LINK and change.new_path and change.new_oid:
             blob = repo[change.new_oid]
-            assert isinstance(blob, pygit2.Blob)
+            if not isinstance(blob, pygit2.Blob):
+                raise MalformedTree(blob.id, "is named by a symlink entry but is not a blob")
             out[change.new_path] = blob.data
     return out
 

@@ -531,7 +531,6 @@ def _record(mode: str, name: str, oid: str) -> bytes:
         ("040000", "tree"),  # git reads it as a tree: its contents would go unchecked
         ("120644", "blob"),  # read as a symlink
         ("170000", "blob"),  # read as a gitlink
-        ("100664", "blob"),  # old group-writable mode git no longer writes
         ("0", "blob"),
     ],
 )
@@ -549,6 +548,57 @@ def test_modes_git_reads_loosely_are_refused(repo: Path, gate: Gate, mode: str, 
     assert verdict.decision is Decision.FENCED
     assert codes(verdict) == [Code.UNSAFE_PATH]
     assert "mode git does not write" in verdict.violations[0].detail
+
+
+def test_entries_naming_the_wrong_kind_of_object_are_refused(repo: Path, gate: Gate) -> None:
+    """A file entry naming a tree, or a folder entry naming a blob (even one whose bytes
+    parse as a tree): git fsck rejects both and checkouts fail, so UNSAFE_PATH."""
+    base = base_of(repo)
+    app = git("rev-parse", f"{base}:src/app.py", cwd=repo)
+    subtree = git("rev-parse", f"{base}:src", cwd=repo)
+    as_file = _candidate_with_src(
+        repo, base, _record("100644", "app.py", app), _record("100644", "evil", subtree)
+    )
+    assert codes(gate.run(base, as_file)) == [Code.UNSAFE_PATH]
+    tree_bytes = _record("100644", "key", app)
+    disguised = git("hash-object", "-w", "--stdin", cwd=repo, input=tree_bytes)
+    as_folder = _candidate_with_src(
+        repo, base, _record("100644", "app.py", app), _record("40000", "sub", disguised)
+    )
+    verdict = gate.run(base, as_folder)
+    assert codes(verdict) == [Code.UNSAFE_PATH]
+    assert "not a tree" in verdict.violations[0].detail
+
+
+def test_empty_folder_entries_are_refused(repo: Path, gate: Gate) -> None:
+    """A folder entry naming the empty tree (git's index never writes one) would land
+    unseen by a walk that follows files: UNSAFE_PATH."""
+    base = base_of(repo)
+    empty = git("mktree", cwd=repo, input=b"")
+    app = git("rev-parse", f"{base}:src/app.py", cwd=repo)
+    cand = _candidate_with_src(
+        repo, base, _record("100644", "app.py", app), _record("40000", "zz", empty)
+    )
+    verdict = gate.run(base, cand)
+    assert codes(verdict) == [Code.UNSAFE_PATH]
+    assert "empty folder" in verdict.violations[0].detail
+
+
+def test_legacy_group_writable_mode_is_a_regular_file(repo: Path, gate: Gate) -> None:
+    """100664, which old git wrote and fsck accepts, is read as a regular file: a folder
+    holding one can still be edited."""
+    base = base_of(repo)
+    app = git("rev-parse", f"{base}:src/app.py", cwd=repo)
+    util = git("rev-parse", f"{base}:src/util.py", cwd=repo)
+    old = _candidate_with_src(
+        repo, base, _record("100644", "app.py", app), _record("100664", "util.py", util)
+    )
+    assert gate.run(base, old).decision is Decision.ACCEPTED
+    edited = git("hash-object", "-w", "--stdin", cwd=repo, input=b"x = 2\n")
+    newer = _candidate_with_src(
+        repo, old, _record("100644", "app.py", app), _record("100664", "util.py", edited)
+    )
+    assert gate.run(old, newer).decision is Decision.ACCEPTED
 
 
 def test_unsorted_tree_is_refused(repo: Path, gate: Gate) -> None:
