@@ -20,7 +20,7 @@ from enum import StrEnum
 
 import pygit2
 
-from integrator import paths
+from integrator import git, paths
 
 MODE_TREE = 0o040000
 MODE_BLOB = 0o100644
@@ -459,31 +459,22 @@ def recompute(
 
 
 GITMODULES = ".gitmodules"
-_SECTION = re.compile(r'\[\s*submodule\s+"((?:[^"\\]|\\.)*)"\s*\]')
-_SETTING = re.compile(r"([A-Za-z][-A-Za-z0-9]*)\s*(?:=\s*(.*))?")
 
 
-def gitmodules(data: bytes) -> dict[str, dict[str, str]] | None:
-    """`[submodule "name"]` sections of a `.gitmodules` file (name → key → value), or None
-    when a line is not the plain git config this file is written in."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
+def gitmodules(repo: pygit2.Repository, oid: str) -> dict[str, dict[str, str]] | None:
+    """`submodule.<name>.<key>` settings of a `.gitmodules` blob (name → key → value),
+    read by git's own config parser (escapes, case, repeated keys: the last wins, as
+    for git); None when git cannot read it."""
+    pairs = git.config_blob(repo.path, oid)
+    if pairs is None:
         return None
     out: dict[str, dict[str, str]] = {}
-    current: dict[str, str] | None = None
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#;":
+    for key, value in pairs:
+        section, _, rest = key.partition(".")
+        name, dot, variable = rest.rpartition(".")
+        if section != "submodule" or not dot:
             continue
-        section = _SECTION.fullmatch(line)
-        if section is not None:
-            current = out.setdefault(section.group(1), {})
-            continue
-        setting = _SETTING.fullmatch(line)
-        if setting is None or current is None:
-            return None  # another section kind, a continuation, an include: not read here
-        current[setting.group(1).lower()] = (setting.group(2) or "true").strip().strip('"')
+        out.setdefault(name, {})[variable] = value
     return out
 
 
@@ -497,15 +488,8 @@ def _reconfigured(repo: pygit2.Repository, changes: Iterable[Change]) -> tuple[s
             new_blob = change.new_oid
     if old_blob is None and new_blob is None:
         return ()
-
-    def read(oid: str | None) -> dict[str, dict[str, str]] | None:
-        if oid is None:
-            return {}
-        blob = repo[oid]
-        assert isinstance(blob, pygit2.Blob)
-        return gitmodules(blob.data)
-
-    before, after = read(old_blob), read(new_blob)
+    before = gitmodules(repo, old_blob) if old_blob else {}
+    after = gitmodules(repo, new_blob) if new_blob else {}
     if before is None or after is None:
         return None
     touched: list[str] = []

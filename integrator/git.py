@@ -166,6 +166,20 @@ def rev_parse_commit(path: str | Path, rev: str) -> str:
     return proc.stdout.decode().strip()
 
 
+def config_blob(repo_path: str | Path, oid: str) -> list[tuple[str, str]] | None:
+    """(key, value) pairs of a blob read as git config by git itself (`config --blob`),
+    in file order; None when git cannot read it as config."""
+    proc = run_git(["config", "--blob", oid, "--list", "--null"], cwd=repo_path, check=False)
+    if proc.returncode != 0:
+        return None
+    pairs = []
+    for item in proc.stdout.split(b"\0"):
+        if item:
+            key, _, value = item.decode("utf-8", "surrogateescape").partition("\n")
+            pairs.append((key, value))
+    return pairs
+
+
 def has_object(repo: pygit2.Repository, oid: str) -> bool:
     import pygit2
 

@@ -274,10 +274,28 @@ def test_repointing_a_submodule_in_gitmodules_needs_its_resource(repo: Path, gat
     assert gate.run(base, comment, paths=[".gitmodules"]).decision is Decision.ACCEPTED
 
 
-def test_unreadable_gitmodules_goes_to_review(repo: Path, gate: Gate) -> None:
-    """A .gitmodules this reader cannot follow (an include) is UNKNOWN: review."""
+def test_escaped_section_name_cannot_hide_a_repointed_submodule(repo: Path, gate: Gate) -> None:
+    """git reads `[submodule "l\\ib"]` as submodule lib and the last url wins: the change
+    re-points lib although the section looks new (read with git's own config parser)."""
     base = commit_files(repo, {".gitmodules": GITMODULES}, "gitmodules")
-    cand = change(repo, {".gitmodules": GITMODULES + "[include]\n\tpath = other\n"})
+    sneaky = (
+        '[submodule "lib"]\n\turl = https://example.org/lib.git\n'
+        '[submodule "l\\ib"]\n\turl = https://evil.example/lib.git\n\tpath = src/mine\n'
+        '[submodule "lib"]\n\tpath = vendor/lib\n'
+    )
+    cand = change(repo, {".gitmodules": sneaky})
+    verdict = gate.run(
+        base, cand, paths=[".gitmodules", "src/**"], resources=["submodule:src/mine"]
+    )
+    assert (Code.RESOURCE_NOT_OWNED, "submodule:vendor/lib") in [
+        (v.code, v.resource) for v in verdict.violations
+    ]
+
+
+def test_unreadable_gitmodules_goes_to_review(repo: Path, gate: Gate) -> None:
+    """A .gitmodules git itself cannot read as config is UNKNOWN: review."""
+    base = commit_files(repo, {".gitmodules": GITMODULES}, "gitmodules")
+    cand = change(repo, {".gitmodules": GITMODULES + '[submodule "broken\n'})
     verdict = gate.run(base, cand, paths=[".gitmodules"])
     assert verdict.decision is Decision.REVIEW
     assert [(v.code, v.resource) for v in verdict.violations] == [
