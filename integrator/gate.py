@@ -205,6 +205,9 @@ def symlink_escape(link_path: str, target: bytes) -> str | None:
     for part in text.split("/"):
         if part in ("", "."):
             continue
+        if part.rstrip(" .") in ("", "..") and part not in ("..",):
+            # Windows drops trailing spaces and dots: '.. ' and '...' are '..' or '.' there.
+            return f"target {text!r} has a component {part!r} some checkouts read as '..'"
         if paths.is_dotgit(part):
             return f"target {text!r} points into .git"
         if part == "..":

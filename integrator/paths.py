@@ -82,6 +82,10 @@ def glob_problem(pattern: str) -> str | None:
         return "has leading or trailing whitespace (gitignore strips it; write it without)"
     if not pattern.strip("/"):
         return "names no path ('/' alone matches nothing; use '**' for everything)"
+    if "[:" in pattern:
+        # git knows [[:alpha:]] and friends; the matcher here would read them as plain
+        # sets and answer otherwise than git: refuse rather than guess.
+        return "uses a POSIX character class ('[:…:]'); spell the characters out"
     if pattern.startswith("!"):
         return "negation ('!') is not allowed in contracts"
     if pattern.startswith("#"):

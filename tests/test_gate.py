@@ -176,6 +176,8 @@ def test_owned_mode_change_and_symlink_inside_repo_are_accepted(repo: Path, gate
         ("lib/../lib/x", "down and back up"),
         ("../.git./config", "into .git"),
         ("../git~1/config", "into .git"),
+        (".. /.. /.. /x", "read as '..'"),
+        (".../x", "read as '..'"),
         ("../.GIT/hooks", "into .git"),
     ],
 )

@@ -202,7 +202,8 @@ def test_overlong_paths_are_unsafe() -> None:
 @pytest.mark.parametrize(
     ("pattern", "why"),
     [("/", "names no path"), ("//", "names no path"), ("src/secret ", "whitespace"),
-     (" src/**", "whitespace"), (".git./**", ".git"), ("src/git~1/*", ".git")],
+     (" src/**", "whitespace"), (".git./**", ".git"), ("src/git~1/*", ".git"),
+     ("src/*.[[:alpha:]]*", "POSIX character class")],
 )  # fmt: skip
 def test_globs_refused(pattern: str, why: str) -> None:
     problem = glob_problem(pattern)
