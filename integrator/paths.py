@@ -151,27 +151,47 @@ class PathMatcher:
         return cls(tuple(allow), tuple(deny))
 
     def match(self, path: str) -> Match:
-        """Match one path (NFC); `denied_by`/`allowed_by` name the deciding pattern."""
-        if not path.isascii():
-            path = normalize(path)
-        denied = self._deny.first(path)
-        if denied is None and self.deny:
+        """Match one path (NFC); `denied_by`/`allowed_by` name the deciding pattern.
+
+        git matches globs byte by byte (`?` is one byte of `é`'s two). For a non-ASCII
+        path both readings are taken, each on the safe side: denied when either denies,
+        allowed only when both allow.
+        """
+        if path.isascii():
+            return self._match(path, self._deny, self._allow)
+        path = normalize(path)
+        by_char = self._match(path, self._deny, self._allow)
+        deny_bytes = _compile(tuple(_as_bytes(p) for p in self.deny))
+        allow_bytes = _compile(tuple(_as_bytes(p) for p in self.allow), narrow=True)
+        by_byte = self._match(_as_bytes(path), deny_bytes, allow_bytes)
+        if by_char.denied_by is not None or not by_byte.allowed:
+            return by_char if by_char.denied_by is not None or not by_char.allowed else by_byte
+        return by_char
+
+    def _match(self, path: str, deny: _Compiled, allow: _Compiled) -> Match:
+        denied = deny.first(path)
+        if denied is None and deny.patterns:
             # gitignore semantics: a line that matches a folder covers everything in it
             # (`secret/*` denies `secret/sub/key`). Deny is where being broad is safe.
             parts = path.split("/")
             for depth in range(1, len(parts)):
-                denied = self._deny.first("/".join(parts[:depth]) + "/")
+                denied = deny.first("/".join(parts[:depth]) + "/")
                 if denied is not None:
                     break
         if denied is not None:
             return Match(False, denied_by=denied)
-        allowed = self._allow.first(path)
+        allowed = allow.first(path)
         if allowed is not None:
             return Match(True, allowed_by=allowed)
         return Match(False)
 
     def covers(self, path: str) -> bool:
         return self.match(path).allowed
+
+
+def _as_bytes(text: str) -> str:
+    """`text`'s UTF-8 bytes, one character each: matching it is git's byte-wise match."""
+    return text.encode("utf-8", "surrogateescape").decode("latin-1")
 
 
 @dataclass(frozen=True)

@@ -233,3 +233,14 @@ def test_deny_of_a_folders_children_covers_their_contents() -> None:
     assert not matcher.covers("src/secret/sub/key")
     assert matcher.match("src/secret/sub/key").denied_by == "src/secret/*"
     assert matcher.covers("src/secrets.txt")
+
+
+def test_non_ascii_names_are_matched_both_ways_on_the_safe_side() -> None:
+    """git matches byte by byte: `?` is one byte of the two in `é`. A deny line that
+    either reading matches denies; an allow line must match in both."""
+    deny = PathMatcher.of(["src/**"], ["src/??"])
+    assert not deny.covers("src/é") and deny.match("src/é").denied_by == "src/??"
+    assert not PathMatcher.of(["?/x"]).covers("é/x")  # git: '?' is not both bytes
+    assert PathMatcher.of(["é/*"]).covers("é/x")
+    assert PathMatcher.of(["*.md"]).covers("dé.md")
+    assert PathMatcher.of(["src/**"]).covers("src/é/ü.txt")
