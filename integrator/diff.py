@@ -12,15 +12,23 @@ symlink targets, sibling names for collision checks, and blob sizes for the patc
 
 from __future__ import annotations
 
-import re
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
 import pygit2
 
 from integrator import git, paths
+from integrator.trees import (
+    TREE_MODE,
+    Leaf,
+    MalformedTree,
+    Record,
+    TreeReader,
+    changed_leaves,
+    name_of,
+)
 
 MODE_TREE = 0o040000
 MODE_BLOB = 0o100644
@@ -137,176 +145,6 @@ class RecomputedDiff:
     @property
     def all_paths(self) -> list[str]:
         return [p for c in self.changes for p in c.paths]
-
-
-@dataclass(frozen=True, slots=True)
-class Leaf:
-    path: str
-    oid: pygit2.Oid
-    mode: int
-
-
-# Raw tree records: "<octal mode> <name>\0<20-byte id>". Parsing the raw object in one
-# regular-expression pass is several times cheaper than iterating pygit2 tree entries,
-# whose `filemode` builds an enum member per access.
-_RECORD = re.compile(rb"([0-7]+) ([^\x00]*)\x00(.{20})", re.DOTALL)
-# What git itself writes and fsck accepts: the five modes spelled as git spells them (git
-# *reads* `040000`, `120644` or `170000` loosely as a tree, a symlink or a gitlink, so an
-# exact-byte comparison elsewhere would miss them), and a name that is one non-empty path
-# component other than `.` and `..`.
-_TREE = re.compile(
-    rb"(?:(?:40000|100644|100664|100755|120000|160000) (?!\.\.?\x00)[^\x00/]+\x00.{20})*",
-    re.DOTALL,
-)
-# The one id of a tree without entries: git's index cannot hold an empty folder, so no tree
-# git writes has one as an entry, and the walk (which follows files) would not see it.
-_EMPTY_TREE = bytes.fromhex("4b825dc642cb6eb9a060e54bf8d69288fbee4904")
-_TREE_MODE = b"40000"
-_CACHE_LIMIT = 2048  # parsed trees; ~20 kB each for 100-entry folders
-
-Record = tuple[bytes, bytes]  # (mode, raw id)
-Entry = tuple[bytes, bytes, bytes]  # (mode, name, raw id), as the regular expression yields
-
-
-class MalformedTree(Exception):
-    """A tree object git would not write: odd modes or names, duplicates, wrong order."""
-
-    def __init__(self, oid: pygit2.Oid, why: str) -> None:
-        super().__init__(f"tree {oid} {why}")
-        self.oid = oid
-
-
-def _tree_problem(data: bytes, found: list[Entry], by_name: dict[bytes, Record]) -> str | None:
-    """Why a raw tree is not one git writes (git fsck's tree checks), or None."""
-    if _TREE.fullmatch(data) is None:
-        return (
-            "has malformed entries (a mode git does not write, such as 040000 or 120644; an "
-            "empty, '.', '..' or slash-holding name; or bytes no entry explains)"
-        )
-    if len(by_name) != len(found):
-        return "has duplicate entry names"
-    if any(mode == _TREE_MODE and raw == _EMPTY_TREE for mode, _, raw in found):
-        return "has an empty folder entry (git never writes one)"
-    # git orders entries by name, a tree's name compared as if it ended in '/'.
-    keys = [name + b"/" if mode == _TREE_MODE else name for mode, name, _ in found]
-    if keys != sorted(keys):
-        return "is not sorted the way git sorts tree entries"
-    return None
-
-
-class TreeReader:
-    """Parses raw tree objects, caching by id (trees are immutable)."""
-
-    def __init__(
-        self, repo: pygit2.Repository, pending: Callable[[bytes], bytes | None] | None = None
-    ) -> None:
-        self.repo = repo
-        self.pending = pending  # objects hashed but not yet written (objects.ObjectBuffer.read)
-        self._cache: dict[bytes, tuple[frozenset[Entry], dict[bytes, Record]]] = {}
-
-    def _parsed(self, oid: bytes) -> tuple[frozenset[Entry], dict[bytes, Record]]:
-        cached = self._cache.get(oid)
-        if cached is None:
-            data = self.pending(oid) if self.pending is not None else None
-            if data is None:
-                kind, data = self.repo.odb.read(pygit2.Oid(raw=oid))
-                if kind != pygit2.enums.ObjectType.TREE:
-                    raise MalformedTree(
-                        pygit2.Oid(raw=oid), "is not a tree (a folder entry names it)"
-                    )
-            found = _RECORD.findall(data)
-            by_name = {name: (mode, raw) for mode, name, raw in found}
-            # A tree git itself would not write could hide a change from the walk, or land
-            # something a checkout reads differently: refuse to interpret it.
-            problem = _tree_problem(data, found, by_name)
-            if problem is not None:
-                raise MalformedTree(pygit2.Oid(raw=oid), problem)
-            if len(self._cache) >= _CACHE_LIMIT:
-                self._cache.clear()
-            cached = self._cache[oid] = (frozenset(found), by_name)
-        return cached
-
-    def entries(self, oid: bytes | None) -> frozenset[Entry]:
-        return self._parsed(oid)[0] if oid is not None else frozenset()
-
-    def records(self, oid: bytes | None) -> Mapping[bytes, Record]:
-        """Name → (mode, raw id), shared and cached (hence read-only)."""
-        return self._parsed(oid)[1] if oid is not None else {}
-
-
-def _name(raw: bytes) -> str:
-    return raw.decode("utf-8", "surrogateescape")
-
-
-def _leaf(path: str, record: Record) -> Leaf:
-    return Leaf(path, pygit2.Oid(raw=record[1]), int(record[0], 8))
-
-
-def _leaves(reader: TreeReader, oid: bytes, prefix: str) -> Iterator[Leaf]:
-    for name, record in sorted(reader.records(oid).items()):
-        path = f"{prefix}{_name(name)}"
-        if record[0] == _TREE_MODE:
-            yield from _leaves(reader, record[1], path + "/")
-        else:
-            yield _leaf(path, record)
-
-
-def _raw(tree: pygit2.Tree | bytes | None) -> bytes | None:
-    return tree if tree is None or isinstance(tree, bytes) else tree.id.raw
-
-
-def changed_leaves(
-    repo: pygit2.Repository | TreeReader,
-    old: pygit2.Tree | bytes | None,
-    new: pygit2.Tree | bytes | None,
-    prefix: str = "",
-) -> Iterator[tuple[Leaf | None, Leaf | None]]:
-    """Yield (old, new) leaf pairs that differ, skipping subtrees with equal OIDs.
-
-    Trees are given as objects or raw ids (a raw id may be pending in the reader's buffer).
-    """
-    reader = repo if isinstance(repo, TreeReader) else TreeReader(repo)
-    yield from _changed(reader, _raw(old), _raw(new), prefix)
-
-
-def _changed(
-    reader: TreeReader, old: bytes | None, new: bytes | None, prefix: str
-) -> Iterator[tuple[Leaf | None, Leaf | None]]:
-    if old == new:
-        return
-    a = reader.entries(old)
-    b = reader.entries(new)
-    # Unchanged entries are equal records: the symmetric difference is exactly the change.
-    only_a = {name: (mode, raw) for mode, name, raw in a - b}
-    only_b = {name: (mode, raw) for mode, name, raw in b - a}
-    for name in sorted(only_a.keys() | only_b.keys()):
-        ra = only_a.get(name)
-        rb = only_b.get(name)
-        path = f"{prefix}{_name(name)}"
-        a_tree = ra is not None and ra[0] == _TREE_MODE
-        b_tree = rb is not None and rb[0] == _TREE_MODE
-        if a_tree or b_tree:
-            # A file replaced by a folder (or back): the leaf side is a separate change.
-            if ra is not None and not a_tree:
-                yield _leaf(path, ra), None
-            if a_tree and not b_tree:
-                assert ra is not None
-                for leaf in _leaves(reader, ra[1], path + "/"):
-                    yield leaf, None
-            elif b_tree and not a_tree:
-                assert rb is not None
-                for leaf in _leaves(reader, rb[1], path + "/"):
-                    yield None, leaf
-            else:
-                assert ra is not None and rb is not None
-                yield from _changed(reader, ra[1], rb[1], path + "/")
-            if rb is not None and not b_tree:
-                yield None, _leaf(path, rb)
-            continue
-        yield (
-            _leaf(path, ra) if ra is not None else None,
-            _leaf(path, rb) if rb is not None else None,
-        )
 
 
 def _size(repo: pygit2.Repository, oid: pygit2.Oid, mode: int) -> int:
@@ -545,7 +383,7 @@ def find_collisions(
         if above is None:
             return None
         record = above[1].get(name.encode("utf-8", "surrogateescape"))
-        if record is None or record[0] != _TREE_MODE:
+        if record is None or record[0] != TREE_MODE:
             return None
         return reader.records(record[1])
 
@@ -557,7 +395,7 @@ def find_collisions(
             else:
                 groups: dict[str, list[str]] = {}
                 for raw in records:
-                    name = _name(raw)
+                    name = name_of(raw)
                     groups.setdefault(fold(name), []).append(name)
                 listing[folder] = (groups, records)
         return listing[folder]

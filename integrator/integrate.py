@@ -22,12 +22,13 @@ import pygit2
 from integrator import faults, gate, git
 from integrator.claims import Claims
 from integrator.contract import OwnershipContract, parse_contract
-from integrator.diff import MalformedTree, RecomputedDiff, TreeReader, recompute
+from integrator.diff import RecomputedDiff, recompute
 from integrator.errors import ConfigurationError, ContractError, RefLockedError, RefMovedError
 from integrator.landing import HEAD_SETTLE, land_batch
 from integrator.objects import ObjectBuffer, maybe_repack
 from integrator.policy import PolicyState
 from integrator.repository import Canonical, Claim
+from integrator.trees import MalformedTree, TreeReader
 from integrator.verdict import Code, Decision, ResourceUse, Verdict, Violation
 
 TRAILER_CANDIDATE = "Integrator-Candidate"

@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING
 import pygit2
 
 from integrator import faults, git
-from integrator.diff import changed_leaves, find_collisions, recompute
+from integrator.diff import find_collisions, recompute
 from integrator.errors import ConfigurationError, RefMovedError
 from integrator.gate import check_diff, check_live, recovered_verdict
 from integrator.merge import merge_onto_head, resources_touched_since_base
 from integrator.objects import commit_bytes
 from integrator.repository import Canonical, signature
+from integrator.trees import changed_leaves
 from integrator.verdict import Code, Decision, Verdict, Violation
 
 if TYPE_CHECKING:

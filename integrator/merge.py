@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 import pygit2
 
 from integrator import git
-from integrator.diff import MODE_TREE, TreeReader, changed_leaves
+from integrator.diff import MODE_TREE
 from integrator.objects import ObjectBuffer, flush_loose, tree_bytes
 from integrator.paths import PathMatcher, literal_prefix
 from integrator.policy import Policy
+from integrator.trees import TreeReader, changed_leaves
 
 Entry = tuple[pygit2.Oid, int] | None
 Record = tuple[bytes, bytes]  # (octal mode, raw id) as in a raw tree

@@ -655,7 +655,7 @@ def test_names_that_are_not_one_component_are_refused(repo: Path, gate: Gate, na
 )
 def test_tree_reader_refuses_what_git_would_not_write(raw: bytes, good: bool) -> None:
     """Raw tree records parse only when they explain every byte, each name once."""
-    from integrator.diff import MalformedTree, TreeReader
+    from integrator.trees import MalformedTree, TreeReader
 
     reader = TreeReader(None, pending=lambda oid: raw)  # type: ignore[arg-type]
     if good:
