@@ -29,6 +29,7 @@ import structlog
 import watchfiles
 
 from integrator import git
+from integrator.bundles import DEFAULT_BUNDLE_MAX_BYTES, import_bundle, quarantine_prefix
 from integrator.errors import ConfigurationError, InfrastructureError, IntegratorError, UsageError
 from integrator.health import Metrics
 from integrator.mirror import Mirror, MirrorWorker, codes_of, decision_record
@@ -36,15 +37,7 @@ from integrator.notify import Notifier
 from integrator.objects import ObjectBuffer, maybe_repack
 from integrator.repository import Canonical
 from integrator.review import hold_op
-from integrator.spool import (
-    DEFAULT_BUNDLE_MAX_BYTES,
-    REJECTION_FILE,
-    VERDICT_FILE,
-    Spool,
-    import_bundle,
-    quarantine_prefix,
-    rejection_document,
-)
+from integrator.spool import REJECTION_FILE, VERDICT_FILE, Spool, rejection_document
 from integrator.verdict import Decision, Verdict
 
 # An unexpected exception on one submission is retried this often, then the submission is

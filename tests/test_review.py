@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from integrator import git
+from integrator.bundles import create_bundle
 from integrator.claims import Claims, ExpansionRequest, IssueRequest
 from integrator.cli import main
 from integrator.contract import OwnershipContract
@@ -26,7 +27,7 @@ from integrator.review import (
     history,
     pending_expansions,
 )
-from integrator.spool import BUNDLE_FILE, Spool, Submission, create_bundle
+from integrator.spool import BUNDLE_FILE, Spool, Submission
 from integrator.verdict import Decision, Verdict
 from tests.canon import make_canon
 from tests.gitutil import git as run

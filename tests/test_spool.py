@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from integrator import git
+from integrator.bundles import bundle_refs, create_bundle, import_bundle, quarantine_prefix
 from integrator.cli import main
 from integrator.contract import refname_problem
 from integrator.errors import ConfigurationError, UsageError
@@ -21,11 +22,7 @@ from integrator.spool import (
     SUBMISSION_FILE,
     Spool,
     Submission,
-    bundle_refs,
-    create_bundle,
-    import_bundle,
     new_id,
-    quarantine_prefix,
 )
 from tests.factories import contract_doc
 from tests.gitutil import commit_files, make_repo

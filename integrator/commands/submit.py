@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from integrator import git
+from integrator.bundles import create_bundle
 from integrator.commands._common import print_json, read_input
 from integrator.contract import parse_contract
 from integrator.errors import EXIT_USAGE, InfrastructureError
@@ -23,7 +24,6 @@ from integrator.spool import (
     Spool,
     Submission,
     Submitter,
-    create_bundle,
 )
 
 DECIDED = ("accepted", "fenced", "review", "rejected")
