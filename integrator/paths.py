@@ -161,12 +161,16 @@ class PathMatcher:
             return self._match(path, self._deny, self._allow)
         path = normalize(path)
         by_char = self._match(path, self._deny, self._allow)
-        deny_bytes = _compile(tuple(_as_bytes(p) for p in self.deny))
-        allow_bytes = _compile(tuple(_as_bytes(p) for p in self.allow), narrow=True)
-        by_byte = self._match(_as_bytes(path), deny_bytes, allow_bytes)
-        if by_char.denied_by is not None or not by_byte.allowed:
-            return by_char if by_char.denied_by is not None or not by_char.allowed else by_byte
-        return by_char
+        by_byte = self._match(_as_bytes(path), self._deny_bytes, self._allow_bytes)
+        return by_byte if by_char.allowed and not by_byte.allowed else by_char
+
+    @functools.cached_property
+    def _deny_bytes(self) -> _Compiled:
+        return _compile(tuple(_as_bytes(p) for p in self.deny))
+
+    @functools.cached_property
+    def _allow_bytes(self) -> _Compiled:
+        return _compile(tuple(_as_bytes(p) for p in self.allow), narrow=True)
 
     def _match(self, path: str, deny: _Compiled, allow: _Compiled) -> Match:
         denied = deny.first(path)
