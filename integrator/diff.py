@@ -91,7 +91,7 @@ class Change:
 
     @property
     def touches_gitlink(self) -> bool:
-        return MODE_GITLINK in (self.old_mode, self.new_mode)
+        return bool(self.gitlink_ends)
 
     @property
     def gitlink_ends(self) -> tuple[str, ...]:

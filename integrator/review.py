@@ -85,11 +85,9 @@ def archived_ref(sid: str) -> str:
 
 
 def _is_commit(repo: pygit2.Repository, oid: str) -> bool:
-    if not git.has_object(repo, oid):
-        return False
     try:
         return repo.odb.read_header(oid)[0] == pygit2.enums.ObjectType.COMMIT
-    except (KeyError, ValueError, pygit2.GitError):
+    except (KeyError, ValueError, pygit2.GitError):  # absent, or not an object id
         return False
 
 
