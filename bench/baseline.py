@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pygit2
 
-from integrator import git
+from integrator.repo import git
 
 BRANCH = "refs/heads/main"
 # The script's commits get a fixed identity and date, so runs are reproducible and do not

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pygit2
 
-from integrator import git
-from integrator.integrate import TRAILER_CANDIDATE, trailers
+from integrator.landing.engine import TRAILER_CANDIDATE, trailers
+from integrator.repo import git
 
 
 @dataclass(frozen=True)

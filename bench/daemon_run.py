@@ -21,11 +21,18 @@ from pathlib import Path
 from typing import Any
 
 from bench.workload import CHANGELOG, Shape, Workload
-from integrator.claims import Claims, IssueRequest
-from integrator.policy import default_policy_text
-from integrator.prepare import prepare
-from integrator.repository import Canonical
-from integrator.spool import SUBMISSION_FILE, Spool, Submission, Submitter, new_id, write_file
+from integrator.daemon.spool import (
+    SUBMISSION_FILE,
+    Spool,
+    Submission,
+    Submitter,
+    new_id,
+    write_file,
+)
+from integrator.documents.policy import default_policy_text
+from integrator.repo.canonical import Canonical
+from integrator.repo.claims import Claims, IssueRequest
+from integrator.repo.prepare import prepare
 
 LEASE = timedelta(days=1)
 SUBMITTER = Submitter(user="bench", host="localhost")

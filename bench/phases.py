@@ -25,9 +25,9 @@ from bench.daemon_run import (
     write_submissions,
 )
 from bench.workload import Workload
-from integrator import git
-from integrator.repository import Canonical
-from integrator.spool import Spool
+from integrator.daemon.spool import Spool
+from integrator.repo import git
+from integrator.repo.canonical import Canonical
 
 
 def fresh(path: Path) -> Path:

@@ -54,7 +54,7 @@ def _landing_pair(ctx: Context, w: World, first: str) -> tuple[str, str, str, st
 def _expand(w: World, contract: Contract, add: list[str]) -> Contract:
     """`integrator contract expand` adding `add` to the live contract (the coordinator's
     answer to an agent whose change git carried to a path it does not own)."""
-    from integrator.contract import parse_contract
+    from integrator.documents.contract import parse_contract
 
     live = parse_contract(contract.path.read_bytes())
     request = {
@@ -189,7 +189,7 @@ def generated_policy(default: str) -> str:
     gate="first lands, second REVIEW (RESOURCE_CONFLICT) though git merges it cleanly",
 )
 def schema_vs_generated(ctx: Context) -> str:
-    from integrator.policy import default_policy_text
+    from integrator.documents.policy import default_policy_text
 
     policy = generated_policy(default_policy_text())
     seen = []

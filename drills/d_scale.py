@@ -19,10 +19,10 @@ from drills.procs import DrillError, is_stopped, resume, wait_until
 from drills.records import Contract, Decision
 from drills.registry import drill
 from drills.repo import QUEUE, make_commit
-from integrator.claims import Claims, IssueRequest
-from integrator.contract import OwnershipContract
-from integrator.integrate import Integrator
-from integrator.repository import Canonical
+from integrator.documents.contract import OwnershipContract
+from integrator.landing.engine import Integrator
+from integrator.repo.canonical import Canonical
+from integrator.repo.claims import Claims, IssueRequest
 
 FLOOD_FULL, FLOOD_QUICK = 10_000, 300
 RACES_FULL, RACES_QUICK = 5, 1

@@ -22,8 +22,8 @@ from drills.context import Context
 from drills.procs import DrillError, Served, wait_until
 from drills.records import Contract, Decision, Result
 from drills.repo import MAIN, QUEUE, Spec, environment, first_parent_chain, git, make_commit, rev
-from integrator.repository import Canonical
-from integrator.spool import DECIDED, VERDICT_FILE, Spool, Submission
+from integrator.daemon.spool import DECIDED, VERDICT_FILE, Spool, Submission
+from integrator.repo.canonical import Canonical
 
 PY = sys.executable
 _OUTPUT_LIMIT = 20_000
@@ -211,7 +211,7 @@ class World:
     ) -> Contract:
         """Issue a contract in-process, for drills where the coordinator is not the subject
         (a `contract issue` process costs half a second; the claim it writes is the same)."""
-        from integrator.claims import Claims, IssueRequest
+        from integrator.repo.claims import Claims, IssueRequest
 
         request = IssueRequest(
             task_id=task, paths=tuple(paths), resources=tuple(resources), lease=timedelta(hours=2)

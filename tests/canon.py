@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from integrator.claims import Claims, IssueRequest
-from integrator.contract import OwnershipContract
-from integrator.integrate import Integrator
-from integrator.prepare import prepare
-from integrator.repository import Canonical
-from integrator.verdict import Verdict
+from integrator.documents.contract import OwnershipContract
+from integrator.documents.verdict import Verdict
+from integrator.landing.engine import Integrator
+from integrator.repo.canonical import Canonical
+from integrator.repo.claims import Claims, IssueRequest
+from integrator.repo.prepare import prepare
 from tests.factories import NOW
 from tests.gitutil import Spec, commit_files, git, make_repo
 

@@ -7,11 +7,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from integrator.contract import OwnershipContract, parse_contract
-from integrator.integrate import Integrator
-from integrator.policy import PolicyState, default_policy, default_policy_text, parse_policy
-from integrator.repository import Canonical
-from integrator.verdict import Verdict
+from integrator.documents.contract import OwnershipContract, parse_contract
+from integrator.documents.policy import (
+    PolicyState,
+    default_policy,
+    default_policy_text,
+    parse_policy,
+)
+from integrator.documents.verdict import Verdict
+from integrator.landing.engine import Integrator
+from integrator.repo.canonical import Canonical
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 

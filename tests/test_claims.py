@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from integrator.claims import Claims, ExpansionRequest, expansion_ref, expansions, history
 from integrator.cli import main
+from integrator.documents.policy import default_policy_text
+from integrator.documents.verdict import Code, Decision
 from integrator.errors import ClaimConflictError, ConfigurationError, ReviewRequired, UsageError
-from integrator.policy import default_policy_text
-from integrator.policy_ref import set_policy
-from integrator.prepare import prepare
-from integrator.verdict import Code, Decision
+from integrator.repo.claims import Claims, ExpansionRequest, expansion_ref, expansions, history
+from integrator.repo.policy_ref import set_policy
+from integrator.repo.prepare import prepare
 from tests.canon import Canon, make_canon
 from tests.gitutil import git
 
@@ -47,7 +47,7 @@ def test_issue_refuses_overlap_unless_forced(canon: Canon) -> None:
     with pytest.raises(ClaimConflictError, match="api:Invoice"):
         canon.issue("api", ["auth/**"], resources=("api:Invoice",))
     with canon.open() as canonical:
-        from integrator.claims import IssueRequest
+        from integrator.repo.claims import IssueRequest
 
         shared = Claims(canonical).issue(
             IssueRequest(task_id="tax", paths=("billing/tax.py",)), force_shared=True

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from integrator.cli import main
-from integrator.fleet import Fleet
-from integrator.queue import Queue
+from integrator.fleet.assignments import Fleet
+from integrator.fleet.taskqueue import Queue
 from tests.factories import contract_doc, task_file
 from tests.gitutil import commit_files, git, make_repo
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from integrator import guard
-from integrator.fleet import Fleet
-from integrator.policy import default_policy
-from integrator.queue import Queue, utcnow
+from integrator.documents.policy import default_policy
+from integrator.fleet import guard
+from integrator.fleet.assignments import Fleet
+from integrator.fleet.taskqueue import Queue, utcnow
 from tests.factories import task_file
 from tests.gitutil import commit_files, git, make_repo
 
@@ -161,7 +161,7 @@ def test_guard_in_a_shared_checkout_follows_integrator_task(shared: Path) -> Non
 def gated(tmp_path: Path) -> tuple[Path, dict[str, Path]]:
     """A checkout prepared with `integrator init`: tasks A and B claimed in place, both
     edited, contracts written to files."""
-    from integrator.prepare import prepare
+    from integrator.repo.prepare import prepare
 
     repo = make_repo(tmp_path / "repo")
     commit_files(repo, {"src/a/old.py": "old\n", "src/b/y.py": "y\n", "docs/x.md": "x\n"}, "init")

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from integrator.contract import parse_contract, refname_problem
+from integrator.documents.contract import parse_contract, refname_problem
 from integrator.errors import ContractError
 from tests.factories import contract_doc, create_contract
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from integrator import schemas
-from integrator.policy import parse_policy
+from integrator.documents import schemas
+from integrator.documents.policy import parse_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTRACTS = ROOT / "contracts"

@@ -30,16 +30,23 @@ import pytest
 import structlog
 from structlog.testing import capture_logs
 
-from integrator import logs
-from integrator.claims import Claims, IssueRequest
-from integrator.daemon import Daemon, Settings, load_settings
+from integrator.daemon import logs
+from integrator.daemon.health import parse_bind
+from integrator.daemon.loop import Daemon, Settings, load_settings
+from integrator.daemon.mirror import for_spool
+from integrator.daemon.notify import Notifier, notify
+from integrator.daemon.spool import (
+    ID_RE,
+    REJECTION_FILE,
+    SUBMISSION_FILE,
+    VERDICT_FILE,
+    Spool,
+    Submission,
+)
+from integrator.documents.verdict import Decision, Verdict
 from integrator.errors import ConfigurationError, InfrastructureError, UsageError
-from integrator.health import parse_bind
-from integrator.mirror import for_spool
-from integrator.notify import Notifier, notify
-from integrator.repository import Canonical
-from integrator.spool import ID_RE, REJECTION_FILE, SUBMISSION_FILE, VERDICT_FILE, Spool, Submission
-from integrator.verdict import Decision, Verdict
+from integrator.repo.canonical import Canonical
+from integrator.repo.claims import Claims, IssueRequest
 from tests.canon import make_canon
 from tests.gitutil import git
 

@@ -15,9 +15,9 @@ import pygit2
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from integrator.diff import recompute
-from integrator.paths import PathMatcher
-from integrator.verdict import Decision
+from integrator.documents.verdict import Decision
+from integrator.fence.diff import recompute
+from integrator.fence.paths import PathMatcher
 from tests.factories import Gate
 from tests.gitutil import commit_files, git, make_repo
 

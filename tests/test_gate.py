@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from integrator.verdict import Code, Decision, Determination
+from integrator.documents.verdict import Code, Decision, Determination
 from tests.factories import Gate, contract_doc, later
 from tests.gitutil import commit_files, git, make_repo
 
@@ -131,7 +131,7 @@ def test_owned_rename_with_edit_is_accepted(repo: Path, gate: Gate) -> None:
     verdict = gate.run(base2, cand)
     assert verdict.decision is Decision.ACCEPTED
     with gate.canonical() as canonical:
-        from integrator.diff import recompute
+        from integrator.fence.diff import recompute
 
         repo_obj = canonical.repo
         diff = recompute(repo_obj, repo_obj[base2].tree, repo_obj[cand].tree)
@@ -655,7 +655,7 @@ def test_names_that_are_not_one_component_are_refused(repo: Path, gate: Gate, na
 )
 def test_tree_reader_refuses_what_git_would_not_write(raw: bytes, good: bool) -> None:
     """Raw tree records parse only when they explain every byte, each name once."""
-    from integrator.trees import MalformedTree, TreeReader
+    from integrator.fence.trees import MalformedTree, TreeReader
 
     reader = TreeReader(None, pending=lambda oid: raw)  # type: ignore[arg-type]
     if good:

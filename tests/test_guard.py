@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from integrator import guard
-from integrator.claims import Claims
-from integrator.contract import OwnershipContract
-from integrator.fleet import Fleet
-from integrator.gate import ClaimView
-from integrator.queue import Queue
-from integrator.repository import Canonical
-from integrator.workspace import binding_dir
+from integrator.documents.contract import OwnershipContract
+from integrator.fence.checks import ClaimView
+from integrator.fleet import guard
+from integrator.fleet.assignments import Fleet
+from integrator.fleet.taskqueue import Queue
+from integrator.fleet.workspace import binding_dir
+from integrator.repo.canonical import Canonical
+from integrator.repo.claims import Claims
 from tests.gitutil import GIT_ENV, commit_files, git, make_repo
 
 NOW = datetime.now(UTC)

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from integrator.claims import Claims
-from integrator.contract import parse_contract
-from integrator.integrate import trailers
-from integrator.verdict import Code, Decision
+from integrator.documents.contract import parse_contract
+from integrator.documents.verdict import Code, Decision
+from integrator.landing.engine import trailers
+from integrator.repo.claims import Claims
 from tests.canon import Canon, make_canon
 from tests.gitutil import commit_files, git
 
@@ -61,7 +61,7 @@ def test_integrating_again_is_idempotent(canon: Canon) -> None:
 
 def test_same_submission_twice_in_one_batch_lands_once(canon: Canon) -> None:
     """A batch holding one submission twice lands it once and answers both with that landing."""
-    from integrator.integrate import Integrator
+    from integrator.landing.engine import Integrator
 
     contract = canon.issue("billing", ["billing/**"])
     cand = canon.commit({"billing/invoice.py": "2\n"})
@@ -154,9 +154,9 @@ def test_policy_changed(canon: Canon) -> None:
     doc["policyDigest"] = "sha256:" + "9" * 64
     with canon.open() as canonical:
         # Register the edited contract as the live one so only the policy differs.
-        from integrator import git as igit
-        from integrator.claims import claim_state, write_claim_commit
-        from integrator.contract import parse_contract
+        from integrator.documents.contract import parse_contract
+        from integrator.repo import git as igit
+        from integrator.repo.claims import claim_state, write_claim_commit
 
         edited = parse_contract(json.dumps(doc))
         claim = canonical.claim("billing")
@@ -206,7 +206,7 @@ def test_conflicting_shared_edit_is_merge_conflict(canon: Canon) -> None:
     """Two forced-shared claims editing the same line: the second is MERGE_CONFLICT."""
     first = canon.issue("a", ["billing/**"])
     with canon.open() as canonical:
-        from integrator.claims import IssueRequest
+        from integrator.repo.claims import IssueRequest
 
         second = Claims(canonical).issue(
             IssueRequest(task_id="b", paths=("billing/invoice.py",)), force_shared=True
@@ -239,7 +239,7 @@ def test_clean_merge_on_same_resource_is_resource_conflict(tmp_path: Path) -> No
     )
     first = canon.issue("a", ["a/**", "pnpm-lock.yaml"], resources=("lockfile:pnpm-lock.yaml",))
     with canon.open() as canonical:
-        from integrator.claims import IssueRequest
+        from integrator.repo.claims import IssueRequest
 
         second = Claims(canonical).issue(
             IssueRequest(
@@ -301,8 +301,8 @@ def test_target_can_stay_still(tmp_path: Path) -> None:
 def test_integrate_requires_init(tmp_path: Path) -> None:
     """integrate on a repository without `integrator init` is a configuration error."""
     from integrator.errors import ConfigurationError
-    from integrator.integrate import Integrator
-    from integrator.repository import Canonical
+    from integrator.landing.engine import Integrator
+    from integrator.repo.canonical import Canonical
     from tests.gitutil import make_repo
 
     repo = make_repo(tmp_path / "plain")
@@ -313,7 +313,7 @@ def test_integrate_requires_init(tmp_path: Path) -> None:
 
 def test_batch_lands_in_one_transaction(canon: Canon) -> None:
     """integrate_many lands every passing candidate in order with a single ref transaction."""
-    from integrator.integrate import Integrator
+    from integrator.landing.engine import Integrator
 
     billing = canon.issue("billing", ["billing/**"])
     auth = canon.issue("auth", ["auth/**"])
@@ -354,8 +354,8 @@ def test_batch_lands_in_one_transaction(canon: Canon) -> None:
 def test_torn_read_of_queue_and_target_is_read_again(canon: Canon) -> None:
     """A read that falls inside another integrator's commit (queue moved, target not yet)
     is read again instead of being taken for a target moved by hand."""
-    from integrator.landing import _read_heads
-    from integrator.repository import Canonical
+    from integrator.landing.batch import _read_heads
+    from integrator.repo.canonical import Canonical
 
     queue, main = "refs/integrator/queue/main", "refs/heads/main"
     reads: list[str] = []
@@ -380,8 +380,8 @@ def test_torn_read_of_queue_and_target_is_read_again(canon: Canon) -> None:
 def test_unsynced_updater_creates_refs_and_refuses_deletions(canon: Canon) -> None:
     """The bulk updater (held refs) runs git with core.fsyncMethod=writeout-only and never
     deletes: a deletion may rewrite packed-refs, which it keeps to the fsyncing updater."""
-    from integrator import git as igit
-    from integrator.repository import Canonical
+    from integrator.repo import git as igit
+    from integrator.repo.canonical import Canonical
 
     head = canon.ref("refs/integrator/queue/main")
     assert head is not None
@@ -401,7 +401,7 @@ def test_unsynced_updater_creates_refs_and_refuses_deletions(canon: Canon) -> No
 def test_queue_moved_back_by_hand_forgets_the_discarded_chain(canon: Canon) -> None:
     """A long-lived engine caches the queue's chain; after a release manager moves the
     queue back, a base only the discarded landings had is BASE_NOT_ON_QUEUE again."""
-    from integrator.integrate import Integrator
+    from integrator.landing.engine import Integrator
 
     start = canon.ref("refs/integrator/queue/main")
     billing = canon.issue("billing", ["billing/**"])

@@ -13,8 +13,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from integrator.cli import main
-from integrator.errors import InfrastructureError
-from integrator.mirror import (
+from integrator.daemon.mirror import (
     Backlog,
     Mirror,
     MirrorRecord,
@@ -25,7 +24,8 @@ from integrator.mirror import (
     for_spool,
     review_record,
 )
-from integrator.verdict import Code, Decision, Verdict, Violation
+from integrator.documents.verdict import Code, Decision, Verdict, Violation
+from integrator.errors import InfrastructureError
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 FAST = RetryPolicy(attempts=3, max_seconds=1.0, initial=0.01, max_wait=0.02)

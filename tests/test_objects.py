@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pygit2
 
-from integrator.objects import (
+from integrator.repo.packs import (
     ObjectBuffer,
     commit_bytes,
     flush_loose,

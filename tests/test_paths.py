@@ -10,8 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from integrator.overlap import find_overlaps, patterns_overlap
-from integrator.paths import PathMatcher, glob_problem, is_dotgit, literal_prefix, unsafe_reason
+from integrator.fence.overlap import find_overlaps, patterns_overlap
+from integrator.fence.paths import (
+    PathMatcher,
+    glob_problem,
+    is_dotgit,
+    literal_prefix,
+    unsafe_reason,
+)
 
 
 @pytest.mark.parametrize(

@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from integrator.overlap import find_overlaps
-from integrator.planner import PlanError, build_plan, expand_writeset, width
-from integrator.policy import Policy, default_policy, parse_policy
-from integrator.tasks import Task, parse_task
+from integrator.documents.policy import Policy, default_policy, parse_policy
+from integrator.fence.overlap import find_overlaps
+from integrator.fleet.planner import PlanError, build_plan, expand_writeset, width
+from integrator.fleet.tasks import Task, parse_task
 from tests.gitutil import run_integrator as integrator
 
 

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from integrator.documents.policy import default_policy
 from integrator.errors import ClaimConflictError, UsageError
-from integrator.policy import default_policy
-from integrator.queue import Queue, agent_name
+from integrator.fleet.taskqueue import Queue, agent_name
 from tests.factories import task_file
 from tests.gitutil import commit_files, git, make_repo
 from tests.gitutil import run_integrator as integrator
@@ -37,8 +37,8 @@ WORKER = textwrap.dedent(
     """
     import json, os, sys, time
     from pathlib import Path
-    from integrator.policy import default_policy
-    from integrator.queue import Queue
+    from integrator.documents.policy import default_policy
+    from integrator.fleet.taskqueue import Queue
 
     root, agent, go, hold = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), float(sys.argv[4])
     queue, policy = Queue(root), default_policy()
@@ -158,8 +158,8 @@ def test_crashed_claimer_task_returns_after_requeue_stale(repo: Path) -> None:
     queue = Queue.find(repo)
     queue.add(task_file("A"))
     crash = (
-        "import os, signal, sys; from integrator.queue import Queue; "
-        "from integrator.policy import default_policy; "
+        "import os, signal, sys; from integrator.fleet.taskqueue import Queue; "
+        "from integrator.documents.policy import default_policy; "
         "Queue.find(sys.argv[1]).claim('doomed', default_policy()); "
         "os.kill(os.getpid(), signal.SIGKILL)"
     )

@@ -8,18 +8,7 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from integrator.diff import MODE_BLOB, MODE_EXEC, Change, Status
-from integrator.errors import UsageError
-from integrator.hints import HINTS, hint
-from integrator.report import (
-    FINGERPRINT_KEY,
-    FORMATS,
-    append_github_summary,
-    fingerprint,
-    github_step_summary,
-    render,
-)
-from integrator.verdict import (
+from integrator.documents.verdict import (
     CODE_SUMMARY,
     Code,
     Decision,
@@ -27,6 +16,17 @@ from integrator.verdict import (
     ResourceUse,
     Verdict,
     Violation,
+)
+from integrator.errors import UsageError
+from integrator.fence.diff import MODE_BLOB, MODE_EXEC, Change, Status
+from integrator.report.hints import HINTS, hint
+from integrator.report.render import (
+    FINGERPRINT_KEY,
+    FORMATS,
+    append_github_summary,
+    fingerprint,
+    github_step_summary,
+    render,
 )
 
 CANDIDATE = "1a2b3c4d5e6f7a8b9c0d1a2b3c4d5e6f7a8b9c0d"

@@ -9,17 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from integrator import git
-from integrator.bundles import create_bundle
-from integrator.claims import Claims, ExpansionRequest, IssueRequest
 from integrator.cli import main
-from integrator.contract import OwnershipContract
-from integrator.daemon import Daemon, Settings
-from integrator.errors import ReviewRequired
-from integrator.integrate import Integrator
-from integrator.mirror import for_spool
-from integrator.repository import Canonical
-from integrator.review import (
+from integrator.daemon.bundles import create_bundle
+from integrator.daemon.loop import Daemon, Settings
+from integrator.daemon.mirror import for_spool
+from integrator.daemon.review import (
     Held,
     archived_ref,
     expansion_lines,
@@ -27,8 +21,14 @@ from integrator.review import (
     history,
     pending_expansions,
 )
-from integrator.spool import BUNDLE_FILE, Spool, Submission
-from integrator.verdict import Decision, Verdict
+from integrator.daemon.spool import BUNDLE_FILE, Spool, Submission
+from integrator.documents.contract import OwnershipContract
+from integrator.documents.verdict import Decision, Verdict
+from integrator.errors import ReviewRequired
+from integrator.landing.engine import Integrator
+from integrator.repo import git
+from integrator.repo.canonical import Canonical
+from integrator.repo.claims import Claims, ExpansionRequest, IssueRequest
 from tests.canon import make_canon
 from tests.gitutil import git as run
 
@@ -304,7 +304,7 @@ def test_a_damaged_held_entry_does_not_hide_the_others(
 def test_a_record_never_names_a_blob_as_parent(tmp_path: Path) -> None:
     """A submission may name any object; only a commit becomes the record's parent, so the
     repository stays valid for fsck, gc and clones."""
-    from integrator.review import ReviewAction, write_record
+    from integrator.daemon.review import ReviewAction, write_record
     from tests.gitutil import commit_files, make_repo
 
     repo = make_repo(tmp_path / "repo")

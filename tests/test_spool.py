@@ -11,12 +11,9 @@ from typing import Any
 
 import pytest
 
-from integrator import git
-from integrator.bundles import bundle_refs, create_bundle, import_bundle, quarantine_prefix
 from integrator.cli import main
-from integrator.contract import refname_problem
-from integrator.errors import ConfigurationError, UsageError
-from integrator.spool import (
+from integrator.daemon.bundles import bundle_refs, create_bundle, import_bundle, quarantine_prefix
+from integrator.daemon.spool import (
     BUNDLE_FILE,
     ID_RE,
     SUBMISSION_FILE,
@@ -24,6 +21,9 @@ from integrator.spool import (
     Submission,
     new_id,
 )
+from integrator.documents.contract import refname_problem
+from integrator.errors import ConfigurationError, UsageError
+from integrator.repo import git
 from tests.factories import contract_doc
 from tests.gitutil import commit_files, make_repo
 from tests.gitutil import git as run
@@ -121,7 +121,7 @@ def test_a_submission_file_that_is_not_a_small_regular_file_is_malformed(
 ) -> None:
     """A folder, a pipe (which would block the daemon), a link or a file past the limit
     rejects that submission (UsageError), never the queue behind it (InfrastructureError)."""
-    from integrator.spool import SUBMISSION_LIMIT
+    from integrator.daemon.spool import SUBMISSION_LIMIT
 
     spool = Spool(tmp_path / "spool").ensure()
     folder = spool.folder("work") / new_id()

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from integrator import schemas
-from integrator.tasks import (
+from integrator.documents import schemas
+from integrator.fleet.tasks import (
     TaskFileError,
     TaskFrontMatter,
     ownership_problem,

@@ -9,13 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from integrator.claims import Claims
 from integrator.errors import ConfigurationError, WorkspaceBusyError, WorkspaceConfigurationError
-from integrator.fleet import Fleet
-from integrator.queue import Queue
-from integrator.repository import Canonical
-from integrator.tasks import parse_task
-from integrator.workspace import (
+from integrator.fleet.assignments import Fleet
+from integrator.fleet.taskqueue import Queue
+from integrator.fleet.tasks import parse_task
+from integrator.fleet.workspace import (
     Exclusive,
     NoLock,
     Registry,
@@ -24,6 +22,8 @@ from integrator.workspace import (
     resolve_lock_mode,
     worktree_id,
 )
+from integrator.repo.canonical import Canonical
+from integrator.repo.claims import Claims
 from tests.factories import task_file
 from tests.gitutil import commit_files, git, make_repo
 

@@ -26,15 +26,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from integrator import git, paths
-from integrator.contract import OwnershipContract
+from integrator.documents.contract import OwnershipContract
 from integrator.errors import ClaimConflictError, UsageError
-from integrator.guard import staged_paths
-from integrator.planner import expand_writeset
-from integrator.queue import Queue
-from integrator.repository import Canonical
-from integrator.tasks import load_task
-from integrator.workspace import worktree_root
+from integrator.fence import paths
+from integrator.fleet.guard import staged_paths
+from integrator.fleet.planner import expand_writeset
+from integrator.fleet.taskqueue import Queue
+from integrator.fleet.tasks import load_task
+from integrator.fleet.workspace import worktree_root
+from integrator.repo import git
+from integrator.repo.canonical import Canonical
 
 LOCK_NAME = "integrator-commit.lock"
 

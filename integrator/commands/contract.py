@@ -10,7 +10,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from integrator.claims import DEFAULT_MAX_PATCH_BYTES, Claims, IssueRequest, build_contract, history
 from integrator.commands._common import (
     add_json,
     add_repo,
@@ -21,8 +20,15 @@ from integrator.commands._common import (
     write_output,
 )
 from integrator.errors import ConfigurationError, UsageError
-from integrator.expansions import ExpansionEntry, ExpansionRequest, expansions
-from integrator.repository import Canonical, Claim
+from integrator.repo.canonical import Canonical, Claim
+from integrator.repo.claims import (
+    DEFAULT_MAX_PATCH_BYTES,
+    Claims,
+    IssueRequest,
+    build_contract,
+    history,
+)
+from integrator.repo.expansions import ExpansionEntry, ExpansionRequest, expansions
 
 
 def register(sub: Any) -> None:

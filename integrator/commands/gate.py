@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from integrator.commands._common import add_repo, read_input
-from integrator.integrate import Evaluation, Integrator
-from integrator.policy import PolicyState, load_policy_file
-from integrator.report import FORMATS, append_github_summary, render
-from integrator.repository import Canonical
+from integrator.documents.policy import PolicyState, load_policy_file
+from integrator.landing.engine import Evaluation, Integrator
+from integrator.repo.canonical import Canonical
+from integrator.report.render import FORMATS, append_github_summary, render
 
 GATE_HELP = """\
 Check one candidate against its ownership contract without moving any ref: the contract

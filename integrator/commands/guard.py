@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from integrator import git, guard
 from integrator.errors import EXIT_FENCED, EXIT_OK, IntegratorError, UsageError
-from integrator.queue import utcnow
-from integrator.workspace import BINDING_DIR, exclude_path, worktree_git_dir, worktree_root
+from integrator.fleet import guard
+from integrator.fleet.taskqueue import utcnow
+from integrator.fleet.workspace import BINDING_DIR, exclude_path, worktree_git_dir, worktree_root
+from integrator.repo import git
 
 # In a shared checkout (`task claim --in-place`) nothing is bound to the worktree; the
 # agent's environment names its task instead, and hooks inherit that environment.

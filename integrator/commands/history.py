@@ -8,11 +8,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from integrator import logs
 from integrator.commands._common import print_json
+from integrator.daemon import logs
+from integrator.daemon.mirror import REGISTRY_FILE, for_spool
+from integrator.daemon.spool import Spool
 from integrator.errors import EXIT_OK, InfrastructureError, UsageError
-from integrator.mirror import REGISTRY_FILE, for_spool
-from integrator.spool import Spool
 
 
 def register(sub: Any) -> None:

@@ -8,8 +8,8 @@ from typing import Any
 
 from integrator.commands._common import add_json, add_repo, print_json
 from integrator.errors import ConfigurationError
-from integrator.prepare import prepare
-from integrator.repository import Canonical
+from integrator.repo.canonical import Canonical
+from integrator.repo.prepare import prepare
 
 
 def register(sub: Any) -> None:

@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from integrator.documents.policy import Policy, default_policy, load_policy_file
 from integrator.errors import ConfigurationError
-from integrator.planner import Edge, Plan, PlanError, build_plan
-from integrator.policy import Policy, default_policy, load_policy_file
-from integrator.queue import Queue, main_checkout
-from integrator.repository import Canonical
-from integrator.tasks import Task, TaskFileError, load_task
+from integrator.fleet.planner import Edge, Plan, PlanError, build_plan
+from integrator.fleet.taskqueue import Queue, main_checkout
+from integrator.fleet.tasks import Task, TaskFileError, load_task
+from integrator.repo.canonical import Canonical
 
 
 def register(sub: Any) -> None:

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from integrator.commands._common import add_json, add_repo, print_json
+from integrator.documents.policy import default_policy_text, load_policy_file
 from integrator.errors import ConfigurationError
-from integrator.policy import default_policy_text, load_policy_file
-from integrator.policy_ref import set_policy
-from integrator.repository import Canonical
+from integrator.repo.canonical import Canonical
+from integrator.repo.policy_ref import set_policy
 
 
 def register(sub: Any) -> None:

@@ -10,13 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from integrator import logs
 from integrator.commands._common import print_json, read_input
-from integrator.errors import EXIT_OK, UsageError
-from integrator.integrate import Integrator
-from integrator.mirror import for_spool
-from integrator.repository import Canonical
-from integrator.review import (
+from integrator.daemon import logs
+from integrator.daemon.mirror import for_spool
+from integrator.daemon.review import (
     FileDiff,
     Held,
     Review,
@@ -25,8 +22,11 @@ from integrator.review import (
     history,
     pending,
 )
-from integrator.spool import Spool
-from integrator.verdict import Verdict
+from integrator.daemon.spool import Spool
+from integrator.documents.verdict import Verdict
+from integrator.errors import EXIT_OK, UsageError
+from integrator.landing.engine import Integrator
+from integrator.repo.canonical import Canonical
 
 RED, GREEN, CYAN, YELLOW, BOLD, RESET = (
     "\033[31m", "\033[32m", "\033[36m", "\033[33m", "\033[1m", "\033[0m",

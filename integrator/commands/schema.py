@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from integrator import schemas
+from integrator.documents import schemas
 
 
 def register(sub: Any) -> None:

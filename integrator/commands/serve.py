@@ -9,15 +9,16 @@ from typing import Any
 
 import structlog
 
-from integrator import git, logs
-from integrator.daemon import Daemon, Settings, load_settings
+from integrator.daemon import logs
+from integrator.daemon.health import Check, HealthServer, Metrics, repository_check
+from integrator.daemon.loop import Daemon, Settings, load_settings
+from integrator.daemon.mirror import Mirror, for_spool
+from integrator.daemon.notify import Notifier
+from integrator.daemon.spool import Spool
 from integrator.errors import ConfigurationError
-from integrator.health import Check, HealthServer, Metrics, repository_check
-from integrator.integrate import Integrator
-from integrator.mirror import Mirror, for_spool
-from integrator.notify import Notifier
-from integrator.repository import Canonical
-from integrator.spool import Spool
+from integrator.landing.engine import Integrator
+from integrator.repo import git
+from integrator.repo.canonical import Canonical
 
 
 def register(sub: Any) -> None:

@@ -12,12 +12,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from integrator import git
-from integrator.bundles import create_bundle
 from integrator.commands._common import print_json, read_input
-from integrator.contract import parse_contract
-from integrator.errors import EXIT_USAGE, InfrastructureError
-from integrator.spool import (
+from integrator.daemon.bundles import create_bundle
+from integrator.daemon.spool import (
     BUNDLE_FILE,
     REJECTION_FILE,
     VERDICT_FILE,
@@ -25,6 +22,9 @@ from integrator.spool import (
     Submission,
     Submitter,
 )
+from integrator.documents.contract import parse_contract
+from integrator.errors import EXIT_USAGE, InfrastructureError
+from integrator.repo import git
 
 DECIDED = ("accepted", "fenced", "review", "rejected")
 
@@ -128,7 +128,9 @@ def _report(sid: str, folder: str, path: Path, *, as_json: bool) -> int:
         else:
             print(f"{sid} REJECTED: {doc.get('reason')}")
         return EXIT_USAGE
-    from integrator.verdict import Verdict  # only when waiting: keeps submit's start-up short
+    from integrator.documents.verdict import (
+        Verdict,  # only when waiting: keeps submit's start-up short
+    )
 
     verdict = Verdict.model_validate_json((path / VERDICT_FILE).read_bytes())
     if as_json:

@@ -11,9 +11,9 @@ from typing import Any
 
 from integrator.commands.guard import install
 from integrator.errors import IntegratorError, UsageError
-from integrator.fleet import Fleet
-from integrator.queue import Queue, agent_name
-from integrator.workspace import exclude_path
+from integrator.fleet.assignments import Fleet
+from integrator.fleet.taskqueue import Queue, agent_name
+from integrator.fleet.workspace import exclude_path
 
 _DURATION = re.compile(r"(\d+)([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}

@@ -1,0 +1,116 @@
+"""Bundles: candidates from clones that do not share the canonical object store.
+
+`integrator submit --bundle` packs the candidate (minus what its base already has) into the
+submission; the daemon verifies the bundle and fetches it into
+`refs/integrator/quarantine/<submission>/`, fsck'ing every object, and nothing reaches a
+real ref unless the candidate lands.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from integrator.errors import InfrastructureError, UsageError
+from integrator.repo import git
+
+if TYPE_CHECKING:
+    import pygit2
+
+
+OUTGOING_PREFIX = "refs/integrator/outgoing/"
+DEFAULT_BUNDLE_MAX_BYTES = 256 * 1024 * 1024
+_HEADER_LIMIT = 1024 * 1024
+# Failures of *this* machine while importing (retried later), as git words them.
+_LOCAL_TROUBLE = (
+    "No space left",
+    "Permission denied",
+    "Read-only file system",
+    "Disk quota",
+    "Unable to create",
+    "cannot lock ref",
+    "Too many open files",
+)
+_OID = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
+
+
+def create_bundle(repo_path: Path, candidate: str, base: str | None, out: Path) -> None:
+    """Write a bundle of `candidate` (minus what `base` already has) to `out`.
+
+    `git bundle` only packs named refs, so the candidate gets a short-lived ref under
+    refs/integrator/outgoing/ in the submitting clone, written and removed through git.py.
+    """
+    repo = git.open_repo(repo_path)
+    ref = f"{OUTGOING_PREFIX}{out.parent.name}"
+    args = ["bundle", "create", "-q", str(out), ref]
+    if base and base != candidate and git.has_object(repo, base):
+        args.append(f"^{base}")
+    with git.RefUpdater(repo_path) as updater:
+        updater.apply([git.update(ref, candidate, None)])
+        try:
+            git.run_git(args, cwd=repo_path)
+        finally:
+            updater.apply([git.delete(ref, candidate)])
+
+
+def bundle_refs(path: Path) -> list[tuple[str, str]]:
+    """(oid, refname) pairs of a v2/v3 bundle header; UsageError when it is not one."""
+    with open(path, "rb") as fh:
+        head = fh.read(_HEADER_LIMIT)
+    end = head.find(b"\n\n")
+    lines = head[:end].decode("utf-8", "replace").split("\n") if end > 0 else []
+    if not lines or lines[0] not in ("# v2 git bundle", "# v3 git bundle"):
+        raise UsageError("the bundle has no git bundle v2/v3 header")
+    refs = []
+    for line in lines[1:]:
+        if line.startswith(("-", "@")):
+            continue  # prerequisites and v3 capabilities
+        oid, _, name = line.partition(" ")
+        if not _OID.match(oid) or not name.startswith(("refs/", "HEAD")):
+            raise UsageError(f"the bundle header has an unreadable line {line[:80]!r}")
+        refs.append((oid, name))
+    if not refs:
+        raise UsageError("the bundle holds no refs")
+    return refs
+
+
+def quarantine_prefix(sid: str) -> str:
+    return f"{git.QUARANTINE_PREFIX}{sid}/"
+
+
+def import_bundle(
+    repo: pygit2.Repository, sid: str, bundle: Path, candidate: str, max_bytes: int
+) -> None:
+    """Import a submission's bundle under refs/integrator/quarantine/<sid>/.
+
+    Nothing here touches a real ref; the daemon deletes the quarantine refs when it files
+    the submission. A bad bundle is a UsageError (the submission is rejected); a failing
+    fetch of a bundle that verified is an InfrastructureError (retried later).
+    """
+    cwd = repo.path
+    size = bundle.stat().st_size
+    if size > max_bytes:
+        raise UsageError(f"the bundle is {size} bytes, more than the limit of {max_bytes}")
+    refs = bundle_refs(bundle)
+    try:
+        git.run_git(["bundle", "verify", "--quiet", str(bundle)], cwd=cwd)
+    except InfrastructureError as err:
+        raise UsageError(f"the bundle does not verify against the repository: {err}") from err
+    prefix = quarantine_prefix(sid)
+    specs = [f"+{name}:{prefix}{i}" for i, (_, name) in enumerate(refs)]
+    # fsck every object on the way in: a fenced candidate stays reachable (its held ref),
+    # and an object git fsck rejects would then break every clone that checks transfers.
+    fetch = ["-c", "fetch.fsckObjects=true", "fetch", "--quiet", "--no-tags",
+             "--no-write-fetch-head", "--no-auto-maintenance"]  # fmt: skip
+    proc = git.run_git([*fetch, str(bundle), *specs], cwd=cwd, check=False)
+    if proc.returncode != 0:
+        message = proc.stderr.decode("utf-8", "replace").strip()
+        summary = "; ".join(message.splitlines()[-2:]) or f"exit {proc.returncode}"
+        if any(sign in message for sign in _LOCAL_TROUBLE):
+            raise InfrastructureError(f"importing the bundle failed: {summary}")
+        # `bundle verify` checks the header and prerequisites, not the pack: a pack that
+        # does not unpack is the submission's fault.
+        raise UsageError(f"the bundle's objects could not be imported: {summary}")
+    if not git.has_object(repo, candidate):
+        raise UsageError(f"the bundle does not contain the candidate {candidate}")

@@ -1,0 +1,484 @@
+"""The integration daemon: drain the spool in id order, integrate, file each submission.
+
+Submissions are handled in *batches* (one listing of the spool, bounded in size and time).
+Each is claimed (renamed into `work/`) and read; the batch goes through the engine's
+`integrate_many`, which gates every candidate and lands all that pass in one ref
+transaction. Then the batch is committed: one ref transaction holds every FENCED/REVIEW
+candidate and drops quarantine refs, one fsynced backlog file records every decision for
+the mirror, and only then are the folders renamed into `accepted/`, `fenced/`, `review/`
+or `rejected/`. A crash before that last step leaves submissions in `work/`; at start they
+go through the engine again, which is idempotent (a candidate that already landed reports
+its earlier ACCEPTED, recovered), so nothing is lost and nothing lands twice, at the cost
+of a few fsyncs per batch rather than per candidate.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+import tomllib
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import asdict, dataclass, fields, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from types import FrameType
+from typing import Any, Protocol
+
+import structlog
+import watchfiles
+
+from integrator.daemon.bundles import DEFAULT_BUNDLE_MAX_BYTES, import_bundle, quarantine_prefix
+from integrator.daemon.health import Metrics
+from integrator.daemon.mirror import Mirror, MirrorWorker, codes_of, decision_record
+from integrator.daemon.notify import Notifier
+from integrator.daemon.review import hold_op
+from integrator.daemon.spool import REJECTION_FILE, VERDICT_FILE, Spool, rejection_document
+from integrator.documents.verdict import Decision, Verdict
+from integrator.errors import ConfigurationError, InfrastructureError, IntegratorError, UsageError
+from integrator.repo import git
+from integrator.repo.canonical import Canonical
+from integrator.repo.packs import ObjectBuffer, maybe_repack
+
+# An unexpected exception on one submission is retried this often, then the submission is
+# rejected with the error, so one poison candidate cannot stop the queue forever.
+CRASH_LIMIT = 3
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What `--config FILE` ([serve] table) may set; SIGHUP reads the file again."""
+
+    poll: float = 2.0
+    watch: bool = True
+    batch_size: int = 64
+    batch_seconds: float = 0.25
+    bundle_max_bytes: int = DEFAULT_BUNDLE_MAX_BYTES
+    log_level: str = "info"
+    max_backoff: float = 30.0
+    mirror_timeout: float = 0.5  # SQLite busy timeout; read at start only
+
+
+def load_settings(path: Path | None, base: Settings) -> Settings:
+    """`base` overridden by the `[serve]` table of a TOML file (keys in kebab-case)."""
+    if path is None:
+        return base
+    try:
+        doc = tomllib.loads(path.read_text("utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        raise ConfigurationError(f"cannot read configuration {path}: {err}") from err
+    table = doc.get("serve", {})
+    known = {f.name.replace("_", "-"): f for f in fields(Settings)}
+    changes: dict[str, Any] = {}
+    for key, value in table.items():
+        field = known.get(key)
+        if field is None:
+            raise ConfigurationError(f"{path}: unknown setting serve.{key}; known: {sorted(known)}")
+        kind = type(getattr(base, field.name))
+        ok = isinstance(value, kind) or (kind is float and type(value) is int)
+        if not ok or (kind is not bool and isinstance(value, bool)):
+            raise ConfigurationError(f"{path}: serve.{key} must be of type {kind.__name__}")
+        changes[field.name] = kind(value)
+    settings = replace(base, **changes)
+    if settings.poll <= 0 or settings.batch_size < 1 or settings.batch_seconds < 0:
+        raise ConfigurationError(f"{path}: poll and batch-size must be positive")
+    return settings
+
+
+class Engine(Protocol):
+    """What the daemon needs of `integrator.landing.engine.Integrator`."""
+
+    def integrate(self, contract_data: bytes, candidate: str) -> Verdict: ...
+    def integrate_many(self, items: Sequence[tuple[bytes, str]]) -> list[Verdict]: ...
+    def reload_policy(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A claimed, readable submission waiting for its batch's `integrate_many`."""
+
+    sid: str
+    contract: bytes
+    candidate: str
+    raw: bytes
+    started: float
+    bundle: bool
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One decided submission, waiting for its batch to be committed."""
+
+    sid: str
+    verdict: Verdict | None  # None: rejected as malformed, see `reason`
+    reason: str | None
+    raw: bytes
+    latency: float
+    bundle: bool
+
+    @property
+    def folder(self) -> str:
+        if self.verdict is None:
+            return "rejected"
+        return {Decision.ACCEPTED: "accepted", Decision.FENCED: "fenced"}.get(
+            self.verdict.decision, "review"
+        )
+
+
+class Daemon:
+    """One daemon on one spool and one canonical repository."""
+
+    def __init__(
+        self,
+        *,
+        spool: Spool,
+        canonical: Canonical,
+        engine: Engine,
+        mirror: Mirror,
+        settings: Settings | None = None,
+        metrics: Metrics | None = None,
+        notifier: Notifier | None = None,
+        reload: Callable[[], Settings] | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.spool = spool
+        self.canonical = canonical
+        self.engine = engine
+        self.mirror = mirror
+        self.settings = settings or Settings()
+        self.metrics = metrics or Metrics()
+        self.notifier = notifier or Notifier({})
+        self.reload = reload
+        self.clock = clock
+        self.log = structlog.get_logger("integrator.daemon")
+        self.decided = 0
+        self.last_error: str | None = None
+        self._wake = threading.Event()
+        self._stopping = False
+        self._reload_requested = False
+        self._crashes: dict[str, int] = {}
+        self._backoff = 0.0
+        self._watcher: Generator[set[tuple[watchfiles.Change, str]], None, None] | None = None
+        self._worker: MirrorWorker | None = None
+        self._watchdog = self.notifier.watchdog_interval() is not None
+
+    # -- signals --------------------------------------------------------------------------
+
+    def install_signal_handlers(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGHUP, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        # Only flags here: the handler may run in the middle of an integration.
+        if signum == signal.SIGHUP:
+            self.request_reload()
+        else:
+            self.request_stop()
+
+    def request_stop(self) -> None:
+        """Stop claiming; the batch in hand is finished and filed, then `run` returns."""
+        self._stopping = True
+        self._wake.set()
+
+    def request_reload(self) -> None:
+        self._reload_requested = True
+        self._wake.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def run(self, *, once: bool = False) -> int:
+        """Serve until SIGTERM (or, with `once`, until the spool is drained); returns 0."""
+        self.spool.ensure()
+        with self.spool.lock():
+            self.spool.write_meta(self.canonical.path)
+            self.spool.sweep_tmp()
+            recovered = self.drain(only_work=True)
+            self.log.info(
+                "daemon.ready", spool=str(self.spool.root), repo=str(self.canonical.path.resolve()),
+                recovered=recovered, once=once, waiting=self.spool.depth(),
+            )  # fmt: skip
+            self.notifier.ready()
+            if once:
+                return self._run_once()
+            self._worker = MirrorWorker(self.mirror, self.settings.poll)
+            self._worker.start()
+            try:
+                self._serve()
+            finally:
+                self.notifier.stopping()
+                self._close_watcher()
+                self._worker.stop()
+                self.log.info("daemon.stopped", decided=self.decided)
+        return 0
+
+    def _run_once(self) -> int:
+        self.drain()
+        if self.last_error is not None and not self._stopping:
+            self.log.error("daemon.incomplete", error=self.last_error, left=self.spool.depth())
+            raise InfrastructureError(f"the spool was not drained: {self.last_error}")
+        try:
+            self.mirror.flush()
+        except IntegratorError as err:
+            self.log.warning(
+                "mirror.left_backlog", records=self.mirror.backlog.depth(), error=str(err)
+            )
+        self.log.info("daemon.drained", decided=self.decided)
+        return 0
+
+    def _serve(self) -> None:
+        watchdog = self.notifier.watchdog_interval()
+        while not self._stopping:
+            self.drain()  # pings the watchdog after every batch
+            if watchdog is not None:
+                self.notifier.watchdog()
+            if self._stopping:
+                break
+            if self._reload_requested:
+                self._apply_reload()
+                continue
+            timeout = self._backoff or self.settings.poll
+            self._wait(min(timeout, watchdog) if watchdog else timeout)
+
+    def drain(self, *, only_work: bool = False) -> int:
+        """Decide everything in `work/` (then `new/`), in id order; returns how many."""
+        total = 0
+        while not self._stopping:
+            names = [("work", n) for n in self.spool.entries("work")]
+            if not only_work:
+                names += [("new", n) for n in self.spool.entries("new")]
+            if not names:
+                break
+            done, error = self._batch(names)
+            total += done
+            if self._watchdog:
+                self.notifier.watchdog()  # a long drain is progress, not a hang
+            if error is not None:
+                self.last_error = str(error)
+                self._backoff = min(max(self._backoff * 2, 0.5), self.settings.max_backoff)
+                self.metrics.infrastructure_errors.inc()
+                self.log.error("daemon.retry_later", error=str(error), retry_in_s=self._backoff)
+                break
+            self.last_error = None
+            self._backoff = 0.0
+        return total
+
+    def _batch(self, names: list[tuple[str, str]]) -> tuple[int, IntegratorError | None]:
+        """Claim up to a batch, integrate it in one `integrate_many`, commit the outcomes."""
+        outcomes: list[Outcome] = []
+        ready: list[Prepared] = []
+        error: IntegratorError | None = None
+        deadline = time.monotonic() + self.settings.batch_seconds
+        try:
+            for where, name in names:
+                if self._stopping:
+                    break  # stop claiming; what is in hand is integrated and filed below
+                item = self._prepare(where, name)
+                if isinstance(item, Prepared):
+                    ready.append(item)
+                elif item is not None:
+                    outcomes.append(item)
+                taken = len(ready) + len(outcomes)
+                if taken >= self.settings.batch_size or time.monotonic() >= deadline:
+                    break
+        except IntegratorError as err:
+            error = err  # that submission stays in work/ and is retried first
+        except OSError as err:  # the spool's file system, while claiming or reading
+            error = _infra(err)
+        decided, failure = self._integrate(ready)
+        outcomes.extend(decided)
+        error = error or failure  # what was not decided stays in work/, retried first
+        outcomes.sort(key=lambda o: o.sid)
+        try:
+            self._commit(outcomes)
+        except (IntegratorError, OSError) as err:
+            return 0, err if isinstance(err, IntegratorError) else _infra(err)
+        return len(outcomes), error
+
+    def _prepare(self, where: str, name: str) -> Prepared | Outcome | None:
+        """Claim one entry and read it: ready to integrate, rejected, or gone (None)."""
+        started = time.perf_counter()
+        claimed = self.spool.claim(name) if where == "new" else self.spool.working(name)
+        if claimed is None:
+            return None  # someone else took it between the listing and the rename
+        sid = claimed.sid
+        if claimed.problem is not None:
+            return Outcome(sid, None, claimed.problem, b"", time.perf_counter() - started, False)
+        bundle = False
+        try:
+            submission, raw = self.spool.load(claimed.path)
+            if submission.bundle is not None:
+                bundle = True
+                import_bundle(
+                    self.canonical.repo, sid, claimed.path / submission.bundle,
+                    submission.candidate, self.settings.bundle_max_bytes,
+                )  # fmt: skip
+        except UsageError as err:
+            return Outcome(sid, None, str(err), b"", time.perf_counter() - started, bundle)
+        return Prepared(
+            sid, submission.contract_bytes(), submission.candidate, raw, started, bundle
+        )
+
+    def _integrate(self, ready: list[Prepared]) -> tuple[list[Outcome], IntegratorError | None]:
+        """All of `ready` through the engine at once: one ref transaction lands the batch."""
+        if not ready:
+            return [], None
+        try:
+            verdicts = self.engine.integrate_many([(p.contract, p.candidate) for p in ready])
+        except IntegratorError as err:
+            return [], err
+        except Exception:  # a bug in the engine: find the submission that triggers it
+            self.log.exception("integrate.crashed", submissions=[p.sid for p in ready])
+            return self._one_by_one(ready)
+        done = time.perf_counter()
+        outcomes = [
+            Outcome(p.sid, v, None, p.raw, done - p.started, p.bundle)
+            for p, v in zip(ready, verdicts, strict=True)
+        ]
+        return outcomes, None
+
+    def _one_by_one(self, ready: list[Prepared]) -> tuple[list[Outcome], IntegratorError | None]:
+        """Integrate singly, so an engine crash is pinned on the submission that causes it."""
+        outcomes: list[Outcome] = []
+        for p in ready:
+            reason = None
+            try:
+                verdict: Verdict | None = self.engine.integrate(p.contract, p.candidate)
+            except IntegratorError as err:
+                return outcomes, err  # what was decided is filed; the rest is retried
+            except Exception as err:  # bounded retries, then reject so the queue moves
+                count = self._crashes[p.sid] = self._crashes.get(p.sid, 0) + 1
+                self.log.exception("integrate.crashed", submission=p.sid, attempt=count)
+                if count < CRASH_LIMIT:
+                    return outcomes, _infra(err)
+                verdict = None
+                reason = (
+                    f"integrate raised {type(err).__name__}: {err} ({count} times); the log "
+                    "has the traceback. Resubmitting is safe: integrate never lands a "
+                    "candidate twice"
+                )
+            latency = time.perf_counter() - p.started
+            outcomes.append(Outcome(p.sid, verdict, reason, p.raw, latency, p.bundle))
+        return outcomes, None
+
+    def _commit(self, outcomes: list[Outcome]) -> None:
+        """Hold, record, then file: the order that makes a crash at any point harmless."""
+        if not outcomes:
+            return
+        now = self.clock()
+        ops: list[git.RefOp] = []
+        records = ObjectBuffer(self.canonical.repo)  # every hold record of the batch, one pack
+        for o in outcomes:
+            if o.verdict is not None and o.verdict.decision is not Decision.ACCEPTED:
+                ops.append(hold_op(self.canonical, o.sid, o.verdict, o.raw, now, objects=records))
+            if o.bundle:
+                refs = git.refs_under(self.canonical.repo, quarantine_prefix(o.sid))
+                ops.extend(git.delete(ref, oid) for ref, oid in sorted(refs.items()))
+        if records.flush() is not None:
+            maybe_repack(self.canonical.repo)
+        self._apply(ops)
+        self.mirror.record(
+            [decision_record(o.sid, o.verdict, now, o.latency, o.reason) for o in outcomes]
+        )
+        for o in outcomes:
+            if o.verdict is not None:
+                text = o.verdict.model_dump_json(by_alias=True, exclude_none=True, indent=2)
+                self.spool.file(o.sid, o.folder, VERDICT_FILE, text.encode() + b"\n")
+            else:
+                doc = rejection_document(o.sid, o.reason or "malformed", now)
+                self.spool.file(o.sid, o.folder, REJECTION_FILE, doc)
+            self._crashes.pop(o.sid, None)
+            self.decided += 1
+            self._summary(o)
+        if self._worker is not None:
+            self._worker.wake()
+
+    def _apply(self, ops: list[git.RefOp]) -> None:
+        """Held refs, then quarantine deletions, durable before any submission is filed.
+
+        A flood of fenced submissions makes thousands of held refs: with durable settings
+        git writes each ref file out before renaming it (never an empty ref after a crash)
+        without waiting for a journal commit per file, and one syncfs makes them durable.
+        """
+        repo = self.canonical.repo
+        holds = [op for op in ops if op.verb != "delete"]
+        deletions = [op for op in ops if op.verb == "delete"]
+        durable = git.durable(repo)
+        if holds:
+            if durable:
+                git.sync_objects(repo)  # records on disk before refs name them
+            if durable and git.HAS_SYNCFS:
+                self.canonical.bulk_updater.apply(holds)
+                git.sync_refs(repo)
+            else:
+                self.canonical.updater.apply(holds)
+        if deletions:
+            self.canonical.updater.apply(deletions)
+
+    def _summary(self, o: Outcome) -> None:
+        """The one event per decision: everything a person or a shipper needs to find it."""
+        self.metrics.observe(o.verdict, o.latency)
+        v = o.verdict
+        if v is None:
+            self.log.warning(
+                "decision", submission=o.sid, decision="REJECTED", reason=o.reason,
+                folder=o.folder, latency_ms=round(o.latency * 1000, 3),
+            )  # fmt: skip
+            return
+        self.log.info(
+            "decision", submission=o.sid, task=v.task_id, attempt=v.attempt_id,
+            generation=v.generation, candidate=v.candidate, decision=v.decision.value,
+            codes=codes_of(v), folder=o.folder,
+            staging=v.staging_commit, recovered=bool(v.recovered),
+            latency_ms=round(o.latency * 1000, 3),
+        )  # fmt: skip
+
+    # -- waiting and reloading -----------------------------------------------------------
+
+    def _wait(self, timeout: float) -> None:
+        """Until a file lands in new/, a signal arrives, or `timeout` passes (the rescan)."""
+        if self._wake.is_set() or not self.settings.watch or self._backoff:
+            self._wake.wait(timeout)
+            self._wake.clear()
+            return
+        if self._watcher is None:
+            self._watcher = watchfiles.watch(
+                self.spool.folder("new"), watch_filter=None, debounce=100, step=10,
+                stop_event=self._wake, rust_timeout=max(1, int(timeout * 1000)),
+                yield_on_timeout=True, raise_interrupt=False, recursive=False,
+            )  # fmt: skip
+        try:
+            next(self._watcher)
+        except StopIteration:  # the wake event was set: a signal
+            self._watcher = None
+            self._wake.clear()
+
+    def _close_watcher(self) -> None:
+        if self._watcher is not None:
+            self._watcher.close()
+            self._watcher = None
+
+    def _apply_reload(self) -> None:
+        self._reload_requested = False
+        self._wake.clear()
+        self.notifier.reloading()
+        try:
+            if self.reload is not None:
+                self.settings = self.reload()
+            self.engine.reload_policy()
+        except IntegratorError as err:
+            self.log.error("daemon.reload_failed", error=str(err), kept="previous settings")
+        else:
+            self.log.info("daemon.reloaded", **asdict(self.settings))
+        self._close_watcher()  # its timeout is the poll interval, which may have changed
+        if self._worker is not None:
+            self._worker.interval = self.settings.poll
+        self.notifier.ready()
+
+
+def _infra(err: BaseException) -> IntegratorError:
+    return InfrastructureError(f"{type(err).__name__}: {err}")

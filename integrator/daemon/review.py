@@ -1,0 +1,464 @@
+"""Held candidates and the release manager's review: list, show, approve, reject.
+
+A FENCED or REVIEW candidate is kept alive by `refs/integrator/held/<submission>`, which
+points at a chain of *record* commits: each holds `action.json` (what was done, by whom,
+why), `verdict.json` and `submission.json`, has the previous record (if any) as its first
+parent and the candidate as its last parent. So `git log` of the ref is the review history
+and the candidate's objects cannot be pruned while it waits. Once a review ends (accepted
+on approval, or rejected) the chain moves to `refs/integrator/archived/<submission>`.
+
+Approval never bypasses the fence: it runs the candidate through `integrate` again under
+the contract the coordinator re-issued or expanded, and reports that verdict.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal, Protocol
+
+import pygit2
+import structlog
+from pydantic import Field, ValidationError
+
+from integrator.daemon.mirror import Mirror, codes_of, review_record
+from integrator.daemon.spool import (
+    SUBMISSION_FILE,
+    VERDICT_FILE,
+    Spool,
+    Submission,
+    atomic_write,
+)
+from integrator.documents.contract import Model
+from integrator.documents.verdict import Code, Decision, Verdict, Violation
+from integrator.errors import (
+    ConfigurationError,
+    InfrastructureError,
+    IntegratorError,
+    UsageError,
+)
+from integrator.repo import git
+from integrator.repo.canonical import Canonical, signature
+from integrator.repo.expansions import ExpansionEntry, expansions
+from integrator.repo.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
+
+log = structlog.get_logger("integrator.review")
+
+ACTION_SCHEMA = "integrator.review-action.v1"
+ARCHIVED_PREFIX = "refs/integrator/archived/"
+REVIEW_FILE = "review.json"
+REVIEW_LOCK = "review.lock"
+HELD_FOLDERS = ("fenced", "review")
+FOLDER_OF = {Decision.ACCEPTED: "accepted", Decision.FENCED: "fenced", Decision.REVIEW: "review"}
+
+Action = Literal["hold", "approve", "reject"]
+
+
+class ReviewAction(Model):
+    """`integrator.review-action.v1`: one entry of a held candidate's history."""
+
+    schema_: Literal["integrator.review-action.v1"] = Field(
+        default="integrator.review-action.v1", alias="schema"
+    )
+    submission: str
+    action: Action
+    actor: str
+    at: datetime
+    reason: str | None = None
+    decision: Decision | None = None
+    codes: list[str] = Field(default_factory=list)
+    contract_digest: str | None = None
+    previous: str | None = None
+
+
+def held_ref(sid: str) -> str:
+    return f"{git.HELD_PREFIX}{sid}"
+
+
+def archived_ref(sid: str) -> str:
+    return f"{ARCHIVED_PREFIX}{sid}"
+
+
+def _is_commit(repo: pygit2.Repository, oid: str) -> bool:
+    try:
+        return repo.odb.read_header(oid)[0] == pygit2.enums.ObjectType.COMMIT
+    except (KeyError, ValueError, pygit2.GitError):  # absent, or not an object id
+        return False
+
+
+def write_record(
+    repo: pygit2.Repository,
+    action: ReviewAction,
+    verdict: Verdict | None,
+    submission: bytes,
+    candidate: str | None,
+    *,
+    objects: ObjectBuffer | None = None,
+) -> str:
+    """Write (objects only, no ref) the record commit for `action`.
+
+    With `objects` the record stays pending there (the daemon writes a batch's records as
+    one pack); otherwise it is written at once.
+    """
+    buffer = objects if objects is not None else ObjectBuffer(repo)
+    files = {
+        b"action.json": (b"100644", buffer.add("blob", action.to_json().encode() + b"\n")),
+        SUBMISSION_FILE.encode(): (b"100644", buffer.add("blob", submission)),
+    }
+    if verdict is not None:
+        verdict_blob = buffer.add("blob", verdict.to_json().encode() + b"\n")
+        files[VERDICT_FILE.encode()] = (b"100644", verdict_blob)
+    tree = buffer.add("tree", tree_bytes(files))
+    parents = [bytes.fromhex(action.previous)] if action.previous else []
+    if candidate and _is_commit(repo, candidate):
+        # The candidate as the record's last parent keeps its objects alive; anything but
+        # a commit there (a submission may name a blob) would break fsck, gc and clones.
+        parents.append(bytes.fromhex(candidate))
+    outcome = f"{action.decision.value} {' '.join(action.codes)}".strip() if action.decision else ""
+    message = f"{action.action} {action.submission}: {outcome or action.reason or ''}".rstrip()
+    message += "\n\n"
+    if action.reason:
+        message += f"{action.reason}\n\n"
+    message += f"Integrator-Submission: {action.submission}\nIntegrator-Review-Action: "
+    message += f"{action.action}\nIntegrator-Actor: {action.actor}\n"
+    if candidate:
+        message += f"Integrator-Candidate: {candidate}\n"
+    sig = signature(action.at)
+    commit = buffer.add("commit", commit_bytes(tree, parents, sig, sig, message)).hex()
+    if objects is None:
+        flush_loose(buffer)
+    return commit
+
+
+def hold_op(
+    canonical: Canonical,
+    sid: str,
+    verdict: Verdict,
+    submission: bytes,
+    now: datetime,
+    *,
+    objects: ObjectBuffer | None = None,
+) -> git.RefOp:
+    """The ref update that holds a FENCED/REVIEW candidate (appends when already held)."""
+    old = canonical.ref(held_ref(sid))
+    action = ReviewAction(
+        submission=sid,
+        action="hold",
+        actor="integrator",
+        at=now,
+        decision=verdict.decision,
+        codes=codes_of(verdict),
+        contract_digest=verdict.contract_digest,
+        previous=old,
+    )
+    # A candidate fenced for unsafe names or malformed trees is recorded, not kept
+    # reachable: objects git fsck rejects would break every clone that checks transfers.
+    unsafe = any(v.code is Code.UNSAFE_PATH for v in verdict.violations)
+    commit = write_record(
+        canonical.repo,
+        action,
+        verdict,
+        submission,
+        None if unsafe else verdict.candidate,
+        objects=objects,
+    )
+    return git.update(held_ref(sid), commit, old)
+
+
+def history(canonical: Canonical, sid: str) -> list[tuple[str, ReviewAction]]:
+    """(commit, action) of a held or archived candidate's records, oldest first."""
+    oid = canonical.ref(held_ref(sid)) or canonical.ref(archived_ref(sid))
+    out: list[tuple[str, ReviewAction]] = []
+    while oid:
+        try:
+            action = ReviewAction.model_validate_json(canonical.blob_at(oid, "action.json"))
+        except (KeyError, ValidationError):
+            break
+        out.append((oid, action))
+        oid = action.previous
+    out.reverse()
+    return out
+
+
+@dataclass(frozen=True)
+class Held:
+    """A candidate waiting in `fenced/` or `review/`."""
+
+    sid: str
+    folder: str
+    verdict: Verdict
+    submission: Submission
+    raw: bytes
+
+    def subject(self) -> tuple[str | None, str | None, int | None]:
+        """(task, attempt, generation): from the verdict, else from the submitted contract.
+
+        A verdict names them only when the contract parsed; the submission still carries the
+        contract as sent, so even a CONTRACT_INVALID candidate's review is found by task.
+        """
+        v, contract = self.verdict, self.submission.contract
+        task, attempt = contract.get("taskId"), contract.get("attemptId")
+        generation = v.generation
+        if generation is None:
+            sent = contract.get("ownershipGeneration")
+            generation = sent if type(sent) is int else None  # not a bool, not a string
+        return (
+            v.task_id or (task if isinstance(task, str) else None),
+            v.attempt_id or (attempt if isinstance(attempt, str) else None),
+            generation,
+        )
+
+
+def read_held(spool: Spool, folder: str, sid: str) -> Held:
+    """A held submission and its verdict; ConfigurationError when the folder is damaged."""
+    path = spool.folder(folder) / sid
+    try:
+        raw = (path / SUBMISSION_FILE).read_bytes()
+        verdict = Verdict.model_validate_json((path / VERDICT_FILE).read_bytes())
+        submission = Submission.model_validate_json(raw)
+    except (OSError, ValidationError) as err:
+        raise ConfigurationError(
+            f"{path} is not a complete held submission ({type(err).__name__}); "
+            "move it out of the spool and look at it by hand"
+        ) from err
+    return Held(sid, folder, verdict, submission, raw)
+
+
+def pending(spool: Spool) -> list[Held]:
+    """Every held candidate of a spool, in submission order (reads no repository).
+
+    A damaged folder is logged and left out, so one bad entry does not hide the others.
+    """
+    items = []
+    for folder in HELD_FOLDERS:
+        for sid in spool.entries(folder):
+            try:
+                items.append(read_held(spool, folder, sid))
+            except ConfigurationError as err:
+                log.warning("review.unreadable", submission=sid, error=str(err))
+    return sorted(items, key=lambda h: h.sid)
+
+
+def pending_expansions(spool: Spool, repo: Path | None = None) -> list[ExpansionEntry]:
+    """Expansion requests the coordinator could not grant, waiting in the spool's repository.
+
+    They live in git (`refs/integrator/expansions/`, see `expansions.py`), not in the spool;
+    empty when the spool does not name its repository and `repo` is not given.
+    """
+    path = repo or spool.repo_path()
+    if path is None:
+        return []
+    try:
+        with Canonical(path) as canonical:
+            return expansions(canonical, pending_only=True)
+    except IntegratorError as err:  # the held candidates are still worth listing
+        log.warning("review.expansions_unreadable", repo=str(path), error=str(err))
+        return []
+
+
+def expansion_lines(spool: Spool, repo: Path | None = None) -> list[str]:
+    """`review list`'s lines for pending expansion requests (none when there are none)."""
+    pending_requests = pending_expansions(spool, repo)
+    if not pending_requests:
+        return []
+    return [
+        f"expansion requests waiting for the coordinator ({len(pending_requests)}):",
+        *(f"  {entry.describe()}" for entry in pending_requests),
+        "  grant: re-run `integrator contract expand --request FILE` "
+        "(git show REF:request.json); close: `integrator contract dismiss ID`",
+    ]
+
+
+class Engine(Protocol):
+    def integrate(self, contract_data: bytes, candidate: str) -> Verdict: ...
+
+
+def default_actor() -> str:
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+class Review:
+    """The release manager's operations on one spool and its canonical repository."""
+
+    def __init__(
+        self,
+        spool: Spool,
+        canonical: Canonical,
+        mirror: Mirror | None = None,
+        *,
+        engine: Engine | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.spool = spool
+        self.canonical = canonical
+        self.mirror = mirror
+        self.engine = engine
+        self.clock = clock
+
+    def pending(self) -> list[Held]:
+        return pending(self.spool)
+
+    def get(self, sid: str) -> Held:
+        found = self.spool.find(sid)
+        if found is None:
+            raise UsageError(f"no submission {sid!r} in {self.spool.root}")
+        folder, _ = found
+        if folder not in HELD_FOLDERS:
+            raise UsageError(f"submission {sid} is in {folder}/, not held for review")
+        return read_held(self.spool, folder, sid)
+
+    def live_contract(self, held: Held) -> bytes:
+        """The contract the coordinator holds now for the candidate's task."""
+        task = held.verdict.task_id or held.submission.contract.get("taskId")
+        claim = self.canonical.claim(task) if isinstance(task, str) else None
+        if claim is None:
+            raise UsageError(
+                f"no claim for the task of {held.sid}; pass --contract with the contract the "
+                "coordinator re-issued or expanded"
+            )
+        return claim.contract.to_json().encode()
+
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """One review action at a time on this spool: an approve that is integrating and a
+        reject of the same submission must not both act (the reject would be recorded
+        while the approve lands the code). Held across the whole action, re-reading the
+        submission inside; the kernel drops the lock if the process dies."""
+        fd = os.open(self.spool.root / REVIEW_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def approve(
+        self, sid: str, actor: str, contract: bytes | None = None, reason: str | None = None
+    ) -> Verdict:
+        """Run the held candidate through the fence again under a re-issued contract."""
+        if self.engine is None:
+            raise UsageError("approve needs the integration engine")
+        with self._exclusive():
+            held = self.get(sid)
+            data = contract if contract is not None else self.live_contract(held)
+            verdict = self.engine.integrate(data, held.submission.candidate)
+            digest = verdict.contract_digest
+            self._record(held, "approve", actor, reason, verdict, digest)
+        return verdict
+
+    def reject(self, sid: str, actor: str, reason: str) -> None:
+        """Archive a held candidate with the reason; nothing is integrated."""
+        with self._exclusive():
+            held = self.get(sid)
+            self._record(held, "reject", actor, reason, None, held.verdict.contract_digest)
+
+    def _record(
+        self,
+        held: Held,
+        action: Action,
+        actor: str,
+        reason: str | None,
+        verdict: Verdict | None,
+        digest: str | None,
+    ) -> None:
+        now = self.clock()
+        canonical = self.canonical
+        old = canonical.ref(held_ref(held.sid))
+        entry = ReviewAction(
+            submission=held.sid,
+            action=action,
+            actor=actor,
+            at=now,
+            reason=reason,
+            decision=verdict.decision if verdict else None,
+            codes=codes_of(verdict) if verdict else [],
+            contract_digest=digest,
+            previous=old,
+        )
+        commit = write_record(
+            canonical.repo, entry, verdict or held.verdict, held.raw, held.submission.candidate
+        )
+        still_held = verdict is not None and verdict.decision is not Decision.ACCEPTED
+        if still_held:
+            ops = [git.update(held_ref(held.sid), commit, old)]
+        else:
+            ops = [
+                git.update(archived_ref(held.sid), commit, canonical.ref(archived_ref(held.sid)))
+            ]
+            if old is not None:
+                ops.append(git.delete(held_ref(held.sid), old))
+        canonical.updater.apply(ops)
+        path = self.spool.folder(held.folder) / held.sid
+        atomic_write(path / REVIEW_FILE, entry.to_json().encode() + b"\n")
+        if verdict is not None:
+            atomic_write(path / VERDICT_FILE, verdict.to_json().encode() + b"\n")
+        destination = FOLDER_OF[verdict.decision] if verdict is not None else "archived"
+        if destination != held.folder:
+            self.spool.move(held.sid, held.folder, destination)
+        if self.mirror is not None:
+            task, attempt, generation = held.subject()
+            record = review_record(
+                held.sid,
+                action,
+                actor,
+                now,
+                verdict,
+                reason,
+                task_id=task,
+                attempt_id=attempt,
+                generation=generation,
+                candidate=held.submission.candidate,
+            )
+            self.mirror.record([record])
+            with contextlib.suppress(InfrastructureError):
+                self.mirror.flush(retry=False)  # else the backlog keeps it for the daemon
+
+    def diff(self, held: Held) -> tuple[str | None, list[FileDiff]]:
+        """(base used, per-file patches with the violations that name each file)."""
+        repo = self.canonical.repo
+        candidate = held.submission.candidate
+        if not git.has_object(repo, candidate):
+            return None, []
+        cand = self.canonical.commit(candidate)
+        base = held.verdict.base or held.submission.contract.get("baseCommit")
+        if not isinstance(base, str) or not git.has_object(repo, base):
+            # The base is missing (e.g. BASE_MISSING): show what the candidate itself did.
+            base = str(cand.parent_ids[0]) if cand.parent_ids else None
+        if base is not None:
+            found = self.canonical.commit(base).tree.diff_to_tree(cand.tree)
+        else:
+            found = cand.tree.diff_to_tree(swap=True)  # a root commit: everything is added
+        found.find_similar()
+        out = []
+        for patch in found:
+            if patch is None:
+                continue
+            delta = patch.delta
+            path, old = delta.new_file.path, delta.old_file.path
+            named = [v for v in held.verdict.violations if v.path in (path, old)]
+            out.append(
+                FileDiff(
+                    path, old if old != path else None, delta.status_char(), patch.text or "", named
+                )
+            )
+        return base, out
+
+
+@dataclass(frozen=True)
+class FileDiff:
+    path: str
+    old_path: str | None
+    status: str
+    patch: str
+    violations: list[Violation]

@@ -1,0 +1,465 @@
+"""The spool: a Maildir-style folder tree through which agents hand candidates to the daemon.
+
+A producer builds a submission folder in `tmp/`, fsyncs it and `rename()`s it into `new/`;
+the daemon claims it by renaming it into `work/`, and files it (with its verdict beside it)
+under `accepted/`, `fenced/`, `review/` or `rejected/`. Every move is one atomic rename of
+one folder, so a submission is never half in one place and half in another. Folder names
+are generated here (time-sortable plus random), never taken from anything a submitter wrote.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import re
+import secrets
+import shutil
+import stat
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import AfterValidator, AwareDatetime, Field, ValidationError
+
+from integrator.documents.contract import Model, ObjectId
+from integrator.errors import ConfigurationError, InfrastructureError, UsageError
+
+if TYPE_CHECKING:
+    pass
+
+SUBMISSION_SCHEMA = "integrator.submission.v1"
+SPOOL_SCHEMA = "integrator.spool.v1"
+REJECTION_SCHEMA = "integrator.rejection.v1"
+
+SUBMISSION_FILE = "submission.json"
+VERDICT_FILE = "verdict.json"
+REJECTION_FILE = "rejection.json"
+BUNDLE_FILE = "candidate.bundle"
+STRAY_ENTRY = "stray-entry"
+META_FILE = "spool.json"
+LOCK_FILE = "daemon.lock"
+BACKLOG = "mirror-backlog"
+
+# Maildir's rule: a draft untouched for 36 hours was abandoned by its producer.
+TMP_MAX_AGE = 36 * 3600.0
+
+INBOX = ("tmp", "new", "work")
+DECIDED = ("accepted", "fenced", "review", "rejected", "archived")
+FOLDERS = (*INBOX, *DECIDED)
+
+# 20260601T120000123456Z-0a1b2c3d: sorts by time, then by chance; a valid ref component.
+ID_RE = re.compile(r"^\d{8}T\d{12}Z-[0-9a-f]{8}$")
+_BUNDLE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,100}\.bundle$")
+
+
+def new_id(now: datetime | None = None) -> str:
+    """A submission id: UTC time to the microsecond, then 32 random bits."""
+    moment = (now or datetime.now(UTC)).astimezone(UTC)
+    return f"{moment:%Y%m%dT%H%M%S%f}Z-{secrets.token_hex(4)}"
+
+
+def _bundle_name(value: str) -> str:
+    if not _BUNDLE_NAME_RE.match(value):
+        raise ValueError(f"{value!r} is not a plain file name ending in .bundle")
+    return value
+
+
+class Submitter(Model):
+    """Who handed the candidate in. Self-reported: it is for people, never for authority."""
+
+    user: Annotated[str, Field(min_length=1, max_length=200)]
+    host: Annotated[str, Field(min_length=1, max_length=255)]
+    pid: Annotated[int, Field(ge=0)] | None = None
+    repo: Annotated[str, Field(max_length=4096)] | None = None
+
+
+class Submission(Model):
+    """`integrator.submission.v1`: one candidate handed to the daemon through the spool.
+
+    `contract` is carried as the JSON object the coordinator issued; the gate validates it,
+    and fences an invalid one with CONTRACT_INVALID (a malformed *envelope* is rejected).
+    """
+
+    schema_: Literal["integrator.submission.v1"] = Field(alias="schema")
+    contract: dict[str, Any] = Field(
+        description="The ownership contract (coding.workspace.ownership.v1) as issued; "
+        "see ownership-contract.v1.schema.json. Validated by the gate, not by the spool."
+    )
+    candidate: ObjectId
+    submitter: Submitter
+    submitted_at: AwareDatetime
+    bundle: Annotated[str, AfterValidator(_bundle_name)] | None = Field(
+        default=None,
+        description="A git bundle in the submission folder holding the candidate, for agents "
+        "that do not share the canonical object store.",
+    )
+
+    def contract_bytes(self) -> bytes:
+        """The contract as the engine reads it (its digest is over the parsed form)."""
+        return json.dumps(self.contract, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def render_errors(err: ValidationError) -> list[str]:
+    out = []
+    for item in err.errors():
+        where = ".".join(str(p) for p in item["loc"]) or "(document)"
+        msg = "unknown field" if item["type"] == "extra_forbidden" else item["msg"]
+        out.append(f"{where}: {msg}")
+    return out
+
+
+# --- small durable-file helpers -----------------------------------------------------------
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+# A submission is a contract and a few ids; anything near this is not one.
+SUBMISSION_LIMIT = 1 << 20
+# Errors opening a submission's own file that are its producer's doing, not the host's.
+_PRODUCER_ERRORS = frozenset((errno.ELOOP, errno.EACCES, errno.EPERM, errno.ENXIO, errno.EISDIR))
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = os.read(fd, min(1 << 16, limit - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def write_file(path: str | Path, data: bytes, *, sync: bool) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        if sync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
+    """Write `path` so readers see the old content or the new, never a torn file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    write_file(tmp, data, sync=sync)
+    tmp.replace(path)
+    if sync:
+        fsync_dir(path.parent)
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """A submission folder in `work/`; `problem` says why it is not a submission at all."""
+
+    sid: str
+    path: Path
+    problem: str | None = None
+
+
+class Spool:
+    """The folder tree of one spool (see docs/daemon.md for the layout)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self._root = str(self.root)
+
+    def __repr__(self) -> str:
+        return f"Spool({str(self.root)!r})"
+
+    def folder(self, name: str) -> Path:
+        return self.root / name
+
+    @property
+    def backlog(self) -> Path:
+        return self.root / BACKLOG
+
+    def ensure(self) -> Spool:
+        """Create the layout (idempotent)."""
+        self._make(*FOLDERS, BACKLOG)
+        return self
+
+    def _make(self, *names: str) -> None:
+        """Create folders of the spool; ConfigurationError naming the spool when it cannot be."""
+        if self.root.exists() and not self.root.is_dir():
+            raise ConfigurationError(f"spool {self.root} is not a folder")
+        try:
+            for name in names:
+                (self.root / name).mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ConfigurationError(f"cannot create spool {self.root}: {err.strerror}") from err
+
+    def existing(self) -> Spool:
+        """This spool, refused when its folder is not there (a mistyped --spool would
+        otherwise read as an empty spool)."""
+        if not self.root.is_dir():
+            why = "is not a folder" if self.root.exists() else "does not exist"
+            raise ConfigurationError(f"spool {self.root} {why}")
+        return self
+
+    def check(self) -> str | None:
+        """Why the spool is not usable by the daemon, or None."""
+        for name in (*FOLDERS, BACKLOG):
+            path = self.root / name
+            if not path.is_dir():
+                return f"{path} is missing"
+            if not os.access(path, os.W_OK | os.X_OK):
+                return f"{path} is not writable"
+        return None
+
+    def entries(self, name: str) -> list[str]:
+        """Names in a folder, in id order; dot files (editors, rsync) are not entries."""
+        try:
+            with os.scandir(self.root / name) as it:
+                return sorted(e.name for e in it if not e.name.startswith("."))
+        except FileNotFoundError:
+            return []
+
+    def depth(self) -> int:
+        """How many submissions wait in `new/`."""
+        return len(self.entries("new"))
+
+    # -- producers ------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def draft(self, now: datetime | None = None) -> Iterator[Path]:
+        """A fresh `tmp/<id>/` folder, removed again unless `publish` moved it."""
+        self._make("tmp", "new")
+        path = self.root / "tmp" / new_id(now)
+        try:
+            path.mkdir()
+        except OSError as err:
+            # A full disk is worth retrying; a folder we may not write to is not.
+            full = err.errno in (errno.ENOSPC, errno.EDQUOT)
+            kind = InfrastructureError if full else ConfigurationError
+            raise kind(f"cannot write to spool {self.root}: {err.strerror}") from err
+        try:
+            yield path
+        finally:
+            if path.exists():
+                shutil.rmtree(path, ignore_errors=True)
+
+    def publish(self, draft: Path, submission: Submission) -> str:
+        """Write the submission into `draft`, make it durable, and rename it into `new/`."""
+        write_file(draft / SUBMISSION_FILE, submission.to_json().encode() + b"\n", sync=True)
+        bundle = draft / BUNDLE_FILE
+        if bundle.exists():
+            with open(bundle, "rb") as fh:
+                os.fsync(fh.fileno())
+        fsync_dir(draft)
+        target = self.root / "new" / draft.name
+        os.rename(draft, target)
+        fsync_dir(target.parent)
+        return draft.name
+
+    def submit(self, submission: Submission, now: datetime | None = None) -> str:
+        """Publish a submission that carries no bundle; returns its id."""
+        with self.draft(now) as draft:
+            return self.publish(draft, submission)
+
+    def sweep_tmp(self, older_than: float = TMP_MAX_AGE) -> list[str]:
+        """Remove drafts abandoned in `tmp/` (a producer that died before its rename)."""
+        removed = []
+        limit = time.time() - older_than
+        for name in self.entries("tmp"):
+            path = self.root / "tmp" / name
+            with contextlib.suppress(FileNotFoundError):
+                if path.lstat().st_mtime >= limit:
+                    continue
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+                removed.append(name)
+        return removed
+
+    # -- the daemon's moves ----------------------------------------------------------------
+
+    def _in(self, folder: str, name: str) -> str:
+        # Plain strings on the per-candidate path: pathlib costs more than the syscalls.
+        return f"{self._root}/{folder}/{name}"
+
+    def claim(self, name: str) -> Claimed | None:
+        """Move `new/<name>` into `work/`; None when another claimer got it first.
+
+        An entry that is not a submission folder is wrapped in a folder with a fresh id, so
+        it can be filed under `rejected/` without trusting its name.
+        """
+        source = self._in("new", name)
+        try:
+            is_folder = stat.S_ISDIR(os.lstat(source).st_mode)
+        except FileNotFoundError:
+            return None
+        if is_folder and ID_RE.match(name):
+            target = self._in("work", name)
+            try:
+                os.rename(source, target)
+            except FileNotFoundError:
+                return None
+            return Claimed(name, Path(target))
+        return self._wrap(source, f"entry {name!r} in new/ is not a submission folder")
+
+    def working(self, sid: str) -> Claimed:
+        """A folder already in `work/` (left there by a crash or a retry)."""
+        path = Path(self._in("work", sid))
+        if ID_RE.match(sid) and path.is_dir() and not path.is_symlink():
+            if (path / STRAY_ENTRY).exists():
+                return Claimed(sid, path, "an entry in new/ was not a submission folder")
+            return Claimed(sid, path)
+        wrapped = self._wrap(str(path), f"entry {sid!r} in work/ is not a submission folder")
+        assert wrapped is not None
+        return wrapped
+
+    def _wrap(self, source: str, problem: str) -> Claimed | None:
+        sid = new_id()
+        holder = self._in("work", sid)
+        os.mkdir(holder)
+        try:
+            os.rename(source, f"{holder}/{STRAY_ENTRY}")
+        except FileNotFoundError:
+            os.rmdir(holder)
+            return None
+        return Claimed(sid, Path(holder), problem)
+
+    def load(self, folder: Path) -> tuple[Submission, bytes]:
+        """Parse a submission folder; UsageError says what is malformed.
+
+        `submission.json` must be a regular file (not a link, a folder or a pipe, which
+        would block the daemon) of at most SUBMISSION_LIMIT bytes: anything else is the
+        producer's mistake and rejects this submission only, never the queue behind it.
+        """
+        path = f"{folder}/{SUBMISSION_FILE}"
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            fd = os.open(path, flags)
+        except FileNotFoundError as err:
+            raise UsageError(f"the submission folder has no {SUBMISSION_FILE}") from err
+        except OSError as err:
+            if err.errno in _PRODUCER_ERRORS:
+                raise UsageError(f"{SUBMISSION_FILE} cannot be read: {err.strerror}") from err
+            raise InfrastructureError(f"cannot read {path}: {err}") from err
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise UsageError(f"{SUBMISSION_FILE} is not a regular file")
+            if info.st_size > SUBMISSION_LIMIT:
+                raise UsageError(
+                    f"{SUBMISSION_FILE} is {info.st_size} bytes, more than the limit of "
+                    f"{SUBMISSION_LIMIT}"
+                )
+            raw = _read_at_most(fd, SUBMISSION_LIMIT + 1)
+        except OSError as err:
+            raise InfrastructureError(f"cannot read {path}: {err}") from err
+        finally:
+            os.close(fd)
+        if len(raw) > SUBMISSION_LIMIT:
+            raise UsageError(f"{SUBMISSION_FILE} grew past the limit of {SUBMISSION_LIMIT} bytes")
+        try:
+            submission = Submission.model_validate_json(raw)
+        except ValidationError as err:
+            problems = "; ".join(render_errors(err))
+            raise UsageError(
+                f"{SUBMISSION_FILE} is not an {SUBMISSION_SCHEMA}: {problems}"
+            ) from err
+        if submission.bundle is not None and not (folder / submission.bundle).is_file():
+            raise UsageError(f"the submission names bundle {submission.bundle!r}, which is missing")
+        return submission, raw
+
+    def file(self, sid: str, destination: str, name: str, document: bytes) -> None:
+        """Write `document` beside the submission, then move the folder to `destination`.
+
+        A folder of that name already there (a producer copied a decided submission back
+        into new/) is kept; this one is filed beside it under a suffixed name.
+        """
+        source = self._in("work", sid)
+        write_file(f"{source}/{name}", document, sync=False)
+        target = self._in(destination, sid)
+        while True:
+            try:
+                os.rename(source, target)
+                return
+            except OSError as err:
+                if err.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+            target = self._in(destination, f"{sid}.again-{secrets.token_hex(4)}")
+
+    def move(self, sid: str, source: str, destination: str) -> Path:
+        target = self.root / destination / sid
+        os.rename(self.root / source / sid, target)
+        return target
+
+    def find(self, sid: str) -> tuple[str, Path] | None:
+        """Which folder holds submission `sid` (None when it is nowhere)."""
+        if not ID_RE.match(sid):
+            return None
+        for name in ("new", "work", *DECIDED):
+            path = self.root / name / sid
+            if path.is_dir():
+                return name, path
+        return None
+
+    # -- the daemon's lock and the spool's metadata -----------------------------------------
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the spool for one daemon; the kernel drops the lock when the process dies.
+
+        The lock is on the spool folder itself, which cannot be swapped while it holds
+        submissions (a lock on a file could be bypassed by deleting the file); `daemon.lock`
+        only says which process holds it.
+        """
+        folder = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            try:
+                fcntl.flock(folder, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError as err:
+                try:
+                    holder = (self.root / LOCK_FILE).read_text().strip() or "unknown"
+                except OSError:
+                    holder = "unknown"
+                raise ConfigurationError(
+                    f"another daemon (pid {holder}) serves {self.root}; stop it first"
+                ) from err
+            atomic_write(self.root / LOCK_FILE, f"{os.getpid()}\n".encode(), sync=False)
+            yield
+        finally:
+            os.close(folder)
+
+    def write_meta(self, repo: Path) -> None:
+        doc = {"schema": SPOOL_SCHEMA, "repo": str(repo.resolve())}
+        atomic_write(self.root / META_FILE, json.dumps(doc, indent=2).encode() + b"\n")
+
+    def repo_path(self) -> Path | None:
+        """The repository the daemon last served from this spool, if recorded."""
+        try:
+            doc = json.loads((self.root / META_FILE).read_bytes())
+        except (OSError, ValueError):
+            return None
+        repo = doc.get("repo") if isinstance(doc, dict) else None
+        return Path(repo) if isinstance(repo, str) else None
+
+
+def rejection_document(sid: str, reason: str, at: datetime) -> bytes:
+    doc = {
+        "schema": REJECTION_SCHEMA,
+        "submission": sid,
+        "reason": reason,
+        "rejectedAt": at.isoformat().replace("+00:00", "Z"),
+    }
+    return json.dumps(doc, indent=2, ensure_ascii=False).encode() + b"\n"

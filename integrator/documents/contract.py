@@ -1,0 +1,211 @@
+"""The ownership contract `coding.workspace.ownership.v1`.
+
+A contract is immutable: the coordinator issues it, the agent carries it, the gate checks
+it against the live claim. A v1 reader rejects unknown fields and unknown resource kinds
+(never ignores them), because a v2 resource it cannot interpret could widen the write set.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from functools import cached_property
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+)
+from pydantic.alias_generators import to_camel
+
+from integrator.documents.digests import digest_of
+from integrator.errors import ContractError
+from integrator.fence import paths
+from integrator.fence.paths import PathMatcher
+
+# The largest integer every JSON reader holds exactly (and RFC 8785 can canonicalise).
+JSON_SAFE_INT = 2**53 - 1
+CONTRACT_SCHEMA = "coding.workspace.ownership.v1"
+
+RESOURCE_KINDS: frozenset[str] = frozenset(
+    {"api", "schema", "migration-slot", "lockfile", "codegen", "symbol", "submodule", "ci"}
+)
+
+DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
+OID_RE = re.compile(r"^[0-9a-f]{40}$|^[0-9a-f]{64}$")
+
+
+def refname_problem(value: str) -> str | None:
+    """Why `value` cannot be one git refname component (plus: no '/'), or None.
+
+    Mirrors `git check-ref-format` for a single component.
+    """
+    if not value:
+        return "is empty"
+    if "/" in value:
+        return "contains '/'"
+    if value.startswith("."):
+        return "starts with '.'"
+    if value.endswith(".lock"):
+        return "ends with '.lock'"
+    if value.endswith("."):
+        return "ends with '.'"
+    if ".." in value:
+        return "contains '..'"
+    if "@{" in value:
+        return "contains '@{'"
+    if value == "@":
+        return "is '@'"
+    for ch in value:
+        if ord(ch) < 0x20 or ord(ch) == 0x7F:
+            return "contains a control character"
+        if ch in " ~^:?*[\\":
+            return f"contains {ch!r}"
+    if len(value) > 200:
+        return "is longer than 200 characters"
+    return None
+
+
+def _refname_component(value: str) -> str:
+    problem = refname_problem(value)
+    if problem:
+        raise ValueError(f"{value!r} is not usable as a git ref name component: {problem}")
+    return value
+
+
+def _digest(value: str) -> str:
+    if not DIGEST_RE.match(value):
+        raise ValueError(f"{value!r} is not a digest of the form sha256:<64 hex digits>")
+    return value
+
+
+def _oid(value: str) -> str:
+    if not OID_RE.match(value):
+        raise ValueError(f"{value!r} is not a full lowercase hex object id")
+    return value
+
+
+def _glob(value: str) -> str:
+    problem = paths.glob_problem(value)
+    if problem:
+        raise ValueError(f"path pattern {value!r}: {problem}")
+    return paths.normalize(value)
+
+
+def parse_resource(value: str) -> tuple[str, str]:
+    """Split `kind:name`, refusing kinds a v1 reader does not know."""
+    kind, sep, name = value.partition(":")
+    if not sep or not kind or not name:
+        raise ValueError(f"resource {value!r} is not of the form kind:name")
+    if kind not in RESOURCE_KINDS:
+        known = ", ".join(sorted(RESOURCE_KINDS))
+        raise ValueError(
+            f"resource kind {kind!r} (in {value!r}) is unknown to a v1 reader; known: {known}"
+        )
+    if any(ord(ch) < 0x20 for ch in name):
+        raise ValueError(f"resource {value!r} contains a control character")
+    return kind, name
+
+
+def _resource(value: str) -> str:
+    parse_resource(value)
+    return value
+
+
+RefComponent = Annotated[str, AfterValidator(_refname_component)]
+Digest = Annotated[str, AfterValidator(_digest)]
+ObjectId = Annotated[str, AfterValidator(_oid)]
+Glob = Annotated[str, AfterValidator(_glob)]
+Resource = Annotated[str, AfterValidator(_resource)]
+
+
+class Model(BaseModel):
+    """Strict, frozen, camelCase on the wire, unknown fields rejected."""
+
+    model_config = ConfigDict(
+        strict=True,
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+    )
+
+    def wire(self) -> dict[str, Any]:
+        """The JSON form (camelCase, RFC 3339 times), as written to files and digested."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        return json.dumps(self.wire(), indent=indent, ensure_ascii=False, sort_keys=False)
+
+
+class Lease(Model):
+    holder: Annotated[str, Field(min_length=1, max_length=200)]
+    expires_at: AwareDatetime
+
+
+class OwnershipContract(Model):
+    """`coding.workspace.ownership.v1` — who may change what, on which base, under which generation."""
+
+    schema_: Literal["coding.workspace.ownership.v1"] = Field(alias="schema")
+    repo: Digest
+    task_id: RefComponent
+    attempt_id: RefComponent
+    base_commit: ObjectId
+    ownership_generation: Annotated[int, Field(ge=1, le=JSON_SAFE_INT)]
+    paths: Annotated[list[Glob], Field(min_length=1)]
+    deny: list[Glob] = Field(default_factory=list)
+    resources: list[Resource] = Field(default_factory=list)
+    worktree_id: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    lease: Lease
+    max_patch_bytes: Annotated[int, Field(ge=0, le=JSON_SAFE_INT)]
+    policy_digest: Digest
+
+    @cached_property
+    def digest(self) -> str:
+        return contract_digest(self)
+
+    @cached_property
+    def _matcher(self) -> PathMatcher:
+        return PathMatcher.of(self.paths, self.deny)
+
+    def matcher(self) -> PathMatcher:
+        return self._matcher
+
+
+def contract_digest(contract: OwnershipContract) -> str:
+    """SHA-256 over the RFC 8785 canonical JSON of the contract's wire form."""
+    return digest_of(contract.wire())
+
+
+def _render(err: ValidationError) -> list[str]:
+    out = []
+    for item in err.errors():
+        where = ".".join(str(p) for p in item["loc"]) or "(document)"
+        msg = item["msg"]
+        if item["type"] == "extra_forbidden":
+            msg = "unknown field (a v1 reader rejects fields it does not know)"
+        out.append(f"{where}: {msg}")
+    return out
+
+
+def parse_contract(data: str | bytes) -> OwnershipContract:
+    """Parse and validate a contract document; raises ContractError listing every problem.
+
+    Contracts are immutable, and a flood of submissions usually repeats a few documents
+    byte for byte: those are parsed (and digested) once.
+    """
+    return _parse_cached(data if isinstance(data, bytes) else data.encode("utf-8"))
+
+
+@functools.lru_cache(maxsize=1024)
+def _parse_cached(data: bytes) -> OwnershipContract:
+    try:
+        return OwnershipContract.model_validate_json(data)
+    except ValidationError as err:
+        errors = _render(err)
+        raise ContractError("contract is invalid: " + "; ".join(errors), errors) from err

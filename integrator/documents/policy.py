@@ -1,0 +1,213 @@
+"""The integration policy: resource rules, shared paths, enforcement modes, merge options.
+
+A policy is a TOML document (`integrator policy init` prints the default). In a canonical
+repository it lives under `refs/integrator/policy` with a generation number; the policy
+digest, which every contract names, covers both the document and its generation.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import cached_property
+from importlib import resources as importlib_resources
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from integrator.documents.contract import parse_resource
+from integrator.documents.digests import digest_of
+from integrator.errors import ConfigurationError
+from integrator.fence import paths
+
+POLICY_SCHEMA = "integrator.policy.v1"
+
+
+class Category(StrEnum):
+    MIGRATIONS = "migrations"
+    SCHEMAS = "schemas"
+    CODEGEN = "codegen"
+    CI = "ci"
+    SOURCE = "source"
+
+
+Mode = Literal["enforce", "observe"]
+
+
+def _glob(value: str) -> str:
+    problem = paths.glob_problem(value)
+    if problem:
+        raise ValueError(f"pattern {value!r}: {problem}")
+    return value
+
+
+def _resource_template(value: str) -> str:
+    parse_resource(value.replace("{path}", "x"))
+    return value
+
+
+def _resource(value: str) -> str:
+    parse_resource(value)
+    return value
+
+
+PolicyGlob = Annotated[str, AfterValidator(_glob)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+
+
+class Integration(_Section):
+    target_follows_queue: bool = True
+    resource_conflict: Literal["review", "fence"] = "review"
+    queue_retries: Annotated[int, Field(ge=0, le=100)] = 16
+    rename_limit: Annotated[int, Field(ge=0)] = 1000
+
+
+class Enforcement(_Section):
+    migrations: Mode = "enforce"
+    schemas: Mode = "enforce"
+    codegen: Mode = "enforce"
+    ci: Mode = "enforce"
+    source: Mode = "enforce"
+
+
+class Categories(_Section):
+    migrations: list[PolicyGlob] = Field(default_factory=list)
+    schemas: list[PolicyGlob] = Field(default_factory=list)
+    codegen: list[PolicyGlob] = Field(default_factory=list)
+    ci: list[PolicyGlob] = Field(default_factory=list)
+
+
+class ResourceRule(_Section):
+    paths: Annotated[list[PolicyGlob], Field(min_length=1)]
+    resource: Annotated[str, AfterValidator(_resource_template)]
+    unknown: bool = False
+
+
+class Shared(_Section):
+    resources: list[Annotated[str, AfterValidator(_resource)]] = Field(default_factory=list)
+    paths: list[PolicyGlob] = Field(default_factory=list)
+
+
+class WriteSetRule(_Section):
+    inputs: Annotated[list[PolicyGlob], Field(min_length=1)]
+    outputs: Annotated[list[PolicyGlob], Field(min_length=1)]
+
+
+class Planner(_Section):
+    repo_wide: list[PolicyGlob] = Field(default_factory=list)
+
+
+class Policy(_Section):
+    """The policy document (`integrator.policy.v1`, written as TOML)."""
+
+    version: Literal[1] = 1
+    integration: Integration = Field(default_factory=Integration)
+    enforcement: Enforcement = Field(default_factory=Enforcement)
+    categories: Categories = Field(default_factory=Categories)
+    resource: list[ResourceRule] = Field(default_factory=list)
+    shared: Shared = Field(default_factory=Shared)
+    writeset: list[WriteSetRule] = Field(default_factory=list)
+    planner: Planner = Field(default_factory=Planner)
+
+    def mode_for(self, category: Category) -> Mode:
+        if category is Category.SOURCE:
+            return self.enforcement.source
+        mode: Mode = getattr(self.enforcement, category.value)
+        return mode
+
+    @cached_property
+    def shared_paths(self) -> paths.PathMatcher:
+        return paths.PathMatcher.of(self.shared.paths)
+
+    @cached_property
+    def _category_matchers(self) -> list[tuple[Category, paths.PathMatcher]]:
+        return [
+            (Category.MIGRATIONS, paths.PathMatcher.of(self.categories.migrations)),
+            (Category.SCHEMAS, paths.PathMatcher.of(self.categories.schemas)),
+            (Category.CODEGEN, paths.PathMatcher.of(self.categories.codegen)),
+            (Category.CI, paths.PathMatcher.of(self.categories.ci)),
+        ]
+
+    def category_of_path(self, path: str) -> Category:
+        for category, matcher in self._category_matchers:
+            if matcher.covers(path):
+                return category
+        return Category.SOURCE
+
+    @cached_property
+    def resource_matchers(self) -> list[tuple[ResourceRule, paths.PathMatcher]]:
+        return [(rule, paths.PathMatcher.of(rule.paths)) for rule in self.resource]
+
+
+def category_of_resource(resource: str) -> Category:
+    kind = resource.partition(":")[0]
+    return {
+        "migration-slot": Category.MIGRATIONS,
+        "api": Category.SCHEMAS,
+        "schema": Category.SCHEMAS,
+        "codegen": Category.CODEGEN,
+        "ci": Category.CI,
+    }.get(kind, Category.SOURCE)
+
+
+def default_policy_text() -> str:
+    return (importlib_resources.files("integrator.documents") / "default_policy.toml").read_text(
+        "utf-8"
+    )
+
+
+def parse_policy(text: str, *, source: str = "policy") -> Policy:
+    """Parse a TOML policy; raises ConfigurationError naming every problem."""
+    try:
+        data: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigurationError(f"{source}: not valid TOML: {err}") from err
+    try:
+        return Policy.model_validate(data)
+    except ValidationError as err:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(document)'}: {e['msg']}"
+            for e in err.errors()
+        )
+        raise ConfigurationError(f"{source}: invalid policy: {problems}") from err
+
+
+def load_policy_file(path: Path) -> Policy:
+    try:
+        text = path.read_text("utf-8")
+    except OSError as err:
+        raise ConfigurationError(f"cannot read policy {path}: {err.strerror}") from err
+    return parse_policy(text, source=str(path))
+
+
+def default_policy() -> Policy:
+    return parse_policy(default_policy_text(), source="default policy")
+
+
+@dataclass(frozen=True)
+class PolicyState:
+    """A policy with its generation, as read from `refs/integrator/policy` (or a file)."""
+
+    policy: Policy
+    generation: int
+    text: str
+
+    @cached_property
+    def digest(self) -> str:
+        return policy_digest(self.policy, self.generation)
+
+
+def policy_digest(policy: Policy, generation: int) -> str:
+    """`sha256:` over RFC 8785 JSON of the policy and its generation."""
+    return digest_of(
+        {
+            "schema": POLICY_SCHEMA,
+            "generation": generation,
+            "policy": policy.model_dump(mode="json"),
+        }
+    )

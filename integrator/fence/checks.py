@@ -1,0 +1,429 @@
+"""Gate decisions: pure functions from fetched state to violations and verdicts.
+
+Nothing here reads git or the clock: callers pass the parsed contract, the live claim as
+read from its ref, the recomputed diff, the policy and `now`. Checks run cheapest first so
+a flood of stale submissions costs almost nothing: identity and live claim need no diff.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from integrator.documents.contract import OwnershipContract
+from integrator.documents.policy import Category, Policy, category_of_resource
+from integrator.documents.verdict import (
+    Code,
+    Decision,
+    Determination,
+    ResourceUse,
+    Verdict,
+    Violation,
+    decide,
+)
+from integrator.fence import paths
+from integrator.fence.diff import MODE_LINK, RecomputedDiff, Status
+from integrator.fence.resources import determine, touched_resources
+
+ClaimStateName = Literal["live", "revoked", "consumed"]
+
+
+@dataclass(frozen=True)
+class ClaimView:
+    """The live claim as the claim ref holds it (see `claims.py`)."""
+
+    task_id: str
+    generation: int
+    attempt_id: str
+    contract_digest: str
+    state: ClaimStateName
+    lease_expires_at: datetime
+    policy_digest: str
+    staging_commit: str | None = None
+    candidate: str | None = None
+    reason: str | None = None
+
+
+def check_identity(contract: OwnershipContract, repo_id: str | None) -> list[Violation]:
+    if repo_id is not None and contract.repo != repo_id:
+        return [
+            Violation(
+                code=Code.REPO_MISMATCH,
+                detail=f"contract names repository {contract.repo}, this one is {repo_id}",
+            )
+        ]
+    return []
+
+
+def check_identity_known(repo_id: str | None) -> list[Violation]:
+    if repo_id is None:
+        return [
+            Violation(
+                code=Code.REPO_UNVERIFIED,
+                detail="the repository identity cannot be derived here (shallow clone); "
+                "set `git config integrator.repoId <id>` (see `git config integrator.repoId` "
+                "in the canonical repository) or fetch the full history",
+            )
+        ]
+    return []
+
+
+def check_live(
+    contract: OwnershipContract,
+    claim: ClaimView | None,
+    policy_digest: str,
+    now: datetime,
+) -> list[Violation]:
+    """The live-claim checks: generation, digest, state, lease, policy. No diff needed."""
+    if claim is None:
+        return [
+            Violation(
+                code=Code.CLAIM_MISSING,
+                detail=f"no claim refs/integrator/claims/{contract.task_id}; "
+                "the coordinator must issue the contract first",
+            )
+        ]
+    out: list[Violation] = []
+    gen = contract.ownership_generation
+    if claim.generation > gen:
+        out.append(
+            Violation(
+                code=Code.STALE_GENERATION,
+                detail=f"contract generation {gen} is older than the live generation "
+                f"{claim.generation} (attempt {claim.attempt_id})",
+            )
+        )
+        return out
+    if claim.generation != gen or claim.contract_digest != contract.digest:
+        out.append(
+            Violation(
+                code=Code.CONTRACT_DIGEST_MISMATCH,
+                detail=f"contract {contract.digest} (generation {gen}) is not the live "
+                f"contract {claim.contract_digest} (generation {claim.generation})",
+            )
+        )
+        return out
+    if claim.state == "consumed":
+        out.append(
+            Violation(
+                code=Code.CLAIM_CONSUMED,
+                detail=f"claim already consumed by staging commit {claim.staging_commit}",
+            )
+        )
+    elif claim.state == "revoked":
+        out.append(
+            Violation(
+                code=Code.CLAIM_REVOKED,
+                detail=f"claim revoked: {claim.reason or 'by the coordinator'}",
+            )
+        )
+    if claim.state == "live" and now >= claim.lease_expires_at:
+        out.append(
+            Violation(
+                code=Code.LEASE_EXPIRED,
+                detail=f"lease held by {contract.lease.holder} expired at "
+                f"{claim.lease_expires_at.isoformat()}",
+            )
+        )
+    if contract.policy_digest != policy_digest:
+        out.append(
+            Violation(
+                code=Code.POLICY_CHANGED,
+                detail=f"contract was issued under policy {contract.policy_digest}, "
+                f"the live policy is {policy_digest}",
+            )
+        )
+    return out
+
+
+def check_static_lease(contract: OwnershipContract, now: datetime) -> list[Violation]:
+    """Without claims (a plain repository), the contract's own lease still bounds it."""
+    if now >= contract.lease.expires_at:
+        return [
+            Violation(
+                code=Code.LEASE_EXPIRED,
+                detail=f"lease held by {contract.lease.holder} expired at "
+                f"{contract.lease.expires_at.isoformat()}",
+            )
+        ]
+    return []
+
+
+def check_history(
+    *, base: str, base_present: bool, base_is_ancestor: bool, shallow: bool
+) -> list[Violation]:
+    if not base_present:
+        where = "this shallow clone" if shallow else "the repository"
+        return [
+            Violation(
+                code=Code.BASE_MISSING,
+                detail=f"base commit {base} is not in {where}; fetch it (or deepen the clone)",
+            )
+        ]
+    if not base_is_ancestor:
+        if shallow:
+            return [
+                Violation(
+                    code=Code.BASE_MISSING,
+                    detail=f"cannot prove base {base} is an ancestor of the candidate: "
+                    "history is cut by a shallow clone",
+                )
+            ]
+        return [
+            Violation(
+                code=Code.BASE_NOT_ANCESTOR,
+                detail=f"base commit {base} is not an ancestor of the candidate",
+            )
+        ]
+    return []
+
+
+def symlink_escape(link_path: str, target: bytes) -> str | None:
+    """Why a symlink at `link_path` pointing at `target` escapes, or None.
+
+    Resolution is lexical from the link's folder: absolute targets, targets that climb
+    above the repository root, and targets with a `.git` component all escape. So does a
+    target that goes down into a folder and then up again (`a/../b`): if `a` is itself a
+    symlink, `..` leaves from wherever `a` points, and a chain of links, each harmless
+    alone, reaches outside. With `..` only in front, every link climbs from its own real
+    folder and then only descends, so links that each stay inside cannot escape together.
+    """
+    try:
+        text = target.decode("utf-8")
+    except UnicodeDecodeError:
+        return "target is not valid UTF-8"
+    if not text:
+        return "target is empty"
+    if "\x00" in text or "\\" in text:
+        return f"target {text!r} holds a NUL or backslash"
+    if text.startswith("/") or (len(text) > 1 and text[1] == ":"):
+        return f"target {text!r} is absolute"
+    stack = link_path.split("/")[:-1]
+    descended = False
+    for part in text.split("/"):
+        if part in ("", "."):
+            continue
+        if part.rstrip(" .") in ("", "..") and part not in ("..",):
+            # Windows drops trailing spaces and dots: '.. ' and '...' are '..' or '.' there.
+            return f"target {text!r} has a component {part!r} some checkouts read as '..'"
+        if paths.is_dotgit(part):
+            return f"target {text!r} points into .git"
+        if part == "..":
+            if descended:
+                return (
+                    f"target {text!r} goes down and back up ('..' after a folder name): "
+                    "through a symlink that climbs from elsewhere; write it with '..' only "
+                    "in front"
+                )
+            if not stack:
+                return f"target {text!r} climbs above the repository root"
+            stack.pop()
+        else:
+            descended = True
+            stack.append(part)
+    return None
+
+
+def _mode(policy: Policy, category: Category) -> Literal["enforce", "observe"]:
+    return policy.mode_for(category)
+
+
+def _cover(matcher: paths.PathMatcher, shared: paths.PathMatcher, path: str) -> tuple[bool, str]:
+    """Whether the contract (or the policy's shared paths) lets `path` be written, and why."""
+    match = matcher.match(path)
+    if match.denied_by is not None:
+        return False, match.reason
+    if match.allowed:
+        return True, match.reason
+    if shared.covers(path):
+        return True, "shared by policy"
+    return False, "not matched by any allowed pattern"
+
+
+def check_diff(
+    contract: OwnershipContract, diff: RecomputedDiff, policy: Policy
+) -> tuple[list[Violation], list[ResourceUse]]:
+    """Prove every changed path, rename end, mode, symlink, submodule and resource."""
+    matcher = contract.matcher()
+    shared = policy.shared_paths
+    owned_resources = set(contract.resources)
+    out: list[Violation] = []
+
+    def cover(path: str) -> tuple[bool, str]:
+        return _cover(matcher, shared, path)
+
+    for change in diff.changes:
+        for written in change.paths:
+            problem = paths.unsafe_reason(written)
+            if problem:
+                out.append(Violation(code=Code.UNSAFE_PATH, path=written, detail=f"path {problem}"))
+        mode = _mode(policy, policy.category_of_path(change.path))
+        if change.touches_gitlink:
+            # Every end where a gitlink was or is: moving one away deletes that submodule.
+            for link in change.gitlink_ends:
+                resource = f"submodule:{link}"
+                path_ok, why = cover(link)
+                missing = []
+                if not path_ok:
+                    missing.append(f"the path ({why})")
+                if resource not in owned_resources:
+                    missing.append(f"the resource {resource}")
+                if missing:
+                    out.append(
+                        Violation(
+                            code=Code.SUBMODULE_NOT_OWNED,
+                            path=link,
+                            resource=resource,
+                            detail=f"submodule {change.old_oid or 'none'} → "
+                            f"{change.new_oid or 'none'} needs {' and '.join(missing)}",
+                            mode=mode,
+                        )
+                    )
+            continue
+        if change.status is Status.RENAMED:
+            ends = (("old", change.old_path), ("new", change.new_path))
+            for label, end in ends:
+                if end is None:
+                    continue
+                ok, why = cover(end)
+                if not ok:
+                    out.append(
+                        Violation(
+                            code=Code.RENAME_NOT_OWNED,
+                            path=end,
+                            detail=f"rename {change.old_path} → {change.new_path}: "
+                            f"the {label} end is not owned ({why})",
+                            mode=_mode(policy, policy.category_of_path(end)),
+                        )
+                    )
+        else:
+            ok, why = cover(change.path)
+            if not ok:
+                denied = why.startswith("denied")
+                if denied:
+                    code = Code.PATH_DENIED
+                elif change.mode_changed:
+                    code = Code.MODE_NOT_OWNED
+                else:
+                    code = Code.PATH_NOT_OWNED
+                detail = f"{_verb(change.status)} {change.path}: {why}"
+                if change.mode_changed and change.old_mode is not None:
+                    detail += f" (mode {change.old_mode:06o} → {change.new_mode:06o})"
+                out.append(Violation(code=code, path=change.path, detail=detail, mode=mode))
+        if change.new_mode == MODE_LINK and change.new_path is not None:
+            target = diff.symlink_targets.get(change.new_path, b"")
+            escape = symlink_escape(change.new_path, target)
+            if escape:
+                out.append(Violation(code=Code.SYMLINK_ESCAPE, path=change.new_path, detail=escape))
+    for collision in diff.collisions:
+        code = Code.CASE_COLLISION if collision.kind == "case" else Code.UNICODE_COLLISION
+        out.append(
+            Violation(
+                code=code,
+                path=collision.path,
+                detail=f"{collision.path!r} collides with {collision.other!r} "
+                f"under {'case folding' if collision.kind == 'case' else 'Unicode NFC'}",
+            )
+        )
+    for path in diff.non_nfc:
+        out.append(Violation(code=Code.UNSAFE_PATH, path=path, detail="path is not in Unicode NFC"))
+    if diff.patch_bytes > contract.max_patch_bytes:
+        out.append(
+            Violation(
+                code=Code.PATCH_TOO_LARGE,
+                detail=f"patch is {diff.patch_bytes} bytes, the contract allows "
+                f"{contract.max_patch_bytes}",
+            )
+        )
+    uses: list[ResourceUse] = []
+    for touch in touched_resources(policy, diff.changes, diff.reconfigured):
+        determination = determine(policy, owned_resources, touch)
+        uses.append(
+            ResourceUse(
+                resource=touch.resource, determination=determination, paths=list(touch.paths)
+            )
+        )
+        if any(v.resource == touch.resource for v in out if v.code is Code.SUBMODULE_NOT_OWNED):
+            continue  # SUBMODULE_NOT_OWNED above already names it
+        rmode = _mode(policy, category_of_resource(touch.resource))
+        if determination is Determination.NOT_OWNED:
+            out.append(
+                Violation(
+                    code=Code.RESOURCE_NOT_OWNED,
+                    resource=touch.resource,
+                    detail=f"{', '.join(touch.paths)} touch {touch.resource}, "
+                    "which the contract does not list",
+                    mode=rmode,
+                )
+            )
+        elif determination is Determination.UNKNOWN:
+            out.append(
+                Violation(
+                    code=Code.RESOURCE_UNKNOWN,
+                    resource=touch.resource,
+                    detail=f"{', '.join(touch.paths)} touch {touch.resource}, whose owner "
+                    "cannot be resolved statically; review it or expand the claim",
+                    mode=rmode,
+                )
+            )
+    return out, uses
+
+
+def _verb(status: Status) -> str:
+    return {
+        Status.ADDED: "adds",
+        Status.DELETED: "deletes",
+        Status.MODIFIED: "modifies",
+        Status.RENAMED: "renames",
+        Status.TYPECHANGE: "changes the type of",
+    }[status]
+
+
+def recovered_verdict(
+    contract: OwnershipContract, candidate: str, tree: str, staging_commit: str
+) -> Verdict:
+    """ACCEPTED for a candidate that already landed (by an earlier or a concurrent run)."""
+    return make_verdict(
+        contract,
+        [],
+        candidate=candidate,
+        policy_digest=contract.policy_digest,
+        tree=tree,
+        staging_commit=staging_commit,
+        recovered=True,
+    )
+
+
+def make_verdict(
+    contract: OwnershipContract | None,
+    violations: Sequence[Violation],
+    *,
+    candidate: str | None,
+    policy_digest: str | None,
+    resources: Sequence[ResourceUse] = (),
+    diff: RecomputedDiff | None = None,
+    decision: Decision | None = None,
+    **extra: Any,
+) -> Verdict:
+    """Assemble a verdict; the decision follows from the violations unless given."""
+    fields: dict[str, object] = {
+        "decision": decision or decide(violations),
+        "violations": list(violations),
+        "resources": list(resources),
+        "candidate": candidate,
+        "policy_digest": policy_digest,
+    }
+    if contract is not None:
+        fields.update(
+            base=contract.base_commit,
+            task_id=contract.task_id,
+            attempt_id=contract.attempt_id,
+            generation=contract.ownership_generation,
+            contract_digest=contract.digest,
+        )
+    if diff is not None:
+        fields.update(changes=len(diff.changes), patch_bytes=diff.patch_bytes)
+    fields.update(extra)
+    return Verdict.model_validate(fields)

@@ -1,0 +1,396 @@
+"""The write guard (seed 001: "a tool proxy checks the contract before every file write").
+
+An agent's pre-tool hook hands us the tool call; we find the contract bound to the worktree
+the agent runs in (`workspace.bound_contract`), recheck its live claim, and allow or deny
+every path the call would write, with the contract line that decided. Understood dialects:
+
+- Claude Code `PreToolUse` (`Write`/`Edit`/`MultiEdit`: `file_path`; `NotebookEdit`:
+  `notebook_path`); deny = exit 0 with `hookSpecificOutput.permissionDecision = "deny"`.
+- Codex, same wire format; `apply_patch` carries a raw patch in `tool_input.command` whose
+  `*** Add/Update/Delete File:` and `*** Move to:` headers name the paths.
+- Gemini CLI `BeforeTool` (`write_file`, `replace`: `file_path`); deny = `{"decision": "deny"}`.
+
+Fail closed: input we cannot read, a missing or foreign contract, a revoked, consumed or
+expired claim — all deny. A crash still denies: the hook runner treats exit 2 as a block,
+and the installed hook command turns any other failure into exit 2. This is an early stop,
+not a security boundary; the gate recomputes the diff and decides for real.
+
+A path outside the worktree is denied (another worktree, the main checkout and the queue
+are outside too), unless it lies under a folder given with `--allow-outside` (say /tmp).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Literal
+
+from integrator.documents.contract import OwnershipContract
+from integrator.errors import IntegratorError
+from integrator.fence import paths
+from integrator.fence.checks import ClaimView
+from integrator.fleet.workspace import (
+    bound_contract,
+    worktree_id,
+    worktree_root,
+)
+from integrator.repo import git
+from integrator.repo.canonical import Canonical
+
+Dialect = Literal["claude", "gemini"]
+
+WRITE_FIELDS = ("file_path", "notebook_path", "path", "filePath", "absolute_path", "target_file")
+READ_ONLY_TOOLS = frozenset(
+    {
+        # Claude Code
+        "Read", "Glob", "Grep", "LS", "WebFetch", "WebSearch", "Task", "TodoWrite",
+        "BashOutput", "KillShell", "ExitPlanMode", "NotebookRead",
+        # Gemini CLI
+        "read_file", "read_many_files", "list_directory", "glob", "search_file_content",
+        "google_web_search", "web_fetch", "save_memory", "write_todos",
+    }
+)  # fmt: skip
+SHELL_TOOLS = frozenset({"Bash", "run_shell_command", "shell", "exec_command", "local_shell"})
+PATCH_HEADERS = ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: ")
+
+
+class GuardInputError(ValueError):
+    """The hook input cannot be read as a tool call; the guard denies.
+
+    `dialect` is set once the event named its hook protocol, so the denial can use it.
+    """
+
+    def __init__(self, message: str, dialect: Dialect | None = None) -> None:
+        super().__init__(message)
+        self.dialect = dialect
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    dialect: Dialect
+    tool: str
+    targets: tuple[str, ...]
+    cwd: Path
+    mediated: bool = True  # False: the tool writes nothing we can see (reads, plain shell)
+
+
+def patch_paths(patch: str, dialect: Dialect | None = None) -> list[str]:
+    """Every path an `apply_patch` body names (both ends of a move)."""
+    found: list[str] = []
+    for line in patch.splitlines():
+        for header in PATCH_HEADERS:
+            if line.startswith(header):
+                path = line[len(header) :].strip()
+                if not path:
+                    raise GuardInputError(f"patch header {line!r} names no path", dialect)
+                found.append(path)
+    if not found:
+        raise GuardInputError(
+            "the patch names no file (no '*** Add/Update/Delete File:' header)", dialect
+        )
+    return list(dict.fromkeys(found))
+
+
+def _text(value: object) -> str | None:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return "\n".join(value)
+    return None
+
+
+def parse_event(data: bytes, *, default_cwd: Path) -> ToolCall:
+    """Read a Claude Code / Codex `PreToolUse` or Gemini `BeforeTool` event."""
+    try:
+        event = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise GuardInputError(f"hook input is not JSON: {err}") from err
+    if not isinstance(event, dict):
+        raise GuardInputError("hook input is not a JSON object")
+    name = event.get("hook_event_name")
+    dialects: dict[object, Dialect] = {"PreToolUse": "claude", "BeforeTool": "gemini"}
+    if name not in dialects:
+        raise GuardInputError(f"hook_event_name {name!r} is not PreToolUse or BeforeTool")
+    dialect = dialects[name]
+    tool, tool_input = event.get("tool_name"), event.get("tool_input")
+    if not isinstance(tool, str) or not tool or not isinstance(tool_input, dict):
+        raise GuardInputError("hook input lacks tool_name or a tool_input object", dialect)
+    cwd = event.get("cwd")
+    here = Path(cwd) if isinstance(cwd, str) and os.path.isabs(cwd) else default_cwd
+    command = _text(tool_input.get("command"))
+    if tool == "apply_patch" or (command is not None and "*** Begin Patch" in command):
+        if command is None:
+            raise GuardInputError(f"{tool}: tool_input.command holds no patch text", dialect)
+        return ToolCall(dialect, tool, tuple(patch_paths(command, dialect)), here)
+    if tool in READ_ONLY_TOOLS or tool in SHELL_TOOLS:
+        return ToolCall(dialect, tool, (), here, mediated=False)
+    targets = [tool_input[f] for f in WRITE_FIELDS if f in tool_input]
+    if any(not isinstance(t, str) or not t for t in targets):
+        raise GuardInputError(
+            f"{tool}: a path field of tool_input is not a non-empty string", dialect
+        )
+    if not targets:
+        if tool in ("Write", "Edit", "MultiEdit", "NotebookEdit", "write_file", "replace"):
+            raise GuardInputError(f"{tool}: tool_input has no file_path", dialect)
+        return ToolCall(dialect, tool, (), here, mediated=False)
+    return ToolCall(dialect, tool, tuple(str(t) for t in targets), here)
+
+
+# --- the decision (pure) -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    """A path as the tool gave it, and where it lands relative to the worktree root."""
+
+    given: str
+    relative: str | None  # None: outside the worktree
+    outside_allowed: bool = False
+
+
+@dataclass(frozen=True)
+class PathVerdict:
+    given: str
+    relative: str | None
+    allowed: bool
+    reason: str
+    rule: str | None = None  # the contract line that decided
+
+
+@dataclass(frozen=True)
+class GuardDecision:
+    allowed: bool
+    reason: str
+    paths: tuple[PathVerdict, ...] = ()
+    task_id: str | None = None
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "decision": "allow" if self.allowed else "deny",
+            "reason": self.reason,
+            "task": self.task_id,
+            "paths": [
+                {"path": p.given, "relative": p.relative, "allowed": p.allowed,
+                 "reason": p.reason, "rule": p.rule}
+                for p in self.paths
+            ],
+        }  # fmt: skip
+
+
+def deny(reason: str) -> GuardDecision:
+    return GuardDecision(False, f"integrator guard: {reason}")
+
+
+def contract_problem(
+    contract: OwnershipContract | None,
+    claim: ClaimView | None,
+    wid: str | None,
+    now: datetime,
+    *,
+    in_place: bool = False,
+) -> str | None:
+    """Why no write may happen under this contract at all, or None.
+
+    `in_place`: the contract was found through $INTEGRATOR_TASK in a shared checkout, so
+    it must be an in-place contract (no worktree id) rather than bound to a worktree.
+    """
+    if contract is None:
+        return (
+            "no contract is bound to this worktree; claim a task (integrator task claim) "
+            "before writing — every write is denied until then"
+        )
+    if in_place:
+        if contract.worktree_id is not None:
+            return (
+                f"task {contract.task_id} is bound to worktree {contract.worktree_id!r}; "
+                "write there, not in this checkout"
+            )
+    elif contract.worktree_id is None or contract.worktree_id != wid:
+        return (
+            f"the contract of task {contract.task_id} is bound to worktree "
+            f"{contract.worktree_id!r}, not this one ({wid or 'the main checkout'}); a contract "
+            "must not move to another checkout"
+        )
+    if claim is None:
+        return f"task {contract.task_id} has no claim ref; the coordinator must issue it"
+    if claim.generation != contract.ownership_generation or (
+        claim.contract_digest != contract.digest
+    ):
+        return (
+            f"this contract (generation {contract.ownership_generation}) is stale: the live "
+            f"claim of {contract.task_id} is generation {claim.generation}; stop writing"
+        )
+    if claim.state != "live":
+        why = f" ({claim.reason})" if claim.reason else ""
+        return f"the claim of task {contract.task_id} is {claim.state}{why}; stop writing"
+    if now >= claim.lease_expires_at:
+        return (
+            f"the lease of task {contract.task_id} expired at "
+            f"{claim.lease_expires_at.isoformat()}; ask the coordinator to renew it"
+        )
+    return None
+
+
+def judge_path(contract: OwnershipContract, target: Target) -> PathVerdict:
+    if target.relative is None:
+        if target.outside_allowed:
+            return PathVerdict(target.given, None, True, "outside the repository, allowed")
+        return PathVerdict(target.given, None, False, "outside this worktree")
+    unsafe = paths.unsafe_reason(target.relative)
+    if unsafe:
+        return PathVerdict(target.given, target.relative, False, f"unsafe path: {unsafe}")
+    match = contract.matcher().match(target.relative)
+    rule = match.denied_by or match.allowed_by
+    if match.allowed:
+        return PathVerdict(target.given, target.relative, True, match.reason, rule)
+    if match.denied_by:
+        reason = f"denied by the contract's deny line {match.denied_by!r}"
+    else:
+        reason = "not covered by the contract's paths " + ", ".join(contract.paths)
+    return PathVerdict(target.given, target.relative, False, reason, rule)
+
+
+def decide(
+    contract: OwnershipContract | None,
+    claim: ClaimView | None,
+    wid: str | None,
+    now: datetime,
+    targets: Sequence[Target],
+    *,
+    in_place: bool = False,
+) -> GuardDecision:
+    """Allow only when the contract is live for this worktree and covers every target."""
+    problem = contract_problem(contract, claim, wid, now, in_place=in_place)
+    if problem is not None or contract is None:
+        return deny(problem or "no contract")
+    verdicts = tuple(judge_path(contract, t) for t in targets)
+    denied = [v for v in verdicts if not v.allowed]
+    task = contract.task_id
+    if not denied:
+        return GuardDecision(True, f"task {task} owns every path written", verdicts, task)
+    lines = "; ".join(f"{v.relative or v.given}: {v.reason}" for v in denied)
+    reason = (
+        f"integrator guard: task {task} (generation {contract.ownership_generation}) may not "
+        f"write {lines}. Do not work around this: if the task needs the path, pause and "
+        "request an expansion of the contract before writing; if it is unrelated, file a "
+        "new task."
+    )
+    return GuardDecision(False, reason, verdicts, task)
+
+
+# --- effects: locate paths, read the binding, render the hook answer -------------------
+
+
+def locate(given: str, cwd: Path, root: Path, allow_outside: Sequence[Path] = ()) -> Target:
+    """Resolve `given` (symlinks included) and express it relative to the worktree root."""
+    path = Path(given) if os.path.isabs(given) else cwd / given
+    real = Path(os.path.realpath(path))
+    try:
+        relative = real.relative_to(Path(os.path.realpath(root))).as_posix()
+    except ValueError:
+        ok = any(real.is_relative_to(os.path.realpath(d)) for d in allow_outside)
+        return Target(given, None, ok)
+    return Target(given, relative if relative != "." else "")
+
+
+def evaluate(
+    targets: Sequence[str],
+    cwd: Path,
+    now: datetime,
+    *,
+    allow_outside: Sequence[Path] = (),
+    relative_to_root: bool = False,
+    in_place_task: str | None = None,
+) -> GuardDecision:
+    """Decide for paths written from `cwd`, reading the worktree's binding and live claim.
+
+    Without a binding, `in_place_task` ($INTEGRATOR_TASK of an agent in a shared checkout)
+    names the task whose live in-place contract applies.
+    """
+    try:
+        root = worktree_root(cwd)
+    except IntegratorError:
+        return deny(f"{cwd} is not inside a git worktree; nothing is bound here")
+    contract = bound_contract(root)
+    in_place = contract is None and bool(in_place_task)
+    task = contract.task_id if contract is not None else in_place_task
+    claim = None
+    if task:
+        with Canonical(root) as canonical:
+            live = canonical.claim(task)
+        if live is not None:
+            claim = live.view
+            contract = contract or live.contract
+    base = root if relative_to_root else cwd
+    located = [locate(t, base, root, allow_outside) for t in targets]
+    return decide(contract, claim, worktree_id(root), now, located, in_place=in_place)
+
+
+def staged_paths(root: Path) -> list[str]:
+    """Paths staged for the next commit; a rename counts as both its ends."""
+    proc = git.run_git(["diff", "--cached", "--name-only", "--no-renames", "-z"], cwd=root)
+    return [p for p in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if p]
+
+
+@dataclass(frozen=True)
+class HookAnswer:
+    exit_code: int
+    stdout: str = ""
+    stderr: str = ""
+
+
+def answer(dialect: Dialect | None, decision: GuardDecision) -> HookAnswer:
+    """The hook protocol's answer. Unknown dialect (unreadable input): exit 2, which every
+    supported tool treats as a block, with the reason on stderr."""
+    if dialect is None:
+        return HookAnswer(2, "", decision.reason + "\n")
+    if dialect == "gemini":
+        body: dict[str, object] = {} if decision.allowed else {
+            "decision": "deny", "reason": decision.reason,
+        }  # fmt: skip
+        return HookAnswer(0, json.dumps(body) + "\n")
+    if decision.allowed:
+        return HookAnswer(0)  # no opinion: the tool's own permission rules still apply
+    output = {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "deny",
+            "permissionDecisionReason": decision.reason,
+        }
+    }
+    return HookAnswer(0, json.dumps(output) + "\n")
+
+
+def run_hook(
+    data: bytes,
+    *,
+    cwd: Path,
+    now: datetime,
+    allow_outside: Sequence[Path] = (),
+    in_place_task: str | None = None,
+) -> tuple[HookAnswer, GuardDecision]:
+    """Handle one hook event end to end; never raises, and denies on any failure."""
+    dialect: Dialect | None = None
+    try:
+        call = parse_event(data, default_cwd=cwd)
+        dialect = call.dialect
+        if not call.mediated:
+            decision = GuardDecision(True, f"{call.tool} writes no file the guard can see")
+        else:
+            decision = evaluate(
+                call.targets,
+                call.cwd,
+                now,
+                allow_outside=allow_outside,
+                in_place_task=in_place_task,
+            )
+    except GuardInputError as err:
+        dialect = err.dialect
+        decision = deny(f"{err} (fail closed)")
+    except Exception as err:  # fail closed on anything, including our own bugs
+        decision = deny(f"internal error {type(err).__name__}: {err} (fail closed)")
+    return answer(dialect, decision), decision

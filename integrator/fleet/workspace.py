@@ -1,0 +1,356 @@
+"""Lock modes and workspace binding (seed 003). `fleet.py` ties queue, contract and
+worktree together on top of these.
+
+A task that does not write (`requires_filesystem: false`, no `workspace:`) runs with lock
+mode `none`: no workspace, no lock, no contract, full parallelism. A task that writes runs
+with lock mode `exclusive`: its write set becomes an ownership contract (through the claims
+module), and a git worktree at the queue head is bound one-to-one to that contract. The
+workspace is, in this order, the task's explicit `workspace:`, the agent's, the project's
+primary — and otherwise `WorkspaceConfigurationError`, never a silent fallback to some other
+workspace (the failure seed 003 describes: every agent converging on one row). A fleet that
+shares one checkout (seed 000) asks for `in_place` instead: no worktree, and the contract's
+write set, which no overlapping live claim may share, is the lock.
+
+Files (all in the main checkout, found from any worktree):
+- `.agents/workspaces.toml` — the registry: `primary = "NAME"`, `[agents.NAME] workspace =
+  "WS"`, and optionally `[workspaces.WS] path = "…"` (default `.trees/WS`).
+- `.agents/locks/WS.json` — the exclusive lock on workspace WS (which task, which agent).
+- `<worktree git dir>/integrator/contract.json` — the contract bound to that worktree; its
+  `worktreeId` is the worktree's git name (`.git/worktrees/<name>`), so a contract copied into
+  another checkout is refused by the guard.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from integrator.documents.contract import OwnershipContract, parse_contract, refname_problem
+from integrator.errors import (
+    ConfigurationError,
+    WorkspaceBusyError,
+    WorkspaceConfigurationError,
+)
+from integrator.fleet.taskqueue import agent_name
+from integrator.fleet.tasks import Task
+from integrator.repo import git
+
+REGISTRY_FILE = "workspaces.toml"
+TREES_DIR = ".trees"
+BINDING_DIR = "integrator"
+
+
+# --- the registry ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Registry:
+    """Which workspace each agent uses, the project's primary, and where workspaces live."""
+
+    primary: str | None = None
+    agents: tuple[tuple[str, str], ...] = ()
+    paths: tuple[tuple[str, str], ...] = ()
+    source: Path | None = None
+
+    def agent_workspace(self, agent: str) -> str | None:
+        return dict(self.agents).get(agent)
+
+    def path_of(self, workspace: str, main: Path) -> Path:
+        configured = dict(self.paths).get(workspace)
+        return (main / configured) if configured else main / TREES_DIR / workspace
+
+
+def _name(value: object, where: str) -> str:
+    if not isinstance(value, str) or refname_problem(value):
+        raise ConfigurationError(f"{where}: {value!r} is not a workspace name")
+    return value
+
+
+def parse_registry(text: str, source: Path | None = None) -> Registry:
+    where = str(source or REGISTRY_FILE)
+    try:
+        doc: dict[str, Any] = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigurationError(f"{where}: not valid TOML: {err}") from err
+    unknown = set(doc) - {"primary", "agents", "workspaces"}
+    if unknown:
+        raise ConfigurationError(f"{where}: unknown keys {sorted(unknown)}")
+    primary = _name(doc["primary"], f"{where}: primary") if "primary" in doc else None
+    agents = []
+    for agent, table in dict(doc.get("agents", {})).items():
+        if agent_name(agent) != agent:
+            raise ConfigurationError(
+                f"{where}: agent {agent!r} can never match a claimer's name; agent names use "
+                "letters, digits, '.', '_' and '-'"
+            )
+        if not isinstance(table, dict) or set(table) != {"workspace"}:
+            raise ConfigurationError(f'{where}: [agents.{agent}] needs only workspace = "NAME"')
+        agents.append((agent, _name(table["workspace"], f"{where}: agents.{agent}")))
+    spaces = []
+    for space, table in dict(doc.get("workspaces", {})).items():
+        _name(space, f"{where}: workspaces")
+        if not isinstance(table, dict) or set(table) != {"path"} or not table["path"]:
+            raise ConfigurationError(f'{where}: [workspaces.{space}] needs only path = "DIR"')
+        spaces.append((space, str(table["path"])))
+    return Registry(primary, tuple(agents), tuple(spaces), source)
+
+
+def load_registry(queue_root: Path) -> Registry:
+    path = queue_root / REGISTRY_FILE
+    try:
+        return parse_registry(path.read_text("utf-8"), path)
+    except FileNotFoundError:
+        return Registry(source=path)
+
+
+# --- lock modes (pure) ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NoLock:
+    """Lock mode `none`: the task is cognitive; it gets no workspace and takes no lock."""
+
+    reason: str
+    lock_mode: Literal["none"] = "none"
+    workspace: None = None
+
+
+@dataclass(frozen=True)
+class Exclusive:
+    """Lock mode `exclusive` on a live workspace, and where the binding came from."""
+
+    workspace: str
+    source: Literal["task", "agent", "primary"]
+    reason: str
+    lock_mode: Literal["exclusive"] = "exclusive"
+
+
+@dataclass(frozen=True)
+class InPlace:
+    """Seed 000's shared checkout, asked for explicitly (`task claim --in-place`): no
+    worktree; the write set itself is the lock — the live claim refuses every overlapping
+    contract — and commits go through `integrator commit --task`, one at a time."""
+
+    reason: str
+    lock_mode: Literal["paths"] = "paths"
+    workspace: None = None
+
+
+Resolution = NoLock | Exclusive | InPlace
+
+
+def resolve_lock_mode(
+    task: Task, agent: str, registry: Registry, *, in_place: bool = False
+) -> Resolution:
+    """Seed 003's decision table. Raises WorkspaceConfigurationError when a writing task
+    has no legitimate workspace, naming the file and the line that would fix it."""
+    if in_place and task.writes and task.meta.workspace is None:
+        return InPlace(f"task {task.id} runs in the shared checkout; its write set is the lock")
+    if task.meta.workspace is not None:
+        return Exclusive(
+            task.meta.workspace, "task", f"task {task.id} names workspace {task.meta.workspace}"
+        )
+    if not task.meta.requires_filesystem:
+        return NoLock(f"task {task.id} does not write files (requires_filesystem: false)")
+    bound = registry.agent_workspace(agent)
+    if bound is not None:
+        return Exclusive(bound, "agent", f"agent {agent} is bound to workspace {bound}")
+    if registry.primary is not None:
+        return Exclusive(
+            registry.primary, "primary", f"the project's primary workspace is {registry.primary}"
+        )
+    raise WorkspaceConfigurationError(
+        f"task {task.id} writes files (requires_filesystem: true) but agent {agent} has no "
+        f"workspace and the project has no primary one; add [agents.{agent}] workspace = "
+        f'"{agent}" (or primary = "NAME") to {registry.source or REGISTRY_FILE}, or set '
+        f"`workspace:` in the task. There is no fallback to another agent's workspace."
+    )
+
+
+# --- exclusive locks --------------------------------------------------------------------
+
+
+def lock_path(queue_root: Path, workspace: str) -> Path:
+    return queue_root / "locks" / f"{workspace}.json"
+
+
+def read_lock(queue_root: Path, workspace: str) -> dict[str, str] | None:
+    try:
+        data = json.loads(lock_path(queue_root, workspace).read_text("utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        return {"task": "?", "agent": "?", "since": "?"}
+    return {str(k): str(v) for k, v in dict(data).items()}
+
+
+def acquire_lock(
+    queue_root: Path, workspace: str, task_id: str, agent: str, since: str, live: set[str]
+) -> Path:
+    """Create the workspace's lock file (O_EXCL). A lock whose task is no longer claimed
+    (`live` holds the claimed task ids) was left by a crash and is taken over."""
+    path = lock_path(queue_root, workspace)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    holder = read_lock(queue_root, workspace)
+    if holder is not None and holder.get("task") not in live:
+        path.unlink(missing_ok=True)
+    body = json.dumps({"workspace": workspace, "task": task_id, "agent": agent, "since": since})
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        holder = read_lock(queue_root, workspace) or {}
+        raise WorkspaceBusyError(
+            f"workspace {workspace} is held exclusively by task {holder.get('task')} "
+            f"(agent {holder.get('agent')}, since {holder.get('since')}); task {task_id} "
+            "went back to the inbox — retry when that task completes, or bind agent "
+            f"{agent} to a workspace of its own"
+        ) from None
+    with os.fdopen(fd, "w") as handle:
+        handle.write(body + "\n")
+    return path
+
+
+def release_lock(queue_root: Path, workspace: str, task_id: str) -> bool:
+    holder = read_lock(queue_root, workspace)
+    if holder is None or holder.get("task") != task_id:
+        return False
+    lock_path(queue_root, workspace).unlink(missing_ok=True)
+    return True
+
+
+def locks_of(queue_root: Path, task_id: str) -> list[str]:
+    folder = queue_root / "locks"
+    if not folder.is_dir():
+        return []
+    return [
+        p.stem
+        for p in sorted(folder.glob("*.json"))
+        if (read_lock(queue_root, p.stem) or {}).get("task") == task_id
+    ]
+
+
+# --- worktrees and binding --------------------------------------------------------------
+
+
+def _rev_parse(path: Path, *args: str) -> str | None:
+    proc = git.run_git(["rev-parse", "--path-format=absolute", *args], cwd=path, check=False)
+    return proc.stdout.decode().strip() if proc.returncode == 0 else None
+
+
+def worktree_root(start: Path) -> Path:
+    top = _rev_parse(start, "--show-toplevel")
+    if top is None:
+        raise ConfigurationError(f"{start} is not inside a git worktree")
+    return Path(top)
+
+
+def worktree_git_dir(worktree: Path) -> Path:
+    gd = _rev_parse(worktree, "--git-dir")
+    if gd is None:
+        raise ConfigurationError(f"{worktree} is not inside a git worktree")
+    return Path(gd)
+
+
+def worktree_id(worktree: Path) -> str | None:
+    """The worktree's git name (`.git/worktrees/<name>`); None for the main checkout."""
+    gd = worktree_git_dir(worktree)
+    return gd.name if gd.parent.name == "worktrees" else None
+
+
+def exclude_path(root: Path, line: str) -> None:
+    """Add `line` to the repository's info/exclude (shared by all worktrees), once."""
+    common = _rev_parse(root, "--git-common-dir")
+    if common is None:
+        return
+    exclude = Path(common) / "info" / "exclude"
+    exclude.parent.mkdir(parents=True, exist_ok=True)
+    text = exclude.read_text("utf-8") if exclude.exists() else ""
+    if line not in text.splitlines():
+        sep = "" if text.endswith("\n") or not text else "\n"
+        exclude.write_text(text + sep + line + "\n", encoding="utf-8")
+
+
+def prepare_worktree(main: Path, path: Path, base: str, workspace: str) -> Path:
+    """A clean worktree at `path` checked out (detached) at `base`; created when missing."""
+    if not path.exists():
+        if path.resolve().is_relative_to(main.resolve()):
+            exclude_path(main, "/" + path.resolve().relative_to(main.resolve()).parts[0] + "/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        git.run_git(["worktree", "add", "-q", "--detach", str(path), base], cwd=main)
+        return path
+    own_common = _rev_parse(main, "--git-common-dir")
+    if _rev_parse(path, "--git-common-dir") != own_common or (
+        _rev_parse(path, "--show-toplevel") != str(path.resolve())
+    ):
+        raise WorkspaceConfigurationError(
+            f"workspace {workspace}: {path} exists but is not a worktree of this repository; "
+            "remove it, or point [workspaces.NAME] path in workspaces.toml elsewhere"
+        )
+    if worktree_id(path) is None:
+        raise WorkspaceConfigurationError(
+            f"workspace {workspace}: {path} is the main checkout, which holds the queue; "
+            "give the workspace its own path (default .trees/NAME)"
+        )
+    status = git.run_git(["status", "--porcelain", "--untracked-files=all"], cwd=path)
+    if status.stdout.strip():
+        raise WorkspaceBusyError(
+            f"workspace {workspace} ({path}) has uncommitted changes left by an earlier "
+            "task; submit or discard them before it takes new work"
+        )
+    git.run_git(["checkout", "-q", "--detach", base], cwd=path)
+    return path
+
+
+def binding_dir(worktree: Path) -> Path:
+    return worktree_git_dir(worktree) / BINDING_DIR
+
+
+def bind(worktree: Path, contract: OwnershipContract, record: dict[str, str]) -> Path:
+    """Bind `contract` to `worktree`; refuses a contract naming another worktree."""
+    wid = worktree_id(worktree)
+    if wid is None or contract.worktree_id != wid:
+        raise ConfigurationError(
+            f"contract for {contract.task_id} names worktree {contract.worktree_id!r}, "
+            f"but {worktree} is {wid or 'the main checkout'}; a contract binds one worktree"
+        )
+    folder = binding_dir(worktree)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in (
+        ("binding.json", json.dumps(record, indent=2) + "\n"),
+        ("contract.json", contract.to_json() + "\n"),
+    ):
+        tmp = folder / f".{name}.tmp"
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(folder / name)
+    return folder / "contract.json"
+
+
+def bound_contract(worktree: Path) -> OwnershipContract | None:
+    """The contract bound to the worktree, or None when nothing is bound."""
+    try:
+        data = (binding_dir(worktree) / "contract.json").read_bytes()
+    except FileNotFoundError:
+        return None
+    return parse_contract(data)
+
+
+def binding_record(worktree: Path) -> dict[str, str]:
+    try:
+        data = json.loads((binding_dir(worktree) / "binding.json").read_text("utf-8"))
+    except (FileNotFoundError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in dict(data).items()}
+
+
+def unbind(worktree: Path, task_id: str) -> bool:
+    """Remove the binding if it belongs to `task_id` (a newer task's binding stays)."""
+    if not worktree.exists() or binding_record(worktree).get("task") != task_id:
+        return False
+    folder = binding_dir(worktree)
+    for name in ("contract.json", "binding.json"):
+        (folder / name).unlink(missing_ok=True)
+    return True

@@ -1,0 +1,213 @@
+"""The canonical repository as integrator sees it: refs, policy, claims, identity.
+
+Reads are cached by object id (a ref that did not move costs one lookup), so a flood of
+stale submissions re-reads nothing. Ref writes go through `git.RefUpdater` only.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import cached_property
+from pathlib import Path
+
+import pygit2
+
+from integrator.documents.contract import OwnershipContract, parse_contract
+from integrator.documents.policy import (
+    PolicyState,
+    default_policy,
+    default_policy_text,
+    parse_policy,
+)
+from integrator.errors import ConfigurationError
+from integrator.fence.checks import ClaimView
+from integrator.repo import git
+
+Clock = Callable[[], datetime]
+
+SIGNATURE_NAME = "integrator"
+SIGNATURE_EMAIL = "integrator@localhost"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def signature(now: datetime) -> pygit2.Signature:
+    return pygit2.Signature(SIGNATURE_NAME, SIGNATURE_EMAIL, int(now.timestamp()), 0)
+
+
+class Claim:
+    """A claim ref's commit: the live contract and the claim's state."""
+
+    __slots__ = ("contract", "oid", "view")
+
+    def __init__(self, oid: str, view: ClaimView, contract: OwnershipContract) -> None:
+        self.oid = oid
+        self.view = view
+        self.contract = contract
+
+
+def parse_claim_state(data: bytes) -> dict[str, object]:
+    doc = json.loads(data)
+    if not isinstance(doc, dict) or doc.get("schema") != "integrator.claim.v1":
+        raise ConfigurationError("claim commit does not hold an integrator.claim.v1 document")
+    return doc
+
+
+def view_from_state(doc: dict[str, object]) -> ClaimView:
+    def s(key: str) -> str:
+        value = doc[key]
+        assert isinstance(value, str)
+        return value
+
+    def opt(key: str) -> str | None:
+        value = doc.get(key)
+        return value if isinstance(value, str) else None
+
+    generation = doc["generation"]
+    assert isinstance(generation, int)
+    state = s("state")
+    if state not in ("live", "revoked", "consumed"):
+        raise ConfigurationError(f"claim state {state!r} is not live, revoked or consumed")
+    return ClaimView(
+        task_id=s("taskId"),
+        generation=generation,
+        attempt_id=s("attemptId"),
+        contract_digest=s("contractDigest"),
+        state=state,  # type: ignore[arg-type]  # checked just above
+        lease_expires_at=datetime.fromisoformat(s("leaseExpiresAt")),
+        policy_digest=s("policyDigest"),
+        staging_commit=opt("stagingCommit"),
+        candidate=opt("candidate"),
+        reason=opt("reason"),
+    )
+
+
+class Canonical:
+    """One canonical repository, opened once and read through caches."""
+
+    def __init__(self, path: str | Path, *, clock: Clock = utcnow) -> None:
+        self.path = Path(path)
+        self.repo = git.open_repo(path)
+        self.clock = clock
+        self._claims: dict[str, Claim] = {}
+        self._policies: dict[str, PolicyState] = {}
+        self._updater: git.RefUpdater | None = None
+        self._bulk_updater: git.RefUpdater | None = None
+
+    # -- basics ---------------------------------------------------------------------------
+
+    @property
+    def updater(self) -> git.RefUpdater:
+        if self._updater is None:
+            self._updater = git.RefUpdater(self.repo.path)
+        return self._updater
+
+    @property
+    def bulk_updater(self) -> git.RefUpdater:
+        """An updater that only writes refs out: many creations made durable by one `sync_refs`."""
+        if self._bulk_updater is None:
+            self._bulk_updater = git.RefUpdater(self.repo.path, writeout_only=True)
+        return self._bulk_updater
+
+    def close(self) -> None:
+        for updater in (self._updater, self._bulk_updater):
+            if updater is not None:
+                updater.close()
+        self._updater = self._bulk_updater = None
+
+    def __enter__(self) -> Canonical:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @cached_property
+    def identity(self) -> str | None:
+        return git.repo_identity(self.repo, f"refs/heads/{self.target}")
+
+    @property
+    def target(self) -> str:
+        for value in self.repo.config.get_multivar("integrator.target"):
+            return str(value)
+        head = self.repo.references.get("HEAD")
+        if head is not None and head.type == pygit2.enums.ReferenceType.SYMBOLIC:
+            name = str(head.target)
+            if name.startswith("refs/heads/"):
+                return name.removeprefix("refs/heads/")
+        return "main"
+
+    @property
+    def target_ref(self) -> str:
+        return f"refs/heads/{self.target}"
+
+    @property
+    def queue_ref(self) -> str:
+        return f"{git.QUEUE_PREFIX}{self.target}"
+
+    @property
+    def initialized(self) -> bool:
+        return self.repo.references.get(git.POLICY_REF) is not None
+
+    def ref(self, name: str) -> str | None:
+        return git.ref_target(self.repo, name)
+
+    def commit(self, oid: str) -> pygit2.Commit:
+        obj = self.repo[oid]
+        if not isinstance(obj, pygit2.Commit):
+            raise ConfigurationError(f"{oid} is not a commit")
+        return obj
+
+    def blob_at(self, commit_oid: str, path: str) -> bytes:
+        tree = self.commit(commit_oid).tree
+        entry = tree[path]
+        blob = self.repo[entry.id]
+        assert isinstance(blob, pygit2.Blob)
+        return bytes(blob.data)
+
+    # -- policy ---------------------------------------------------------------------------
+
+    def policy_state(self, oid: str | None = None) -> PolicyState:
+        """The policy at `oid` (default: the policy ref; the default policy when absent)."""
+        oid = oid or self.ref(git.POLICY_REF)
+        if oid is None:
+            return PolicyState(default_policy(), 0, default_policy_text())
+        cached = self._policies.get(oid)
+        if cached is None:
+            text = self.blob_at(oid, "policy.toml").decode("utf-8")
+            generation = int(self.blob_at(oid, "generation").decode().strip())
+            policy = parse_policy(text, source=f"{git.POLICY_REF}@{oid[:12]}")
+            cached = PolicyState(policy, generation, text)
+            self._policies[oid] = cached
+        return cached
+
+    # -- claims ---------------------------------------------------------------------------
+
+    @staticmethod
+    def claim_ref(task_id: str) -> str:
+        return f"{git.CLAIMS_PREFIX}{task_id}"
+
+    def claim_at(self, oid: str) -> Claim:
+        cached = self._claims.get(oid)
+        if cached is None:
+            view = view_from_state(parse_claim_state(self.blob_at(oid, "claim.json")))
+            contract = parse_contract(self.blob_at(oid, "contract.json"))
+            cached = Claim(oid, view, contract)
+            if len(self._claims) > 10_000:
+                self._claims.clear()
+            self._claims[oid] = cached
+        return cached
+
+    def claim(self, task_id: str) -> Claim | None:
+        oid = self.ref(self.claim_ref(task_id))
+        return self.claim_at(oid) if oid is not None else None
+
+    def claims(self) -> list[Claim]:
+        refs = git.refs_under(self.repo, git.CLAIMS_PREFIX)
+        return [self.claim_at(oid) for _, oid in sorted(refs.items())]
+
+    def has_claims(self) -> bool:
+        return any(name.startswith(git.CLAIMS_PREFIX) for name in self.repo.references)

@@ -1,0 +1,51 @@
+"""The policy ref: `refs/integrator/policy` holds `policy.toml` and its `generation`.
+
+Setting a policy bumps the generation and, in the same ref transaction, revokes every
+live claim: contracts must be reissued under the new policy digest.
+"""
+
+from __future__ import annotations
+
+import pygit2
+
+from integrator.documents.policy import PolicyState, parse_policy
+from integrator.repo import git
+from integrator.repo.canonical import Canonical, signature
+from integrator.repo.claims import Claims
+
+
+def write_policy_commit(
+    canonical: Canonical, text: str, generation: int, parent: str | None, event: str
+) -> str:
+    repo = canonical.repo
+    builder = repo.TreeBuilder()
+    builder.insert("policy.toml", repo.create_blob(text.encode()), pygit2.GIT_FILEMODE_BLOB)
+    builder.insert(
+        "generation", repo.create_blob(f"{generation}\n".encode()), pygit2.GIT_FILEMODE_BLOB
+    )
+    sig = signature(canonical.clock())
+    parents = [pygit2.Oid(hex=parent)] if parent else []
+    message = f"policy {event}: generation {generation}\n"
+    return str(repo.create_commit(None, sig, sig, message, builder.write(), parents))
+
+
+def set_policy(canonical: Canonical, text: str) -> tuple[PolicyState, list[str]]:
+    """Replace the policy, bump its generation, revoke every live claim; one transaction."""
+    parse_policy(text)
+    old_oid = canonical.ref(git.POLICY_REF)
+    old = canonical.policy_state(old_oid)
+    generation = old.generation + 1
+    commit = write_policy_commit(canonical, text, generation, old_oid, "set")
+    ops = [git.update(git.POLICY_REF, commit, old_oid)]
+    claims = Claims(canonical)
+    revoked: list[str] = []
+    now = canonical.clock()
+    for claim in canonical.claims():
+        if claim.view.state != "live":
+            continue
+        reason = f"policy changed to generation {generation}; reissue the contract"
+        revoke = claims.revoke_commit(claim, reason, now)
+        ops.append(git.update(Canonical.claim_ref(claim.view.task_id), revoke, claim.oid))
+        revoked.append(claim.view.task_id)
+    canonical.updater.apply(ops)
+    return canonical.policy_state(commit), revoked

@@ -1,0 +1,84 @@
+"""Preparing a canonical repository: queue ref, policy ref, durable settings. Idempotent."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from integrator.documents.policy import default_policy_text, parse_policy
+from integrator.errors import ConfigurationError
+from integrator.repo import git
+from integrator.repo.canonical import Canonical
+from integrator.repo.policy_ref import write_policy_commit
+
+
+@dataclass(frozen=True)
+class Prepared:
+    target: str
+    queue_ref: str
+    actions: tuple[str, ...]
+
+
+def prepare(
+    path: str | Path, *, target: str | None = None, policy_text: str | None = None
+) -> Prepared:
+    """Create what integration needs in the repository at `path`; a second run changes nothing.
+
+    Everything that can refuse (another target, another policy, a shallow clone) is checked
+    before anything is written, so a refused run leaves the repository as it was.
+    """
+    with Canonical(path) as canonical:
+        repo = canonical.repo
+        configured = next((str(v) for v in repo.config.get_multivar("integrator.target")), None)
+        target = target or canonical.target
+        if configured is not None and configured != target:
+            raise ConfigurationError(
+                f"{path} is already prepared for target {configured}, not {target}; to move "
+                f"integration to {target} deliberately, run `git -C {path} config "
+                f"integrator.target {target}` and then `integrator init` again"
+            )
+        target_ref = f"refs/heads/{target}"
+        head = canonical.ref(target_ref)
+        if head is None:
+            raise ConfigurationError(
+                f"{target_ref} does not exist in {path}; commit something to {target} first "
+                "or pass --target"
+            )
+        identity = None
+        if not list(repo.config.get_multivar("integrator.repoId")):
+            identity = git.repo_identity(repo, target_ref)
+            if identity is None:
+                raise ConfigurationError(
+                    f"{path} is a shallow clone: its root commit, the repository's identity, "
+                    "is not here; prepare a full clone (or set integrator.repoId first)"
+                )
+        new_policy = None
+        if canonical.ref(git.POLICY_REF) is None:
+            new_policy = policy_text if policy_text is not None else default_policy_text()
+            parse_policy(new_policy)
+        elif (
+            policy_text is not None and parse_policy(policy_text) != canonical.policy_state().policy
+        ):
+            raise ConfigurationError(
+                "a different policy is already set; use `integrator policy set FILE` to change "
+                "it (that revokes unconsumed contracts)"
+            )
+        git.set_config(repo, git.DURABLE_CONFIG)
+        repo.config["integrator.target"] = target
+        actions: list[str] = []
+        if identity is not None:
+            repo.config["integrator.repoId"] = identity
+            actions.append(f"recorded repository identity {identity}")
+        ops = []
+        queue_ref = f"{git.QUEUE_PREFIX}{target}"
+        if canonical.ref(queue_ref) is None:
+            ops.append(git.update(queue_ref, head, None))
+            actions.append(f"created {queue_ref} at {head[:12]}")
+        if new_policy is not None:
+            commit = write_policy_commit(canonical, new_policy, 1, None, "init")
+            ops.append(git.update(git.POLICY_REF, commit, None))
+            actions.append(f"created {git.POLICY_REF} (generation 1)")
+        if ops:
+            git.sync_objects(repo)
+            canonical.updater.apply(ops)
+        return Prepared(target, queue_ref, tuple(actions))
