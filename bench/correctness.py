@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pygit2
 
-from integrator.landing.engine import TRAILER_CANDIDATE, trailers
+from integrator.landing.trailers import TRAILER_CANDIDATE, trailers
 from integrator.repo import git
 
 

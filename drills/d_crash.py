@@ -13,7 +13,7 @@ import signal
 from drills.context import Context
 from drills.registry import drill
 from drills.repo import QUEUE, git, git_dir, message
-from integrator.landing.engine import trailers
+from integrator.landing.trailers import trailers
 
 FILES = {f"area{i}/f.txt": f"{i}\n" for i in range(6)}
 

@@ -19,7 +19,7 @@ from drills.repo import POLICY, QUEUE, first_parent_chain, git, message, rev
 from integrator.daemon.spool import SUBMISSION_FILE, VERDICT_FILE
 from integrator.documents.policy import PolicyState, parse_policy
 from integrator.fence.paths import PathMatcher
-from integrator.landing.engine import trailers
+from integrator.landing.trailers import trailers
 
 GITLINK = "160000"
 

@@ -10,7 +10,7 @@ import pytest
 
 from integrator.documents.contract import parse_contract
 from integrator.documents.verdict import Code, Decision
-from integrator.landing.engine import trailers
+from integrator.landing.trailers import trailers
 from integrator.repo.claims import Claims
 from tests.canon import Canon, make_canon
 from tests.gitutil import commit_files, git

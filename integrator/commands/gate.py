@@ -10,7 +10,8 @@ from typing import Any
 
 from integrator.commands._common import add_repo, read_input
 from integrator.documents.policy import PolicyState, load_policy_file
-from integrator.landing.engine import Evaluation, Integrator
+from integrator.landing.engine import Integrator
+from integrator.landing.evaluation import Evaluation
 from integrator.repo.canonical import Canonical
 from integrator.report.render import FORMATS, append_github_summary, render
 

@@ -5,35 +5,50 @@ candidate k's staging commit has candidate k-1's as its parent. Then one
 `git update-ref --stdin` transaction verifies the policy ref, moves the queue (and the
 target when it follows) from the head read at planning time to the last staging commit,
 and consumes every landed claim at the value read at planning time. All or nothing.
+
+The landing receives a `LandingContext` (the repository, the object buffer, the tree
+reader, claims, the queue's history), never the engine that drives it.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from datetime import datetime
 
 import pygit2
 
 from integrator import faults
+from integrator.documents.contract import OwnershipContract
 from integrator.documents.verdict import Code, Decision, Verdict, Violation
 from integrator.errors import ConfigurationError, RefMovedError
 from integrator.fence.checks import check_diff, check_live, recovered_verdict
 from integrator.fence.diff import find_collisions, recompute
-from integrator.fence.trees import changed_leaves
+from integrator.fence.trees import TreeReader, changed_leaves
+from integrator.landing.evaluation import Evaluation
+from integrator.landing.history import HEAD_SETTLE, QueueHistory
 from integrator.landing.merge import merge_onto_head, resources_touched_since_base
+from integrator.landing.trailers import staging_message
 from integrator.repo import git
-from integrator.repo.canonical import Canonical, signature
-from integrator.repo.packs import commit_bytes
-
-if TYPE_CHECKING:
-    from integrator.landing.engine import Evaluation, Integrator
+from integrator.repo.canonical import Canonical, Claim, signature
+from integrator.repo.claims import Claims
+from integrator.repo.packs import ObjectBuffer, commit_bytes
 
 
-# Pauses (seconds) before re-reading refs that disagree: a torn read of another
-# integrator's commit (its lock files are renamed one by one) lasts microseconds, a move
-# made by hand persists.
-HEAD_SETTLE = (0.002, 0.01, 0.05)
+@dataclass(frozen=True)
+class LandingContext:
+    """What a landing reads and writes through: nothing else of the engine."""
+
+    canonical: Canonical
+    objects: ObjectBuffer
+    trees: TreeReader
+    claims: Claims
+    history: QueueHistory
+    durable: bool
+
+    @property
+    def repo(self) -> pygit2.Repository:
+        return self.canonical.repo
 
 
 @dataclass
@@ -56,27 +71,24 @@ class _Planned:
     consumed: str = field(default="")
 
 
-def staging_message(ev: Evaluation, candidate: pygit2.Commit) -> str:
-    contract = ev.contract
-    assert contract is not None
-    assert ev.policy is not None
-    summary = candidate.message.splitlines()[0] if candidate.message.strip() else "candidate"
-    return (
-        f"{summary}\n\n"
-        f"Landed by integrator for task {contract.task_id}.\n\n"
-        f"Integrator-Candidate: {candidate.id}\n"
-        f"Integrator-Task: {contract.task_id}\n"
-        f"Integrator-Attempt: {contract.attempt_id}\n"
-        f"Integrator-Generation: {contract.ownership_generation}\n"
-        f"Integrator-Contract-Digest: {contract.digest}\n"
-        f"Integrator-Policy-Digest: {ev.policy.digest}\n"
-        f"Integrator-Base: {contract.base_commit}\n"
-    )
+@dataclass(frozen=True)
+class _Head:
+    """The queue head a candidate merges onto: real, or a staging commit of this batch."""
+
+    oid: str
+    tree: bytes  # raw id, maybe still pending in the object buffer
+    queue: pygit2.Commit  # the real queue head the batch started from
+
+    def tree_object(self, ctx: LandingContext) -> pygit2.Tree:
+        ctx.objects.flush()  # for the rare readers that need it through libgit2
+        tree = ctx.repo[pygit2.Oid(raw=self.tree)]
+        assert isinstance(tree, pygit2.Tree)
+        return tree
 
 
-def land_batch(engine: Integrator, evaluations: list[Evaluation]) -> BatchOutcome:
+def land_batch(ctx: LandingContext, evaluations: list[Evaluation]) -> BatchOutcome:
     """Plan and land `evaluations` (all ACCEPTED by the gate) in one transaction."""
-    canonical = engine.canonical
+    canonical = ctx.canonical
     queue_ref = canonical.queue_ref
     follows = any(
         ev.policy is not None and ev.policy.policy.integration.target_follows_queue
@@ -95,15 +107,14 @@ def land_batch(engine: Integrator, evaluations: list[Evaluation]) -> BatchOutcom
     repeats: list[tuple[int, _Planned]] = []  # the same submission again in this batch
     queue_head = canonical.commit(head_oid)
     head = _Head(head_oid, queue_head.tree_id.raw, queue_head)
-    now = canonical.clock()
-    sig = signature(now)
+    sig = signature(canonical.clock())
     for position, ev in enumerate(evaluations):
         assert ev.contract is not None
         first = tasks.get(ev.contract.task_id)
         if first is not None and _same_landing(first.ev, ev):
             repeats.append((position, first))  # lands once; answered with that landing
             continue
-        result = _plan_one(engine, ev, head, target_oid, policy_oid, set(tasks), sig)
+        result = _plan_one(ctx, ev, head, target_oid, policy_oid, set(tasks), sig)
         if isinstance(result, Verdict):
             verdicts[position] = result
             continue
@@ -113,21 +124,12 @@ def land_batch(engine: Integrator, evaluations: list[Evaluation]) -> BatchOutcom
         # The next candidate merges onto this staging commit, still in memory.
         head = _Head(result.staging, bytes.fromhex(result.tree), queue_head)
     # Every object of the batch in one pack, before the transaction names any of them.
-    engine.objects.flush()
+    ctx.objects.flush()
     if not planned:
         return BatchOutcome(verdicts)
-    ops: list[git.RefOp] = []
-    if policy_oid is not None:
-        ops.append(git.verify(git.POLICY_REF, policy_oid))
-    last = planned[-1].staging
-    ops.append(git.update(queue_ref, last, queue_oid))
-    for plan in planned:
-        ops.append(git.update(plan.claim_ref, plan.consumed, plan.claim_oid))
-    integration = planned[0].ev.policy.policy.integration if planned[0].ev.policy else None
-    if integration is not None and integration.target_follows_queue and target_oid is not None:
-        ops.append(git.update(canonical.target_ref, last, target_oid))
-    if engine.durable:
-        git.sync_objects(engine.repo)
+    ops = _transaction(canonical, planned, policy_oid, queue_oid, target_oid)
+    if ctx.durable:
+        git.sync_objects(ctx.repo)
     faults.point("before-transaction")
     try:
         canonical.updater.apply(ops, on_prepared=lambda: faults.point("after-prepare"))
@@ -147,6 +149,27 @@ def land_batch(engine: Integrator, evaluations: list[Evaluation]) -> BatchOutcom
     return BatchOutcome(verdicts)
 
 
+def _transaction(
+    canonical: Canonical,
+    planned: list[_Planned],
+    policy_oid: str | None,
+    queue_oid: str | None,
+    target_oid: str | None,
+) -> list[git.RefOp]:
+    """Verify the policy, move the queue (and the target), consume every landed claim."""
+    ops: list[git.RefOp] = []
+    if policy_oid is not None:
+        ops.append(git.verify(git.POLICY_REF, policy_oid))
+    last = planned[-1].staging
+    ops.append(git.update(canonical.queue_ref, last, queue_oid))
+    for plan in planned:
+        ops.append(git.update(plan.claim_ref, plan.consumed, plan.claim_oid))
+    integration = planned[0].ev.policy.policy.integration if planned[0].ev.policy else None
+    if integration is not None and integration.target_follows_queue and target_oid is not None:
+        ops.append(git.update(canonical.target_ref, last, target_oid))
+    return ops
+
+
 def _same_landing(first: Evaluation, again: Evaluation) -> bool:
     """The same candidate under the same contract: one landing, however often submitted."""
     assert first.contract is not None and again.contract is not None
@@ -154,51 +177,6 @@ def _same_landing(first: Evaluation, again: Evaluation) -> bool:
         first.verdict.candidate == again.verdict.candidate
         and first.contract.digest == again.contract.digest
     )
-
-
-def _merge_effects(
-    engine: Integrator, ev: Evaluation, head: _Head, merged: bytes
-) -> list[Violation]:
-    """What lands is queue head → merged tree, not base → candidate: prove the difference.
-
-    Where the merge wrote exactly the candidate's entries, the gate has proven them. Any
-    other write — an edit git carried along a rename made on the queue since the base, a
-    symlink moved with a new target, a content merge — sends the whole landing through
-    the diff checks again, from the queue head.
-    """
-    contract, diff, policy = ev.contract, ev.diff, ev.policy
-    assert contract is not None and diff is not None and policy is not None
-    expected: dict[str, tuple[int | None, str | None] | None] = {}
-    for change in diff.changes:
-        if change.old_path is not None:
-            expected.setdefault(change.old_path, None)
-        if change.new_path is not None:
-            expected[change.new_path] = (change.new_mode, change.new_oid)
-    for before, after in changed_leaves(engine.trees, head.tree, merged):
-        leaf = after or before
-        assert leaf is not None
-        actual = (after.mode, str(after.oid)) if after is not None else None
-        if leaf.path not in expected or expected[leaf.path] != actual:
-            break
-    else:
-        return []
-    landed = recompute(
-        engine.repo,
-        head.tree,
-        merged,
-        rename_limit=policy.policy.integration.rename_limit,
-        reader=engine.trees,
-    )
-    violations, _ = check_diff(contract, landed, policy.policy)
-    return [
-        v.model_copy(
-            update={
-                "detail": "merged onto the queue head (git carries a change along a rename "
-                f"made on the queue since the base): {v.detail}"
-            }
-        )
-        for v in violations
-    ]
 
 
 def _read_heads(canonical: Canonical, follows: bool) -> tuple[str | None, str | None]:
@@ -222,23 +200,11 @@ def _read_heads(canonical: Canonical, follows: bool) -> tuple[str | None, str | 
     return queue_oid, target_oid
 
 
-@dataclass(frozen=True)
-class _Head:
-    """The queue head a candidate merges onto: real, or a staging commit of this batch."""
-
-    oid: str
-    tree: bytes  # raw id, maybe still pending in engine.objects
-    queue: pygit2.Commit  # the real queue head the batch started from
-
-    def tree_object(self, engine: Integrator) -> pygit2.Tree:
-        engine.objects.flush()  # for the rare readers that need it through libgit2
-        tree = engine.repo[pygit2.Oid(raw=self.tree)]
-        assert isinstance(tree, pygit2.Tree)
-        return tree
+# --- one candidate -------------------------------------------------------------------------
 
 
 def _plan_one(
-    engine: Integrator,
+    ctx: LandingContext,
     ev: Evaluation,
     head: _Head,
     target_oid: str | None,
@@ -247,78 +213,37 @@ def _plan_one(
     sig: pygit2.Signature,
 ) -> _Planned | Verdict:
     """Merge one candidate onto `head` and write its staging and consumed-claim commits."""
-    canonical = engine.canonical
-    repo = engine.repo
-    contract, cand, base, diff, policy = ev.contract, ev.candidate, ev.base, ev.diff, ev.policy
-    assert contract and cand and base and diff and policy
-    integration = policy.policy.integration
-    head_oid = head.oid
+    contract, base, policy = ev.contract, ev.base, ev.policy
+    assert contract and base and policy
     claim_ref = Canonical.claim_ref(contract.task_id)
-    claim_oid = canonical.ref(claim_ref)
-    claim = canonical.claim_at(claim_oid) if claim_oid else None
-    moved: list[Violation] = []
-    if ev.claim is not None and claim_oid != ev.claim.oid:
+    claim_oid = ctx.canonical.ref(claim_ref)
+    claim = ctx.canonical.claim_at(claim_oid) if claim_oid else None
+    if ev.claim is not None and claim_oid != ev.claim.oid and claim is not None:
         # A concurrent integrator may have landed this very candidate meanwhile: the
         # answer is then its landing, not a fence.
-        earlier = engine.earlier_landing(contract, claim, str(cand.id)) if claim else None
+        earlier = ctx.history.earlier_landing(contract, claim, str(ev.verdict.candidate))
         if earlier is not None:
             return earlier
-        moved.append(_moved(claim_ref, claim_oid, ev.claim.oid))
-    live = check_live(contract, claim.view if claim else None, policy.digest, canonical.clock())
-    if policy_oid != ev.policy_oid:
-        moved.append(_moved(git.POLICY_REF, policy_oid, ev.policy_oid))
-        live.append(Violation(code=Code.POLICY_CHANGED, detail=f"the policy moved to {policy_oid}"))
-    if contract.task_id in tasks:
-        live.append(
-            Violation(
-                code=Code.CLAIM_CONSUMED,
-                detail="an earlier candidate of the same claim lands in this transaction",
-            )
-        )
-    if moved or live:
-        return ev.with_violations([*moved, *live], decision=Decision.FENCED)
-    assert claim is not None
-    assert claim_oid is not None
+    stale = recheck(ev, claim_oid, claim, policy_oid, tasks, ctx.canonical.clock())
+    if stale:
+        return ev.with_violations(stale, decision=Decision.FENCED)
+    assert claim is not None and claim_oid is not None
 
     def fenced(violations: list[Violation], decision: Decision | None = None) -> Verdict:
-        return ev.with_violations(violations, decision=decision, queue_head=head_oid)
+        return ev.with_violations(violations, decision=decision, queue_head=head.oid)
 
-    # Staging commits of this batch descend from the real queue head: checking there is
-    # the same question.
-    if not engine.on_queue(str(base.id), head.queue):
-        return fenced(
-            [
-                Violation(
-                    code=Code.BASE_NOT_ON_QUEUE,
-                    detail=f"base {base.id} is not an ancestor of the queue head {head_oid}; "
-                    f"rebase onto {canonical.queue_ref}",
-                )
-            ]
-        )
-    if (
-        integration.target_follows_queue
-        and target_oid is not None
-        and not tasks
-        and target_oid != head_oid
-    ):
-        return fenced(
-            [
-                Violation(
-                    code=Code.REF_MOVED,
-                    resource=canonical.target_ref,
-                    detail=f"{canonical.target_ref} ({target_oid}) moved outside the queue "
-                    f"({head_oid}); a release manager must reconcile them",
-                )
-            ]
-        )
+    misplaced = _placement(ctx, ev, head, target_oid, tasks)
+    if misplaced:
+        return fenced(misplaced)
+    assert ev.candidate is not None
     outcome = merge_onto_head(
-        repo,
+        ctx.repo,
         base_commit=base,
         head_commit=head.queue,
         head_tree=head.tree,
-        candidate_commit=cand,
-        reader=engine.trees,
-        objects=engine.objects,
+        candidate_commit=ev.candidate,
+        reader=ctx.trees,
+        objects=ctx.objects,
     )
     if outcome.tree is None:
         return fenced(
@@ -329,50 +254,194 @@ def _plan_one(
             or [Violation(code=Code.MERGE_CONFLICT, detail="the merge did not produce a tree")]
         )
     merged = bytes.fromhex(outcome.tree)
-    problems: list[Violation] = []
-    if head_oid != str(base.id):
-        problems.extend(_merge_effects(engine, ev, head, merged))
-        shared = set(policy.policy.shared.resources)
-        touched = [r.resource for r in ev.resources if r.resource not in shared]
-        touched_since = (
-            resources_touched_since_base(
-                repo, policy.policy, base.tree, head.tree_object(engine), touched
-            )
-            if touched
-            else {}
-        )
-        for resource, paths in touched_since.items():
-            problems.append(
-                Violation(
-                    code=Code.RESOURCE_CONFLICT,
-                    resource=resource,
-                    detail=f"the queue changed {', '.join(paths)} ({resource}) since base; "
-                    "both sides touched it",
-                )
-            )
-        for collision in find_collisions(engine.trees, merged, diff.added_paths):
-            code = Code.CASE_COLLISION if collision.kind == "case" else Code.UNICODE_COLLISION
-            problems.append(
-                Violation(
-                    code=code,
-                    path=collision.path,
-                    detail=f"{collision.path!r} collides with {collision.other!r} on the queue head",
-                )
-            )
+    problems = merge_violations(ctx, ev, head, merged) if head.oid != str(base.id) else []
     if problems:
         review = all(v.code is Code.RESOURCE_CONFLICT for v in problems)
-        if review and integration.resource_conflict == "review":
+        if review and policy.policy.integration.resource_conflict == "review":
             return fenced(problems, Decision.REVIEW)
         return fenced(problems)
-    objects = engine.objects
-    message = staging_message(ev, cand)
-    staging = objects.add(
+    staging, consumed = _write(ctx, ev, head, merged, claim, sig)
+    return _Planned(0, ev, staging, outcome.tree, head.oid, claim_ref, claim_oid, consumed)
+
+
+def recheck(
+    ev: Evaluation,
+    claim_oid: str | None,
+    claim: Claim | None,
+    policy_oid: str | None,
+    tasks: set[str],
+    now: datetime,
+) -> list[Violation]:
+    """What changed since the gate read the claim and the policy (pure): each moved ref,
+    the live checks on the claim as it is now, and a second landing of one claim."""
+    contract, policy = ev.contract, ev.policy
+    assert contract is not None and policy is not None
+    out: list[Violation] = []
+    if ev.claim is not None and claim_oid != ev.claim.oid:
+        out.append(_moved(Canonical.claim_ref(contract.task_id), claim_oid, ev.claim.oid))
+    live = check_live(contract, claim.view if claim else None, policy.digest, now)
+    if policy_oid != ev.policy_oid:
+        out.append(_moved(git.POLICY_REF, policy_oid, ev.policy_oid))
+        live.append(Violation(code=Code.POLICY_CHANGED, detail=f"the policy moved to {policy_oid}"))
+    if contract.task_id in tasks:
+        live.append(
+            Violation(
+                code=Code.CLAIM_CONSUMED,
+                detail="an earlier candidate of the same claim lands in this transaction",
+            )
+        )
+    return [*out, *live]
+
+
+def _placement(
+    ctx: LandingContext, ev: Evaluation, head: _Head, target_oid: str | None, tasks: set[str]
+) -> list[Violation]:
+    """The base must be on the queue; a target that follows the queue must be at its head."""
+    base, policy = ev.base, ev.policy
+    assert base is not None and policy is not None
+    canonical = ctx.canonical
+    # Staging commits of this batch descend from the real queue head: checking there is
+    # the same question.
+    if not ctx.history.on_queue(str(base.id), head.queue):
+        return [
+            Violation(
+                code=Code.BASE_NOT_ON_QUEUE,
+                detail=f"base {base.id} is not an ancestor of the queue head {head.oid}; "
+                f"rebase onto {canonical.queue_ref}",
+            )
+        ]
+    follows = policy.policy.integration.target_follows_queue
+    if follows and target_oid is not None and not tasks and target_oid != head.oid:
+        return [
+            Violation(
+                code=Code.REF_MOVED,
+                resource=canonical.target_ref,
+                detail=f"{canonical.target_ref} ({target_oid}) moved outside the queue "
+                f"({head.oid}); a release manager must reconcile them",
+            )
+        ]
+    return []
+
+
+def merge_violations(
+    ctx: LandingContext, ev: Evaluation, head: _Head, merged: bytes
+) -> list[Violation]:
+    """What the merged tree adds to the gate's verdict when the queue moved since the base:
+    writes the merge made that the candidate did not, semantic resources both sides
+    touched, and names that collide with what the queue added."""
+    base, diff, policy = ev.base, ev.diff, ev.policy
+    assert base is not None and diff is not None and policy is not None
+    problems = _merge_effects(ctx, ev, head, merged)
+    shared = set(policy.policy.shared.resources)
+    touched = [r.resource for r in ev.resources if r.resource not in shared]
+    touched_since = (
+        resources_touched_since_base(
+            ctx.repo, policy.policy, base.tree, head.tree_object(ctx), touched
+        )
+        if touched
+        else {}
+    )
+    for resource, paths in touched_since.items():
+        problems.append(
+            Violation(
+                code=Code.RESOURCE_CONFLICT,
+                resource=resource,
+                detail=f"the queue changed {', '.join(paths)} ({resource}) since base; "
+                "both sides touched it",
+            )
+        )
+    for collision in find_collisions(ctx.trees, merged, diff.added_paths):
+        code = Code.CASE_COLLISION if collision.kind == "case" else Code.UNICODE_COLLISION
+        problems.append(
+            Violation(
+                code=code,
+                path=collision.path,
+                detail=f"{collision.path!r} collides with {collision.other!r} on the queue head",
+            )
+        )
+    return problems
+
+
+def _merge_effects(
+    ctx: LandingContext, ev: Evaluation, head: _Head, merged: bytes
+) -> list[Violation]:
+    """What lands is queue head → merged tree, not base → candidate: prove the difference.
+
+    Where the merge wrote exactly the candidate's entries, the gate has proven them. Any
+    other write — an edit git carried along a rename made on the queue since the base, a
+    symlink moved with a new target, a content merge — sends the whole landing through
+    the diff checks again, from the queue head.
+    """
+    contract, diff, policy = ev.contract, ev.diff, ev.policy
+    assert contract is not None and diff is not None and policy is not None
+    expected: dict[str, tuple[int | None, str | None] | None] = {}
+    for change in diff.changes:
+        if change.old_path is not None:
+            expected.setdefault(change.old_path, None)
+        if change.new_path is not None:
+            expected[change.new_path] = (change.new_mode, change.new_oid)
+    for before, after in changed_leaves(ctx.trees, head.tree, merged):
+        leaf = after or before
+        assert leaf is not None
+        actual = (after.mode, str(after.oid)) if after is not None else None
+        if leaf.path not in expected or expected[leaf.path] != actual:
+            break
+    else:
+        return []
+    landed = recompute(
+        ctx.repo,
+        head.tree,
+        merged,
+        rename_limit=policy.policy.integration.rename_limit,
+        reader=ctx.trees,
+    )
+    violations, _ = check_diff(contract, landed, policy.policy)
+    return [
+        v.model_copy(
+            update={
+                "detail": "merged onto the queue head (git carries a change along a rename "
+                f"made on the queue since the base): {v.detail}"
+            }
+        )
+        for v in violations
+    ]
+
+
+def _write(
+    ctx: LandingContext,
+    ev: Evaluation,
+    head: _Head,
+    merged: bytes,
+    claim: Claim,
+    sig: pygit2.Signature,
+) -> tuple[str, str]:
+    """Write (into the object buffer) the staging commit and the consumed-claim commit."""
+    contract, cand, policy = ev.contract, ev.candidate, ev.policy
+    assert contract is not None and cand is not None and policy is not None
+    message = _staging_message(contract, cand, policy.digest)
+    staging = ctx.objects.add(
         "commit", commit_bytes(merged, [bytes.fromhex(head.oid)], cand.author, sig, message)
     ).hex()
-    consumed = engine.claims.consume_commit(
-        claim, staging, str(cand.id), canonical.clock(), objects=objects
+    consumed = ctx.claims.consume_commit(
+        claim, staging, str(cand.id), ctx.canonical.clock(), objects=ctx.objects
     )
-    return _Planned(0, ev, staging, outcome.tree, head_oid, claim_ref, claim_oid, consumed)
+    return staging, consumed
+
+
+def _staging_message(
+    contract: OwnershipContract, candidate: pygit2.Commit, policy_digest: str
+) -> str:
+    summary = candidate.message.splitlines()[0] if candidate.message.strip() else "candidate"
+    return staging_message(
+        summary,
+        candidate=str(candidate.id),
+        task_id=contract.task_id,
+        attempt_id=contract.attempt_id,
+        generation=contract.ownership_generation,
+        contract_digest=contract.digest,
+        policy_digest=policy_digest,
+        base=contract.base_commit,
+    )
 
 
 def _moved(ref: str, now_oid: str | None, then_oid: str | None) -> Violation:

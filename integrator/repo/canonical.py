@@ -209,5 +209,10 @@ class Canonical:
         refs = git.refs_under(self.repo, git.CLAIMS_PREFIX)
         return [self.claim_at(oid) for _, oid in sorted(refs.items())]
 
+    def forget_documents(self) -> None:
+        """Forget the cached policy and claim documents (after SIGHUP or `policy set`)."""
+        self._policies.clear()
+        self._claims.clear()
+
     def has_claims(self) -> bool:
         return any(name.startswith(git.CLAIMS_PREFIX) for name in self.repo.references)

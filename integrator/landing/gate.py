@@ -1,0 +1,177 @@
+"""The read-only gate: read the facts a candidate is judged on, and judge it.
+
+Checks run cheapest first and stop at the first failing stage, so a flood of stale
+submissions costs a ref read and a cached claim each: (1) the contract parses, (2) the live
+claim, (3) the history, (4) the recomputed diff with its paths and resources. The
+decisions themselves are the pure functions of `integrator.fence.checks`; this module
+only gathers their inputs.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import pygit2
+
+from integrator.documents.contract import OwnershipContract, parse_contract
+from integrator.documents.policy import PolicyState
+from integrator.documents.verdict import Code, Verdict, Violation
+from integrator.errors import ContractError
+from integrator.fence import checks
+from integrator.fence.diff import recompute
+from integrator.fence.trees import MalformedTree, TreeReader
+from integrator.landing.evaluation import Evaluation
+from integrator.landing.history import QueueHistory
+from integrator.repo import git
+from integrator.repo.canonical import Canonical, Claim
+
+
+def _legacy(data: bytes) -> bool:
+    """A JSON object that looks like a contract but carries no ownership generation."""
+    try:
+        doc = json.loads(data)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and "taskId" in doc and "ownershipGeneration" not in doc
+
+
+class Gate:
+    """Evaluates candidates against one canonical repository, moving nothing."""
+
+    def __init__(
+        self,
+        canonical: Canonical,
+        history: QueueHistory,
+        trees: TreeReader,
+        *,
+        policy_override: PolicyState | None = None,
+    ) -> None:
+        self.canonical = canonical
+        self.repo = canonical.repo
+        self.history = history
+        self.trees = trees
+        self.policy_override = policy_override
+
+    def evaluate(
+        self, contract_data: bytes, candidate: str, *, now: datetime | None = None
+    ) -> Evaluation:
+        """Every check of the gate, cheapest first; stops at the first failing stage."""
+        canonical = self.canonical
+        now = now or canonical.clock()
+        live = self.policy_override is None and canonical.initialized
+        policy_oid = canonical.ref(git.POLICY_REF) if live else None
+        policy = self.policy_override or canonical.policy_state(policy_oid)
+        try:
+            contract = parse_contract(contract_data)
+        except ContractError as err:
+            return Evaluation(self._unparsed(contract_data, err, candidate, policy))
+        # A shallow clone without a configured id cannot prove the repository: every
+        # verdict here then carries REPO_UNVERIFIED (review), whatever else it says.
+        unverified = checks.check_identity_known(canonical.identity)
+
+        def stop(violations: list[Violation], **extra: Any) -> Evaluation:
+            extra.setdefault("candidate", candidate)
+            verdict = checks.make_verdict(
+                contract, [*violations, *unverified], policy_digest=policy.digest, **extra
+            )
+            return Evaluation(verdict, contract=contract)
+
+        violations = checks.check_identity(contract, canonical.identity)
+        if violations:
+            return stop(violations)
+        claim, violations, earlier = self._live(contract, candidate, live, policy, now)
+        if earlier is not None:
+            return Evaluation(earlier, contract=contract, claim=claim)
+        if violations:
+            return stop(violations)
+        cand = self.history.commit(candidate)
+        if cand is None:
+            missing = f"{candidate} is not a commit here"
+            return stop([Violation(code=Code.CANDIDATE_MISSING, detail=missing)])
+        violations = self._history_checks(contract, cand)
+        if violations:
+            return stop(violations, candidate=str(cand.id))
+        base = self.history.commit(contract.base_commit)
+        assert base is not None
+        try:
+            diff = recompute(
+                self.repo,
+                base.tree,
+                cand.tree,
+                rename_limit=policy.policy.integration.rename_limit,
+                reader=self.trees,
+            )
+        except MalformedTree as err:
+            why = f"{err}; git fsck would reject it"
+            return stop([Violation(code=Code.UNSAFE_PATH, detail=why)], candidate=str(cand.id))
+        violations, resources = checks.check_diff(contract, diff, policy.policy)
+        violations.extend(unverified)
+        verdict = checks.make_verdict(
+            contract,
+            violations,
+            candidate=str(cand.id),
+            policy_digest=policy.digest,
+            resources=resources,
+            diff=diff,
+        )
+        return Evaluation(
+            verdict,
+            data=contract_data,
+            contract=contract,
+            candidate=cand,
+            base=base,
+            diff=diff,
+            claim=claim,
+            policy=policy,
+            policy_oid=policy_oid,
+            resources=tuple(resources),
+            violations=tuple(violations),
+        )
+
+    @staticmethod
+    def _unparsed(data: bytes, err: ContractError, candidate: str, policy: PolicyState) -> Verdict:
+        """The verdict on a contract that does not parse: legacy (review) or invalid."""
+        if _legacy(data):
+            violation = Violation(
+                code=Code.LEGACY_SUBMISSION,
+                detail="the submission carries no ownership generation; "
+                "it may only be reviewed, never landed automatically",
+            )
+        else:
+            violation = Violation(
+                code=Code.CONTRACT_INVALID, detail="; ".join(err.errors) or str(err)
+            )
+        return checks.make_verdict(
+            None, [violation], candidate=candidate, policy_digest=policy.digest
+        )
+
+    def _live(
+        self,
+        contract: OwnershipContract,
+        candidate: str,
+        live: bool,
+        policy: PolicyState,
+        now: datetime,
+    ) -> tuple[Claim | None, list[Violation], Verdict | None]:
+        """(claim, live-claim violations, the earlier landing of this very candidate)."""
+        canonical = self.canonical
+        if not (live or canonical.has_claims()):
+            return None, checks.check_static_lease(contract, now), None
+        claim = canonical.claim(contract.task_id)
+        violations = checks.check_live(contract, claim.view if claim else None, policy.digest, now)
+        earlier = None
+        if claim is not None and claim.view.state == "consumed":
+            earlier = self.history.earlier_landing(contract, claim, candidate)
+        return claim, violations, earlier
+
+    def _history_checks(self, contract: OwnershipContract, cand: pygit2.Commit) -> list[Violation]:
+        base = contract.base_commit
+        base_present = git.has_object(self.repo, base)
+        return checks.check_history(
+            base=base,
+            base_present=base_present,
+            base_is_ancestor=base_present and self.history.is_ancestor(base, cand),
+            shallow=self.repo.is_shallow,
+        )
