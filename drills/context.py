@@ -5,14 +5,20 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from drills.procs import end
 from drills.records import Check
-from drills.repo import Spec, environment
+from drills.repo import environment
 
-if TYPE_CHECKING:
-    from drills.harness import World
+
+class Recorded(Protocol):
+    """A world a drill built (see `drills.harness.World`): it leaves records behind."""
+
+    root: Path
+
+    def snapshot(self) -> None: ...
+    def evidence(self, *extra: Path | str) -> list[str]: ...
 
 
 class Context:
@@ -24,23 +30,9 @@ class Context:
         self.full = full
         self.checks: list[Check] = []
         self.notes: list[str] = []
-        self.worlds: list[World] = []
+        self.worlds: list[Recorded] = []  # each World adds itself
         self.procs: list[subprocess.Popen[bytes]] = []
         self.dir.mkdir(parents=True, exist_ok=True)
-
-    def world(
-        self,
-        name: str,
-        files: Mapping[str, Spec],
-        *,
-        policy: str | None = None,
-        tags: Sequence[str] = (),
-    ) -> World:
-        from drills.harness import World  # the world module needs this one's Context
-
-        world = World(self, name, files, policy=policy, tags=tags)
-        self.worlds.append(world)
-        return world
 
     def expect(
         self,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import signal
 
 from drills.context import Context
+from drills.harness import World
 from drills.registry import drill
 from drills.repo import QUEUE, git, git_dir, message
 from integrator.landing.trailers import trailers
@@ -25,7 +26,7 @@ FILES = {f"area{i}/f.txt": f"{i}\n" for i in range(6)}
     gate="recovery reports the landing by candidate OID; one staging commit per candidate",
 )
 def kill_after_commit(ctx: Context) -> str:
-    w = ctx.world("world", FILES)
+    w = World(ctx, "world", FILES)
     # One-shot integrate, killed after commit, then run again.
     c = w.setup_contract("t0", ["area0/**"])
     cand = w.commit({"area0/f.txt": "changed\n"}, parent=c.doc["baseCommit"])

@@ -43,7 +43,7 @@ def _bump(world: World, task: str, generations: int) -> None:
     gate="A FENCED (STALE_GENERATION), held; canonical ref never moves for A",
 )
 def paused_agent(ctx: Context) -> str:
-    w = ctx.world("world", FILES, tags=["live"])
+    w = World(ctx, "world", FILES, tags=["live"])
     w.contract("billing", ["billing/**"], holder="agent-0")
     _bump(w, "billing", 5)
     a = w.reclaim("billing", holder="agent-A", lease=f"{LEASE_SECONDS}s", force=True)
@@ -129,7 +129,7 @@ def paused_agent(ctx: Context) -> str:
     gate="A FENCED (REF_MOVED, STALE_GENERATION) via integrate and via the daemon; queue +B only",
 )
 def paused_integrator(ctx: Context) -> str:
-    w = ctx.world("world", FILES)
+    w = World(ctx, "world", FILES)
     a = w.contract("billing", ["billing/**"], holder="agent-A", lease="10m")
     cand_a = w.commit({"billing/tax.py": "tax = 2\n"}, parent=a.doc["baseCommit"])
     proc = w.start_integrate(a, cand_a, fault="stop:before-transaction")
@@ -197,7 +197,7 @@ def _new_policy(world: World, marker: str) -> str:
     gate="FENCED (POLICY_CHANGED, REF_MOVED), queue unchanged; a prepared transaction blocks it",
 )
 def policy_upgrade(ctx: Context) -> str:
-    w = ctx.world("world", FILES)
+    w = World(ctx, "world", FILES)
     outcomes = []
     for n, point in enumerate(("after-check", "before-transaction")):
         task = f"t{n}"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import unicodedata
 
 from drills.context import Context
+from drills.harness import World
 from drills.procs import hold_ref_lock, hold_registry, wait_until
 from drills.registry import drill
 from drills.repo import MAIN, QUEUE, git, rev
@@ -35,7 +36,7 @@ def _codes(verdict: dict[str, object]) -> list[str]:
     gate="FENCED with CASE_COLLISION / UNICODE_COLLISION; only the clean candidate lands",
 )
 def case_collision(ctx: Context) -> str:
-    w = ctx.world("world", HOSTILE_FILES)
+    w = World(ctx, "world", HOSTILE_FILES)
     docs = w.setup_contract("docs", ["docs/**"])
     first = w.setup_contract("notes-a", ["notes/**"])
     second = w.setup_contract("notes-b", ["notes/**"], force_shared=True)
@@ -102,7 +103,7 @@ def escapes(link: str, target: str) -> bool:
     gate="each FENCED with SYMLINK_ESCAPE; an in-repo link lands; no escaping link on main",
 )
 def symlink_escape(ctx: Context) -> str:
-    w = ctx.world("world", {"docs/index.md": "# d\n", "links/README": "links\n"})
+    w = World(ctx, "world", {"docs/index.md": "# d\n", "links/README": "links\n"})
     sids = {}
     for n, (label, (path, target)) in enumerate(ESCAPES.items()):
         c = w.setup_contract(f"esc{n}", [f"{path.rsplit('/', 1)[0]}/**"])
@@ -140,7 +141,7 @@ def symlink_escape(ctx: Context) -> str:
     gate="never ACCEPTED; REVIEW BASE_MISSING (exit 3), plus REPO_UNVERIFIED without a repoId",
 )
 def shallow_base(ctx: Context) -> str:
-    w = ctx.world("world", {"src/a.py": "a = 1\n", "docs/index.md": "# d\n"})
+    w = World(ctx, "world", {"src/a.py": "a = 1\n", "docs/index.md": "# d\n"})
     c = w.setup_contract("src", ["src/**"])
     other = w.setup_contract("docs", ["docs/**"])
     for n in range(2):  # the queue moves on, so the base is not the tip any more
@@ -197,7 +198,7 @@ AFTER = 8  # submissions after the outage, one at a time
     gate="integration goes on; backlog drains on return; registry = git for every decision",
 )
 def mirror_outage(ctx: Context) -> str:
-    w = ctx.world("world", {f"area{i}/f.txt": "0\n" for i in range(4 + AFTER)}, tags=["live"])
+    w = World(ctx, "world", {f"area{i}/f.txt": "0\n" for i in range(4 + AFTER)}, tags=["live"])
     registry = w.spool.root / "registry.sqlite3"
     contracts = [w.setup_contract(f"t{i}", [f"area{i}/**"]) for i in range(4 + AFTER)]
     config = w.config("[serve]\nmirror-timeout = 0.05\n")
@@ -249,7 +250,7 @@ def mirror_outage(ctx: Context) -> str:
 )
 def ref_lock(ctx: Context) -> str:
     # Not "live": its latency is the injected outage's, not the fence's.
-    w = ctx.world("world", {f"area{i}/f.txt": "0\n" for i in range(3)}, tags=["outage"])
+    w = World(ctx, "world", {f"area{i}/f.txt": "0\n" for i in range(3)}, tags=["outage"])
     contracts = [w.setup_contract(f"t{i}", [f"area{i}/**"]) for i in range(3)]
     served = w.serve()
     with hold_ref_lock(w.repo, QUEUE) as lock:

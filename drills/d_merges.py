@@ -84,7 +84,7 @@ def _expand(w: World, contract: Contract, add: list[str]) -> Contract:
 def rename_vs_edit(ctx: Context) -> str:
     trees = {}
     for first in ("rename", "edit"):
-        w = ctx.world(f"{first}-first", RENAME_FILES)
+        w = World(ctx, f"{first}-first", RENAME_FILES)
         renamed, edited, edit_sid, cand_e, contract = _landing_pair(ctx, w, first)
         if first == "edit":
             ctx.equal("edit first: both land (the rename carries the edited file)",
@@ -117,7 +117,7 @@ def rename_vs_edit(ctx: Context) -> str:
         trees[first] = git("rev-parse", f"{MAIN}^{{tree}}", cwd=w.repo)
     ctx.equal("the result does not depend on the order", trees["rename"], trees["edit"])
     # Both ends of a rename must be owned: each contract below owns one end only.
-    w = ctx.world("one-end", RENAME_FILES)
+    w = World(ctx, "one-end", RENAME_FILES)
     new_only = w.setup_contract("new-end", ["billing/invoices/**"])
     old_only = w.setup_contract("old-end", ["docs/**"])
     sids = [
@@ -194,7 +194,7 @@ def schema_vs_generated(ctx: Context) -> str:
     policy = generated_policy(default_policy_text())
     seen = []
     for first in ("schema", "generated"):
-        w = ctx.world(f"{first}-first", GEN_FILES, policy=policy)
+        w = World(ctx, f"{first}-first", GEN_FILES, policy=policy)
         s = w.setup_contract("schema", ["schema/**", "gen/invoice/**"],
                        resources=["schema:invoice", "codegen:invoice"])  # fmt: skip
         g = w.setup_contract("generated", ["gen/invoice/client.py"], resources=["codegen:invoice"],
@@ -229,7 +229,7 @@ def schema_vs_generated(ctx: Context) -> str:
         ctx.equal(f"{first} first: landed", [pairs[0][1]], w.landed(), w.evidence())
     # Generated output whose owner the contract does not name, output nobody can name, and
     # output the policy shares with every contract.
-    w = ctx.world("unowned", GEN_FILES, policy=policy)
+    w = World(ctx, "unowned", GEN_FILES, policy=policy)
     g2 = w.setup_contract("gen-path-only", ["gen/invoice/**"])
     g3 = w.setup_contract("plugins", ["gen/plugins/**"])
     g4 = w.setup_contract("docs", ["gen/docs/**"])
@@ -282,7 +282,7 @@ def _agent_git(worktree: Path, *args: str) -> str:
     gate="FENCED (PATH_NOT_OWNED, RESOURCE_NOT_OWNED), nothing of it lands; fixed resubmit lands",
 )
 def lockfile_build_step(ctx: Context) -> str:
-    w = ctx.world("world", LOCK_FILES)
+    w = World(ctx, "world", LOCK_FILES)
     c = w.contract("app", ["src/app/**"])
     tree = w.root / "wt-app"
     git("worktree", "add", "-q", "-b", "app-work", str(tree), c.doc["baseCommit"], cwd=w.repo)

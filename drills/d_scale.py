@@ -43,7 +43,7 @@ def _contract_file(w: World, contract: OwnershipContract, label: str) -> Contrac
 def stale_flood(ctx: Context) -> str:
     size = FLOOD_FULL if ctx.full else FLOOD_QUICK
     tasks = 12
-    w = ctx.world("world", {f"area{k}/f.txt": "0\n" for k in range(tasks)}, tags=["stale-flood"])
+    w = World(ctx, "world", {f"area{k}/f.txt": "0\n" for k in range(tasks)}, tags=["stale-flood"])
     old: list[tuple[dict[str, Any], str]] = []
     live: list[OwnershipContract] = []
     with Canonical(w.repo) as canonical:
@@ -180,7 +180,7 @@ def cas_race(ctx: Context) -> str:
     summary = []
     for size in (4, 8):
         files = {f"area{i}/f.txt": "0\n" for i in range(size)}
-        w = ctx.world(f"race{size}", files, tags=["race"])
+        w = World(ctx, f"race{size}", files, tags=["race"])
         races = []
         accepted = fenced = 0
         for race in range(rounds):

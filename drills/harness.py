@@ -38,10 +38,11 @@ class World:
         name: str,
         files: Mapping[str, Spec],
         *,
-        policy: str | None,
-        tags: Sequence[str],
+        policy: str | None = None,
+        tags: Sequence[str] = (),
     ) -> None:
         self.ctx = ctx
+        ctx.worlds.append(self)
         self.root = ctx.dir / name
         self.repo = self.root / "canon"
         self.logs = self.root / "logs"

@@ -11,10 +11,12 @@ import pytest
 from pydantic import ValidationError
 
 from integrator.cli import main
+from integrator.documents.expansion import ExpansionRequest
 from integrator.documents.policy import default_policy_text
 from integrator.documents.verdict import Code, Decision
 from integrator.errors import ClaimConflictError, ConfigurationError, ReviewRequired, UsageError
-from integrator.repo.claims import Claims, ExpansionRequest, expansion_ref, expansions, history
+from integrator.repo.claims import Claims, history
+from integrator.repo.expansions import Expansions, expansion_ref, expansions
 from integrator.repo.policy_ref import set_policy
 from integrator.repo.prepare import prepare
 from tests.canon import Canon, make_canon
@@ -155,7 +157,7 @@ def test_expand_issues_next_generation_with_full_write_set(canon: Canon) -> None
     """An expansion that conflicts with nothing issues generation + 1 with old ∪ added paths."""
     contract = canon.issue("billing", ["billing/**"])
     with canon.open() as canonical:
-        expanded = Claims(canonical).expand(_request(contract.digest, 1))
+        expanded = Expansions(canonical).expand(_request(contract.digest, 1))
     assert expanded.ownership_generation == 2
     assert expanded.paths == ["billing/**", "docs/billing.md"]
     assert expanded.attempt_id == contract.attempt_id
@@ -171,9 +173,9 @@ def test_expand_on_stale_digest_goes_to_review_and_writes_nothing(canon: Canon) 
     stale_digest = _request("sha256:" + "c" * 64, 1)
     stale_generation = _request(contract.digest, 5)
     with canon.open() as canonical, pytest.raises(ReviewRequired, match="claim was not changed"):
-        Claims(canonical).expand(stale_digest)
+        Expansions(canonical).expand(stale_digest)
     with canon.open() as canonical, pytest.raises(ReviewRequired, match="expected generation 5"):
-        Claims(canonical).expand(stale_generation)
+        Expansions(canonical).expand(stale_generation)
     assert canon.ref("refs/integrator/claims/billing") == before
     with canon.open() as canonical:
         pending = expansions(canonical, "billing", pending_only=True)
@@ -191,7 +193,7 @@ def test_expand_conflicting_with_other_claim_goes_to_review(canon: Canon) -> Non
     before = canon.ref("refs/integrator/claims/billing")
     request = _request(contract.digest, 1)
     with canon.open() as canonical, pytest.raises(ReviewRequired, match=request.request_id):
-        Claims(canonical).expand(request)
+        Expansions(canonical).expand(request)
     assert canon.ref("refs/integrator/claims/billing") == before
     with canon.open() as canonical:
         (entry,) = expansions(canonical, pending_only=True)
@@ -207,7 +209,7 @@ def test_refused_twice_appends_to_one_chain(canon: Canon) -> None:
     request = _request(contract.digest, 1)
     for _ in range(2):
         with canon.open() as canonical, pytest.raises(ReviewRequired):
-            Claims(canonical).expand(request)
+            Expansions(canonical).expand(request)
     ref = expansion_ref("billing", request.request_id)
     log = git("log", "--format=%s", ref, cwd=canon.path).splitlines()
     assert log == [f"refuse: expansion {request.request_id} of billing (pending)"] * 2
@@ -221,10 +223,10 @@ def test_granting_a_pending_request_closes_it(canon: Canon) -> None:
     canon.issue("docs", ["docs/**"])
     request = _request(contract.digest, 1)
     with canon.open() as canonical, pytest.raises(ReviewRequired):
-        Claims(canonical).expand(request)
+        Expansions(canonical).expand(request)
     with canon.open() as canonical:
         Claims(canonical).revoke("docs")
-        expanded = Claims(canonical).expand(request)
+        expanded = Expansions(canonical).expand(request)
         (entry,) = expansions(canonical)
         assert expansions(canonical, pending_only=True) == []
     assert expanded.ownership_generation == 2
@@ -237,15 +239,15 @@ def test_dismiss_closes_a_pending_request_without_touching_the_claim(canon: Cano
     canon.issue("billing", ["billing/**"])
     request = _request("sha256:" + "c" * 64, 1)
     with canon.open() as canonical, pytest.raises(ReviewRequired):
-        Claims(canonical).expand(request)
+        Expansions(canonical).expand(request)
     before = canon.ref("refs/integrator/claims/billing")
     with canon.open() as canonical:
-        entry = Claims(canonical).dismiss_expansion(request.request_id, "ask again")
+        entry = Expansions(canonical).dismiss(request.request_id, "ask again")
         assert expansions(canonical, pending_only=True) == []
         with pytest.raises(ClaimConflictError, match="already dismissed"):
-            Claims(canonical).dismiss_expansion(request.request_id)
+            Expansions(canonical).dismiss(request.request_id)
         with pytest.raises(UsageError, match="no expansion request"):
-            Claims(canonical).dismiss_expansion("0" * 16)
+            Expansions(canonical).dismiss("0" * 16)
     assert (entry.record.state, entry.record.reason) == ("dismissed", "ask again")
     assert canon.ref("refs/integrator/claims/billing") == before
     assert canon.ref(entry.ref) == entry.commit
@@ -258,7 +260,7 @@ def test_expand_on_a_revoked_claim_is_recorded(canon: Canon) -> None:
         Claims(canonical).revoke("billing")
     before = canon.ref("refs/integrator/claims/billing")
     with canon.open() as canonical, pytest.raises(ReviewRequired, match="the claim is revoked"):
-        Claims(canonical).expand(_request(contract.digest, 1))
+        Expansions(canonical).expand(_request(contract.digest, 1))
     assert canon.ref("refs/integrator/claims/billing") == before
     with canon.open() as canonical:
         (entry,) = expansions(canonical, pending_only=True)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from integrator.documents.claim import ClaimView
 from integrator.documents.contract import OwnershipContract
-from integrator.fence.checks import ClaimView
 from integrator.fleet import guard
 from integrator.fleet.assignments import Fleet
 from integrator.fleet.taskqueue import Queue

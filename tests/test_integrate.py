@@ -154,9 +154,10 @@ def test_policy_changed(canon: Canon) -> None:
     doc["policyDigest"] = "sha256:" + "9" * 64
     with canon.open() as canonical:
         # Register the edited contract as the live one so only the policy differs.
+        from integrator.documents.claim import claim_state
         from integrator.documents.contract import parse_contract
         from integrator.repo import git as igit
-        from integrator.repo.claims import claim_state, write_claim_commit
+        from integrator.repo.claims import write_claim_commit
 
         edited = parse_contract(json.dumps(doc))
         claim = canonical.claim("billing")

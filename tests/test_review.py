@@ -23,12 +23,14 @@ from integrator.daemon.review import (
 )
 from integrator.daemon.spool import BUNDLE_FILE, Spool, Submission
 from integrator.documents.contract import OwnershipContract
+from integrator.documents.expansion import ExpansionRequest
 from integrator.documents.verdict import Decision, Verdict
 from integrator.errors import ReviewRequired
 from integrator.landing.engine import Integrator
 from integrator.repo import git
 from integrator.repo.canonical import Canonical
-from integrator.repo.claims import Claims, ExpansionRequest, IssueRequest
+from integrator.repo.claims import Claims, IssueRequest
+from integrator.repo.expansions import Expansions
 from tests.canon import make_canon
 from tests.gitutil import git as run
 
@@ -63,7 +65,7 @@ class Desk:
     def expand(self, *paths: str) -> OwnershipContract:
         """The coordinator grants the paths the candidate needed: generation + 1."""
         with self.canonical() as canonical:
-            return Claims(canonical).expand(
+            return Expansions(canonical).expand(
                 ExpansionRequest.model_validate(
                     {
                         "schema": "integrator.expansion.v1",

@@ -1,1 +1,0 @@
-"""One module per subcommand; `integrator.cli` discovers them."""

@@ -19,6 +19,7 @@ from integrator.commands._common import (
     timestamp,
     write_output,
 )
+from integrator.documents.expansion import ExpansionRequest
 from integrator.errors import ConfigurationError, UsageError
 from integrator.repo.canonical import Canonical, Claim
 from integrator.repo.claims import (
@@ -28,7 +29,7 @@ from integrator.repo.claims import (
     build_contract,
     history,
 )
-from integrator.repo.expansions import ExpansionEntry, ExpansionRequest, expansions
+from integrator.repo.expansions import ExpansionEntry, Expansions, expansions
 
 
 def register(sub: Any) -> None:
@@ -214,14 +215,14 @@ def run_expand(args: argparse.Namespace) -> int:
         )
         raise UsageError(f"invalid expansion request: {problems}") from err
     with Canonical(args.repo) as canonical:
-        contract = Claims(canonical).expand(request)
+        contract = Expansions(canonical).expand(request)
     write_output(contract.to_json(), args.output)
     return 0
 
 
 def run_dismiss(args: argparse.Namespace) -> int:
     with Canonical(args.repo) as canonical:
-        entry = Claims(canonical).dismiss_expansion(args.id, args.reason)
+        entry = Expansions(canonical).dismiss(args.id, args.reason)
     if args.json:
         print_json(entry.summary())
     else:

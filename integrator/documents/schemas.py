@@ -19,7 +19,7 @@ MODELS: dict[str, str] = {
     "ownership-contract.v1": "integrator.documents.contract:OwnershipContract",
     "verdict.v1": "integrator.documents.verdict:Verdict",
     "policy.v1": "integrator.documents.policy:Policy",
-    "expansion-request.v1": "integrator.repo.expansions:ExpansionRequest",
+    "expansion-request.v1": "integrator.documents.expansion:ExpansionRequest",
     "submission.v1": "integrator.daemon.spool:Submission",
     "task.v1": "integrator.fleet.tasks:TaskFrontMatter",
 }

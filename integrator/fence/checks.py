@@ -8,10 +8,10 @@ a flood of stale submissions costs almost nothing: identity and live claim need 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from integrator.documents.claim import ClaimView
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.policy import Category, Policy, category_of_resource
 from integrator.documents.verdict import (
@@ -26,24 +26,6 @@ from integrator.documents.verdict import (
 from integrator.fence import paths
 from integrator.fence.diff import MODE_LINK, RecomputedDiff, Status
 from integrator.fence.resources import determine, touched_resources
-
-ClaimStateName = Literal["live", "revoked", "consumed"]
-
-
-@dataclass(frozen=True)
-class ClaimView:
-    """The live claim as the claim ref holds it (see `claims.py`)."""
-
-    task_id: str
-    generation: int
-    attempt_id: str
-    contract_digest: str
-    state: ClaimStateName
-    lease_expires_at: datetime
-    policy_digest: str
-    staging_commit: str | None = None
-    candidate: str | None = None
-    reason: str | None = None
 
 
 def check_identity(contract: OwnershipContract, repo_id: str | None) -> list[Violation]:

@@ -29,10 +29,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
+from integrator.documents.claim import ClaimView
 from integrator.documents.contract import OwnershipContract
 from integrator.errors import IntegratorError
 from integrator.fence import paths
-from integrator.fence.checks import ClaimView
 from integrator.fleet.workspace import (
     bound_contract,
     worktree_id,

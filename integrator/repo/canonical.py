@@ -6,7 +6,6 @@ stale submissions re-reads nothing. Ref writes go through `git.RefUpdater` only.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import cached_property
@@ -14,6 +13,7 @@ from pathlib import Path
 
 import pygit2
 
+from integrator.documents.claim import ClaimView, parse_claim_state, view_from_state
 from integrator.documents.contract import OwnershipContract, parse_contract
 from integrator.documents.policy import (
     PolicyState,
@@ -22,7 +22,6 @@ from integrator.documents.policy import (
     parse_policy,
 )
 from integrator.errors import ConfigurationError
-from integrator.fence.checks import ClaimView
 from integrator.repo import git
 
 Clock = Callable[[], datetime]
@@ -48,42 +47,6 @@ class Claim:
         self.oid = oid
         self.view = view
         self.contract = contract
-
-
-def parse_claim_state(data: bytes) -> dict[str, object]:
-    doc = json.loads(data)
-    if not isinstance(doc, dict) or doc.get("schema") != "integrator.claim.v1":
-        raise ConfigurationError("claim commit does not hold an integrator.claim.v1 document")
-    return doc
-
-
-def view_from_state(doc: dict[str, object]) -> ClaimView:
-    def s(key: str) -> str:
-        value = doc[key]
-        assert isinstance(value, str)
-        return value
-
-    def opt(key: str) -> str | None:
-        value = doc.get(key)
-        return value if isinstance(value, str) else None
-
-    generation = doc["generation"]
-    assert isinstance(generation, int)
-    state = s("state")
-    if state not in ("live", "revoked", "consumed"):
-        raise ConfigurationError(f"claim state {state!r} is not live, revoked or consumed")
-    return ClaimView(
-        task_id=s("taskId"),
-        generation=generation,
-        attempt_id=s("attemptId"),
-        contract_digest=s("contractDigest"),
-        state=state,  # type: ignore[arg-type]  # checked just above
-        lease_expires_at=datetime.fromisoformat(s("leaseExpiresAt")),
-        policy_digest=s("policyDigest"),
-        staging_commit=opt("stagingCommit"),
-        candidate=opt("candidate"),
-        reason=opt("reason"),
-    )
 
 
 class Canonical:

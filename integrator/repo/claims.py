@@ -5,8 +5,7 @@ the claim's chain whose tree holds `contract.json` (the live contract) and `clai
 (its state), so `git log` of the ref is the claim's history. Every write is a
 compare-and-swap through `git update-ref --stdin`.
 
-An expansion request that cannot be granted leaves the claim untouched and is recorded on
-its own chain (see `expansions.py`), where the coordinator finds it.
+Expansion requests (grants and the record of those refused) are `integrator.repo.expansions`.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from integrator.documents.claim import claim_state
 from integrator.documents.contract import (
     CONTRACT_SCHEMA,
     OwnershipContract,
@@ -24,60 +24,18 @@ from integrator.documents.contract import (
 from integrator.errors import (
     ClaimConflictError,
     ConfigurationError,
-    RefMovedError,
-    ReviewRequired,
     UsageError,
 )
 from integrator.fence.overlap import Overlap, find_overlaps
 from integrator.repo import git
 from integrator.repo.canonical import Canonical, Claim, signature
-from integrator.repo.expansions import (
-    ExpansionEntry,
-    ExpansionRecord,
-    ExpansionRequest,
-    expansion_ref,
-    expansions,
-    find_expansion,
-    write_expansion_commit,
-)
 from integrator.repo.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 
-CLAIM_SCHEMA = "integrator.claim.v1"
 DEFAULT_MAX_PATCH_BYTES = 10 * 1024 * 1024
 
 
 def new_attempt_id(task_id: str) -> str:
     return f"{task_id[:40]}-{secrets.token_hex(4)}"
-
-
-def claim_state(
-    contract: OwnershipContract,
-    *,
-    state: str,
-    lease_expires_at: datetime,
-    event: str,
-    staging_commit: str | None = None,
-    candidate: str | None = None,
-    reason: str | None = None,
-) -> dict[str, object]:
-    doc: dict[str, object] = {
-        "schema": CLAIM_SCHEMA,
-        "event": event,
-        "taskId": contract.task_id,
-        "attemptId": contract.attempt_id,
-        "generation": contract.ownership_generation,
-        "contractDigest": contract.digest,
-        "policyDigest": contract.policy_digest,
-        "state": state,
-        "leaseExpiresAt": lease_expires_at.isoformat(),
-    }
-    if staging_commit:
-        doc["stagingCommit"] = staging_commit
-    if candidate:
-        doc["candidate"] = candidate
-    if reason:
-        doc["reason"] = reason
-    return doc
 
 
 def write_claim_commit(
@@ -212,18 +170,18 @@ class Claims:
     def __init__(self, canonical: Canonical) -> None:
         self.canonical = canonical
 
-    def _now(self) -> datetime:
+    def now(self) -> datetime:
         return self.canonical.clock()
 
     def _cas(self, task_id: str, new: str, old: str | None) -> None:
-        self._apply([git.update(Canonical.claim_ref(task_id), new, old)])
+        self.apply([git.update(Canonical.claim_ref(task_id), new, old)])
 
-    def _apply(self, ops: list[git.RefOp]) -> None:
+    def apply(self, ops: list[git.RefOp]) -> None:
         if git.durable(self.canonical.repo):
             git.sync_objects(self.canonical.repo)
         self.canonical.updater.apply(ops)
 
-    def _live(self, task_id: str) -> Claim:
+    def live(self, task_id: str) -> Claim:
         claim = self.canonical.claim(task_id)
         if claim is None:
             raise ConfigurationError(f"no claim for task {task_id!r}")
@@ -231,7 +189,7 @@ class Claims:
 
     def issue(self, request: IssueRequest, *, force_shared: bool = False) -> OwnershipContract:
         """Issue a contract and register its claim; refuses overlap with live claims."""
-        now = self._now()
+        now = self.now()
         previous = self.canonical.claim(request.task_id)
         if previous is not None and previous.view.state == "live":
             raise ClaimConflictError(
@@ -260,10 +218,10 @@ class Claims:
         Never shortens it: a new expiry before the current one is refused, since a lease cut
         short would let `reclaim` take the task from an agent that is still inside its lease.
         """
-        claim = self._live(task_id)
+        claim = self.live(task_id)
         if claim.view.state != "live":
             raise ClaimConflictError(f"claim {task_id!r} is {claim.view.state}; cannot renew")
-        now = self._now()
+        now = self.now()
         if until <= now:
             raise UsageError(f"--until {until.isoformat()} is not in the future")
         current = claim.view.lease_expires_at
@@ -288,8 +246,8 @@ class Claims:
         base: str | None = None,
     ) -> OwnershipContract:
         """Take over an expired lease: generation + 1, a new attempt; the old one is fenced."""
-        claim = self._live(task_id)
-        now = self._now()
+        claim = self.live(task_id)
+        now = self.now()
         if claim.view.state == "live" and now < claim.view.lease_expires_at and not force:
             raise ClaimConflictError(
                 f"lease of {task_id!r} runs until {claim.view.lease_expires_at.isoformat()}; "
@@ -319,153 +277,11 @@ class Claims:
         self._cas(task_id, commit, claim.oid)
         return contract
 
-    def expand(self, request: ExpansionRequest) -> OwnershipContract:
-        """CAS on generation and live digest, check all other claims, issue generation + 1.
-
-        When it cannot be granted the claim is left untouched, the request is recorded under
-        `refs/integrator/expansions/` for the coordinator, and ReviewRequired says where.
-        """
-        claim = self._live(request.task_id)
-        view = claim.view
-        if view.state != "live":
-            raise self._route_to_review(request, claim, f"the claim is {view.state}")
-        if (
-            view.generation != request.expected_generation
-            or view.contract_digest != request.contract_digest
-        ):
-            raise self._route_to_review(
-                request,
-                claim,
-                f"expected generation {request.expected_generation} / "
-                f"{request.contract_digest}, the live claim is generation {view.generation} / "
-                f"{view.contract_digest}",
-            )
-        old = claim.contract
-        paths = tuple(dict.fromkeys([*old.paths, *request.add_paths]))
-        resources = tuple(dict.fromkeys([*old.resources, *request.add_resources]))
-        found = overlaps_with_live(self.canonical, request.task_id, paths, resources)
-        if found:
-            lines = "; ".join(f"{task}: {o.describe()}" for task, o in found)
-            raise self._route_to_review(
-                request,
-                claim,
-                f"it conflicts with live claims ({lines})",
-                conflicts=sorted({task for task, _ in found}),
-            )
-        now = self._now()
-        new_request = IssueRequest(
-            task_id=request.task_id,
-            paths=paths,
-            deny=tuple(old.deny),
-            resources=resources,
-            attempt_id=old.attempt_id,
-            base=old.base_commit,
-            lease=max(view.lease_expires_at - now, timedelta(minutes=1)),
-            holder=old.lease.holder,
-            max_patch_bytes=old.max_patch_bytes,
-            worktree_id=old.worktree_id,
-        )
-        contract = build_contract(self.canonical, new_request, view.generation + 1, now)
-        state = claim_state(
-            contract,
-            state="live",
-            lease_expires_at=contract.lease.expires_at,
-            event="expand",
-            reason=f"added paths {list(request.add_paths)} resources {list(request.add_resources)}"
-            f" (tree {request.tree_digest}, diff {request.diff_digest})",
-        )
-        commit = write_claim_commit(self.canonical, contract, state, claim.oid, now)
-        ops = [git.update(Canonical.claim_ref(request.task_id), commit, claim.oid)]
-        # The same request refused earlier (say, while another claim held the paths) is
-        # closed in the same transaction, so it never shows as pending after its grant.
-        ref = expansion_ref(request.task_id, request.request_id)
-        pending = self.canonical.ref(ref)
-        if pending is not None:
-            record = ExpansionRecord(
-                task_id=request.task_id,
-                request_id=request.request_id,
-                state="granted",
-                event="grant",
-                at=now,
-                reason=f"granted as generation {contract.ownership_generation}",
-                live_generation=contract.ownership_generation,
-                live_contract_digest=contract.digest,
-            )
-            ops.append(
-                git.update(
-                    ref, write_expansion_commit(self.canonical, request, record, pending), pending
-                )
-            )
-        self._apply(ops)
-        return contract
-
-    def _route_to_review(
-        self,
-        request: ExpansionRequest,
-        claim: Claim,
-        why: str,
-        *,
-        conflicts: list[str] | None = None,
-    ) -> ReviewRequired:
-        """Record a refused expansion request for review; the error to raise says where."""
-        ref = expansion_ref(request.task_id, request.request_id)
-        record = ExpansionRecord(
-            task_id=request.task_id,
-            request_id=request.request_id,
-            state="pending",
-            event="refuse",
-            at=self._now(),
-            reason=why,
-            live_generation=claim.view.generation,
-            live_contract_digest=claim.view.contract_digest,
-            live_state=claim.view.state,
-            conflicts_with=conflicts or [],
-        )
-        for attempt in range(3):  # only an identical request refused at the same moment races
-            parent = self.canonical.ref(ref)
-            commit = write_expansion_commit(self.canonical, request, record, parent)
-            try:
-                self._apply([git.update(ref, commit, parent)])
-                break
-            except RefMovedError:
-                if attempt == 2:
-                    raise
-        rid = request.request_id
-        return ReviewRequired(
-            f"expansion of {request.task_id!r} not granted: {why}. The claim was not changed; "
-            f"request {rid} waits for review as {ref} (`integrator contract list` shows it, "
-            f"`integrator contract dismiss {rid}` closes it)"
-        )
-
-    def dismiss_expansion(
-        self, request_id: str, reason: str = "dismissed by the coordinator"
-    ) -> ExpansionEntry:
-        """Close a pending expansion request without granting it (the claim is not touched)."""
-        entry = find_expansion(self.canonical, request_id)
-        if entry is None:
-            raise UsageError(f"no expansion request {request_id!r} (see integrator contract list)")
-        if entry.record.state != "pending":
-            raise ClaimConflictError(
-                f"expansion request {request_id} is already {entry.record.state}"
-            )
-        record = entry.record.model_copy(
-            update={
-                "state": "dismissed",
-                "event": "dismiss",
-                "at": self._now(),
-                "reason": reason,
-                "conflicts_with": [],
-            }
-        )
-        commit = write_expansion_commit(self.canonical, entry.request, record, entry.commit)
-        self._apply([git.update(entry.ref, commit, entry.commit)])
-        return ExpansionEntry(entry.ref, commit, record, entry.request)
-
     def revoke(self, task_id: str, reason: str = "revoked by the coordinator") -> Claim:
-        claim = self._live(task_id)
+        claim = self.live(task_id)
         if claim.view.state != "live":
             raise ClaimConflictError(f"claim {task_id!r} is already {claim.view.state}")
-        now = self._now()
+        now = self.now()
         commit = self.revoke_commit(claim, reason, now)
         self._cas(task_id, commit, claim.oid)
         return self.canonical.claim_at(commit)
@@ -513,16 +329,3 @@ def history(canonical: Canonical, task_id: str) -> list[tuple[str, dict[str, obj
         out.append((oid, state, commit.message))
         oid = str(commit.parent_ids[0]) if commit.parent_ids else None
     return out
-
-
-__all__ = [
-    "Claims",
-    "ExpansionEntry",
-    "ExpansionRecord",
-    "ExpansionRequest",
-    "IssueRequest",
-    "build_contract",
-    "expansion_ref",
-    "expansions",
-    "history",
-]

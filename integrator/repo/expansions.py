@@ -1,6 +1,6 @@
 """Expansion requests (`integrator.expansion.v1`) and the record of those not granted.
 
-`Claims.expand` grants a request by issuing generation + 1 of the claim. One it cannot grant
+`Expansions.expand` grants a request by issuing generation + 1 of the claim. One it cannot grant
 (the claim moved on, or another live claim holds the paths) leaves the claim untouched and
 is recorded on its own chain, `refs/integrator/expansions/<taskId>/<requestId>`: each commit
 holds `request.json` and `expansion.json` (pending, granted or dismissed, and why), so the
@@ -11,78 +11,35 @@ of the ref is its history. These refs take no part in authorization.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Annotated, Literal
+from datetime import timedelta
 
 import structlog
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 
-from integrator.documents.contract import (
-    DIGEST_RE,
-    JSON_SAFE_INT,
-    Digest,
-    Glob,
-    Model,
-    RefComponent,
-    Resource,
+from integrator.documents.claim import claim_state
+from integrator.documents.contract import OwnershipContract
+from integrator.documents.expansion import ExpansionRecord, ExpansionRequest
+from integrator.errors import (
+    ClaimConflictError,
+    ConfigurationError,
+    RefMovedError,
+    ReviewRequired,
+    UsageError,
 )
-from integrator.documents.digests import digest_of
-from integrator.errors import ConfigurationError
 from integrator.repo import git
-from integrator.repo.canonical import Canonical, signature
+from integrator.repo.canonical import Canonical, Claim, signature
+from integrator.repo.claims import (
+    Claims,
+    IssueRequest,
+    build_contract,
+    overlaps_with_live,
+    write_claim_commit,
+)
 from integrator.repo.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 
 log = structlog.get_logger("integrator.expansions")
 
 EXPANSIONS_PREFIX = "refs/integrator/expansions/"
-
-
-# The pattern is in the JSON Schema too, so an agent in any language can check its request;
-# the validator gives a pydantic reader the clearer message.
-RequestDigest = Annotated[Digest, Field(json_schema_extra={"pattern": DIGEST_RE.pattern})]
-
-
-class ExpansionRequest(Model):
-    """The seed's expansion request (`integrator.expansion.v1`).
-
-    Sent by an agent that must touch an undeclared path *before* writing it: the contract
-    it holds (digest, generation), digests of its current tree and diff, and what to add.
-    """
-
-    schema_: Literal["integrator.expansion.v1"] = Field(alias="schema")
-    task_id: RefComponent
-    contract_digest: RequestDigest
-    expected_generation: Annotated[int, Field(ge=1, le=JSON_SAFE_INT)]
-    tree_digest: RequestDigest
-    diff_digest: RequestDigest
-    add_paths: list[Glob] = Field(default_factory=list)
-    add_resources: list[Resource] = Field(default_factory=list)
-
-    @property
-    def request_id(self) -> str:
-        """16 hex digits of the request's canonical digest: the same request, the same id."""
-        return digest_of(self.wire()).removeprefix("sha256:")[:16]
-
-
-ExpansionState = Literal["pending", "granted", "dismissed"]
-
-
-class ExpansionRecord(Model):
-    """`expansion.json`: one event (refuse, grant, dismiss) of a recorded expansion request."""
-
-    schema_: Literal["integrator.expansion-record.v1"] = Field(
-        default="integrator.expansion-record.v1", alias="schema"
-    )
-    task_id: str
-    request_id: str
-    state: ExpansionState
-    event: Literal["refuse", "grant", "dismiss"]
-    at: datetime
-    reason: str
-    live_generation: int | None = None
-    live_contract_digest: str | None = None
-    live_state: str | None = None
-    conflicts_with: list[str] = Field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -171,3 +128,154 @@ def find_expansion(canonical: Canonical, request_id: str) -> ExpansionEntry | No
         if entry.record.request_id == request_id:
             return entry
     return None
+
+
+class Expansions:
+    """The coordinator's operations on expansion requests: grant (as generation + 1 of the
+    claim, one compare-and-swap), refuse (recorded for review), dismiss."""
+
+    def __init__(self, canonical: Canonical) -> None:
+        self.canonical = canonical
+        self.claims = Claims(canonical)
+
+    def expand(self, request: ExpansionRequest) -> OwnershipContract:
+        """CAS on generation and live digest, check all other claims, issue generation + 1.
+
+        When it cannot be granted the claim is left untouched, the request is recorded under
+        `refs/integrator/expansions/` for the coordinator, and ReviewRequired says where.
+        """
+        claim = self.claims.live(request.task_id)
+        view = claim.view
+        if view.state != "live":
+            raise self._refuse(request, claim, f"the claim is {view.state}")
+        if (
+            view.generation != request.expected_generation
+            or view.contract_digest != request.contract_digest
+        ):
+            raise self._refuse(
+                request,
+                claim,
+                f"expected generation {request.expected_generation} / "
+                f"{request.contract_digest}, the live claim is generation {view.generation} / "
+                f"{view.contract_digest}",
+            )
+        old = claim.contract
+        paths = tuple(dict.fromkeys([*old.paths, *request.add_paths]))
+        resources = tuple(dict.fromkeys([*old.resources, *request.add_resources]))
+        found = overlaps_with_live(self.canonical, request.task_id, paths, resources)
+        if found:
+            lines = "; ".join(f"{task}: {o.describe()}" for task, o in found)
+            raise self._refuse(
+                request,
+                claim,
+                f"it conflicts with live claims ({lines})",
+                conflicts=sorted({task for task, _ in found}),
+            )
+        now = self.claims.now()
+        new_request = IssueRequest(
+            task_id=request.task_id,
+            paths=paths,
+            deny=tuple(old.deny),
+            resources=resources,
+            attempt_id=old.attempt_id,
+            base=old.base_commit,
+            lease=max(view.lease_expires_at - now, timedelta(minutes=1)),
+            holder=old.lease.holder,
+            max_patch_bytes=old.max_patch_bytes,
+            worktree_id=old.worktree_id,
+        )
+        contract = build_contract(self.canonical, new_request, view.generation + 1, now)
+        state = claim_state(
+            contract,
+            state="live",
+            lease_expires_at=contract.lease.expires_at,
+            event="expand",
+            reason=f"added paths {list(request.add_paths)} resources {list(request.add_resources)}"
+            f" (tree {request.tree_digest}, diff {request.diff_digest})",
+        )
+        commit = write_claim_commit(self.canonical, contract, state, claim.oid, now)
+        ops = [git.update(Canonical.claim_ref(request.task_id), commit, claim.oid)]
+        # The same request refused earlier (say, while another claim held the paths) is
+        # closed in the same transaction, so it never shows as pending after its grant.
+        ref = expansion_ref(request.task_id, request.request_id)
+        pending = self.canonical.ref(ref)
+        if pending is not None:
+            record = ExpansionRecord(
+                task_id=request.task_id,
+                request_id=request.request_id,
+                state="granted",
+                event="grant",
+                at=now,
+                reason=f"granted as generation {contract.ownership_generation}",
+                live_generation=contract.ownership_generation,
+                live_contract_digest=contract.digest,
+            )
+            ops.append(
+                git.update(
+                    ref, write_expansion_commit(self.canonical, request, record, pending), pending
+                )
+            )
+        self.claims.apply(ops)
+        return contract
+
+    def _refuse(
+        self,
+        request: ExpansionRequest,
+        claim: Claim,
+        why: str,
+        *,
+        conflicts: list[str] | None = None,
+    ) -> ReviewRequired:
+        """Record a refused expansion request for review; the error to raise says where."""
+        ref = expansion_ref(request.task_id, request.request_id)
+        record = ExpansionRecord(
+            task_id=request.task_id,
+            request_id=request.request_id,
+            state="pending",
+            event="refuse",
+            at=self.claims.now(),
+            reason=why,
+            live_generation=claim.view.generation,
+            live_contract_digest=claim.view.contract_digest,
+            live_state=claim.view.state,
+            conflicts_with=conflicts or [],
+        )
+        for attempt in range(3):  # only an identical request refused at the same moment races
+            parent = self.canonical.ref(ref)
+            commit = write_expansion_commit(self.canonical, request, record, parent)
+            try:
+                self.claims.apply([git.update(ref, commit, parent)])
+                break
+            except RefMovedError:
+                if attempt == 2:
+                    raise
+        rid = request.request_id
+        return ReviewRequired(
+            f"expansion of {request.task_id!r} not granted: {why}. The claim was not changed; "
+            f"request {rid} waits for review as {ref} (`integrator contract list` shows it, "
+            f"`integrator contract dismiss {rid}` closes it)"
+        )
+
+    def dismiss(
+        self, request_id: str, reason: str = "dismissed by the coordinator"
+    ) -> ExpansionEntry:
+        """Close a pending expansion request without granting it (the claim is not touched)."""
+        entry = find_expansion(self.canonical, request_id)
+        if entry is None:
+            raise UsageError(f"no expansion request {request_id!r} (see integrator contract list)")
+        if entry.record.state != "pending":
+            raise ClaimConflictError(
+                f"expansion request {request_id} is already {entry.record.state}"
+            )
+        record = entry.record.model_copy(
+            update={
+                "state": "dismissed",
+                "event": "dismiss",
+                "at": self.claims.now(),
+                "reason": reason,
+                "conflicts_with": [],
+            }
+        )
+        commit = write_expansion_commit(self.canonical, entry.request, record, entry.commit)
+        self.claims.apply([git.update(entry.ref, commit, entry.commit)])
+        return ExpansionEntry(entry.ref, commit, record, entry.request)

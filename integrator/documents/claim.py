@@ -1,0 +1,115 @@
+"""The claim document (`integrator.claim.v1`): the state a claim ref's commit records.
+
+Each commit of `refs/integrator/claims/<taskId>` holds `contract.json` (the live contract)
+and `claim.json` (this document: state, generation, lease, and what consumed or revoked
+it). `ClaimView` is its parsed form, the input the gate's live checks decide on.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from integrator.documents.contract import OwnershipContract
+from integrator.errors import ConfigurationError
+
+CLAIM_SCHEMA = "integrator.claim.v1"
+ClaimStateName = Literal["live", "revoked", "consumed"]
+_STATES: tuple[ClaimStateName, ...] = ("live", "revoked", "consumed")
+
+
+@dataclass(frozen=True)
+class ClaimView:
+    """The live claim as the claim ref holds it."""
+
+    task_id: str
+    generation: int
+    attempt_id: str
+    contract_digest: str
+    state: ClaimStateName
+    lease_expires_at: datetime
+    policy_digest: str
+    staging_commit: str | None = None
+    candidate: str | None = None
+    reason: str | None = None
+
+
+def claim_state(
+    contract: OwnershipContract,
+    *,
+    state: ClaimStateName,
+    lease_expires_at: datetime,
+    event: str,
+    staging_commit: str | None = None,
+    candidate: str | None = None,
+    reason: str | None = None,
+) -> dict[str, object]:
+    """The `claim.json` document of one claim event."""
+    doc: dict[str, object] = {
+        "schema": CLAIM_SCHEMA,
+        "event": event,
+        "taskId": contract.task_id,
+        "attemptId": contract.attempt_id,
+        "generation": contract.ownership_generation,
+        "contractDigest": contract.digest,
+        "policyDigest": contract.policy_digest,
+        "state": state,
+        "leaseExpiresAt": lease_expires_at.isoformat(),
+    }
+    if staging_commit:
+        doc["stagingCommit"] = staging_commit
+    if candidate:
+        doc["candidate"] = candidate
+    if reason:
+        doc["reason"] = reason
+    return doc
+
+
+def parse_claim_state(data: bytes) -> dict[str, object]:
+    """The `claim.json` document; ConfigurationError when it is not one."""
+    try:
+        doc = json.loads(data)
+    except ValueError as err:
+        raise ConfigurationError(f"claim commit holds no JSON claim.json: {err}") from err
+    if not isinstance(doc, dict) or doc.get("schema") != CLAIM_SCHEMA:
+        raise ConfigurationError(f"claim commit does not hold an {CLAIM_SCHEMA} document")
+    return doc
+
+
+def view_from_state(doc: dict[str, object]) -> ClaimView:
+    """The `ClaimView` of a parsed `claim.json`; ConfigurationError names a bad field."""
+
+    def text(key: str) -> str:
+        value = doc.get(key)
+        if not isinstance(value, str):
+            raise ConfigurationError(f"claim.json: {key} is not a string")
+        return value
+
+    def optional(key: str) -> str | None:
+        value = doc.get(key)
+        return value if isinstance(value, str) else None
+
+    generation = doc.get("generation")
+    if type(generation) is not int:
+        raise ConfigurationError("claim.json: generation is not an integer")
+    state = text("state")
+    if state not in _STATES:
+        raise ConfigurationError(f"claim state {state!r} is not live, revoked or consumed")
+    try:
+        expires = datetime.fromisoformat(text("leaseExpiresAt"))
+    except ValueError as err:
+        raise ConfigurationError("claim.json: leaseExpiresAt is not an RFC 3339 time") from err
+    return ClaimView(
+        task_id=text("taskId"),
+        generation=generation,
+        attempt_id=text("attemptId"),
+        contract_digest=text("contractDigest"),
+        state=state,
+        lease_expires_at=expires,
+        policy_digest=text("policyDigest"),
+        staging_commit=optional("stagingCommit"),
+        candidate=optional("candidate"),
+        reason=optional("reason"),
+    )

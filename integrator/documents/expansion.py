@@ -1,0 +1,71 @@
+"""The expansion request (`integrator.expansion.v1`) and the record of one not granted.
+
+An agent that must touch an undeclared path sends a request *before* writing it; the
+coordinator grants it (generation + 1 of the claim) or records it for review. See
+`integrator.repo.expansions` for where those records live.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from integrator.documents.contract import (
+    DIGEST_RE,
+    JSON_SAFE_INT,
+    Digest,
+    Glob,
+    Model,
+    RefComponent,
+    Resource,
+)
+from integrator.documents.digests import digest_of
+
+# The pattern is in the JSON Schema too, so an agent in any language can check its request;
+# the validator gives a pydantic reader the clearer message.
+RequestDigest = Annotated[Digest, Field(json_schema_extra={"pattern": DIGEST_RE.pattern})]
+
+
+class ExpansionRequest(Model):
+    """The seed's expansion request (`integrator.expansion.v1`).
+
+    Sent by an agent that must touch an undeclared path *before* writing it: the contract
+    it holds (digest, generation), digests of its current tree and diff, and what to add.
+    """
+
+    schema_: Literal["integrator.expansion.v1"] = Field(alias="schema")
+    task_id: RefComponent
+    contract_digest: RequestDigest
+    expected_generation: Annotated[int, Field(ge=1, le=JSON_SAFE_INT)]
+    tree_digest: RequestDigest
+    diff_digest: RequestDigest
+    add_paths: list[Glob] = Field(default_factory=list)
+    add_resources: list[Resource] = Field(default_factory=list)
+
+    @property
+    def request_id(self) -> str:
+        """16 hex digits of the request's canonical digest: the same request, the same id."""
+        return digest_of(self.wire()).removeprefix("sha256:")[:16]
+
+
+ExpansionState = Literal["pending", "granted", "dismissed"]
+
+
+class ExpansionRecord(Model):
+    """`expansion.json`: one event (refuse, grant, dismiss) of a recorded expansion request."""
+
+    schema_: Literal["integrator.expansion-record.v1"] = Field(
+        default="integrator.expansion-record.v1", alias="schema"
+    )
+    task_id: str
+    request_id: str
+    state: ExpansionState
+    event: Literal["refuse", "grant", "dismiss"]
+    at: datetime
+    reason: str
+    live_generation: int | None = None
+    live_contract_digest: str | None = None
+    live_state: str | None = None
+    conflicts_with: list[str] = Field(default_factory=list)

@@ -1,0 +1,111 @@
+"""The package's shape: no import cycles, no oversized modules, empty subpackage inits."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ("integrator", "drills", "bench")
+MODULE_LIMIT = 500
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _modules() -> dict[str, Path]:
+    return {
+        _module_name(path): path
+        for package in PACKAGES
+        for path in sorted((ROOT / package).rglob("*.py"))
+    }
+
+
+def _imports(path: Path, name: str, known: set[str]) -> set[str]:
+    """Every project module `path` imports, wherever the import stands (type-checking
+    blocks and function bodies included: a cycle hidden in a function is still one)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        found.update(t for t in targets if t in known and t != name)
+    return found
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return out
+
+
+def test_no_import_cycles() -> None:
+    """No module of the package, the drills or the benchmark imports itself round a loop."""
+    modules = _modules()
+    known = set(modules)
+    graph = {name: _imports(path, name, known) for name, path in modules.items()}
+    # A package's __init__ is not a dependency of its modules' siblings.
+    for deps in graph.values():
+        deps -= {name for name in known if modules[name].name == "__init__.py"}
+    assert _cycles(graph) == []
+
+
+def test_no_module_past_the_limit() -> None:
+    """One concept per module: none of the package's modules is longer than 500 lines."""
+    long = {
+        str(path.relative_to(ROOT)): n
+        for path in (ROOT / "integrator").rglob("*.py")
+        if (n := len(path.read_text("utf-8").splitlines())) > MODULE_LIMIT
+    }
+    assert long == {}
+
+
+def test_subpackage_inits_are_empty() -> None:
+    """A subpackage's __init__ does no work: importing one module imports no others."""
+    busy = [
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "integrator").rglob("__init__.py")
+        if path.parent != ROOT / "integrator" and path.read_text("utf-8").strip()
+    ]
+    assert busy == []
