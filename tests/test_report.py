@@ -19,15 +19,11 @@ from integrator.documents.verdict import (
 )
 from integrator.errors import UsageError
 from integrator.fence.diff import MODE_BLOB, MODE_EXEC, Change, Status
+from integrator.report.common import fingerprint
+from integrator.report.formats import FORMATS, append_github_summary, render
+from integrator.report.github import github_step_summary
 from integrator.report.hints import HINTS, hint
-from integrator.report.render import (
-    FINGERPRINT_KEY,
-    FORMATS,
-    append_github_summary,
-    fingerprint,
-    github_step_summary,
-    render,
-)
+from integrator.report.sarif import FINGERPRINT_KEY
 
 CANDIDATE = "1a2b3c4d5e6f7a8b9c0d1a2b3c4d5e6f7a8b9c0d"
 ODD_PATH = "a,b:c%.txt"

@@ -13,7 +13,7 @@ from integrator.documents.policy import PolicyState, load_policy_file
 from integrator.landing.engine import Integrator
 from integrator.landing.evaluation import Evaluation
 from integrator.repo.canonical import Canonical
-from integrator.report.render import FORMATS, append_github_summary, render
+from integrator.report.formats import FORMATS, append_github_summary, render
 
 GATE_HELP = """\
 Check one candidate against its ownership contract without moving any ref: the contract
