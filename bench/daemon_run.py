@@ -21,15 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from bench.workload import CHANGELOG, Shape, Workload
-from integrator.daemon.spool import (
-    SUBMISSION_FILE,
-    Spool,
-    Submission,
-    Submitter,
-    new_id,
-    write_file,
-)
+from integrator.daemon.spool import SUBMISSION_FILE, Spool, new_id
 from integrator.documents.policy import default_policy_text
+from integrator.documents.submission import Submission, Submitter
+from integrator.files import write_file
 from integrator.repo.canonical import Canonical
 from integrator.repo.claims import Claims, IssueRequest
 from integrator.repo.prepare import prepare

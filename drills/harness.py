@@ -22,7 +22,8 @@ from drills.context import Context
 from drills.procs import DrillError, Served, wait_until
 from drills.records import Contract, Decision, Result
 from drills.repo import MAIN, QUEUE, Spec, environment, first_parent_chain, git, make_commit, rev
-from integrator.daemon.spool import DECIDED, VERDICT_FILE, Spool, Submission
+from integrator.daemon.spool import DECIDED, VERDICT_FILE, Spool
+from integrator.documents.submission import Submission
 from integrator.repo.canonical import Canonical
 
 PY = sys.executable

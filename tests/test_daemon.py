@@ -35,14 +35,8 @@ from integrator.daemon.health import parse_bind
 from integrator.daemon.loop import Daemon, Settings, load_settings
 from integrator.daemon.mirror import for_spool
 from integrator.daemon.notify import Notifier, notify
-from integrator.daemon.spool import (
-    ID_RE,
-    REJECTION_FILE,
-    SUBMISSION_FILE,
-    VERDICT_FILE,
-    Spool,
-    Submission,
-)
+from integrator.daemon.spool import ID_RE, REJECTION_FILE, SUBMISSION_FILE, VERDICT_FILE, Spool
+from integrator.documents.submission import Submission
 from integrator.documents.verdict import Decision, Verdict
 from integrator.errors import ConfigurationError, InfrastructureError, UsageError
 from integrator.repo.canonical import Canonical

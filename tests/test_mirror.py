@@ -13,17 +13,10 @@ import pytest
 from structlog.testing import capture_logs
 
 from integrator.cli import main
-from integrator.daemon.mirror import (
-    Backlog,
-    Mirror,
-    MirrorRecord,
-    MirrorWorker,
-    RetryPolicy,
-    SqliteRegistry,
-    decision_record,
-    for_spool,
-    review_record,
-)
+from integrator.daemon.backlog import Backlog
+from integrator.daemon.mirror import Mirror, MirrorWorker, RetryPolicy, for_spool
+from integrator.daemon.records import MirrorRecord, decision_record, review_record
+from integrator.daemon.registry import SqliteRegistry
 from integrator.documents.verdict import Code, Decision, Verdict, Violation
 from integrator.errors import InfrastructureError
 

@@ -21,9 +21,10 @@ from integrator.daemon.review import (
     history,
     pending_expansions,
 )
-from integrator.daemon.spool import BUNDLE_FILE, Spool, Submission
+from integrator.daemon.spool import BUNDLE_FILE, Spool
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.expansion import ExpansionRequest
+from integrator.documents.submission import Submission
 from integrator.documents.verdict import Decision, Verdict
 from integrator.errors import ReviewRequired
 from integrator.landing.engine import Integrator

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import secrets
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from integrator.errors import UsageError
+from integrator.files import atomic_write
 
 _DURATION_RE = re.compile(r"(\d+)\s*([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -84,13 +83,6 @@ def write_output(text: str, output: str | None) -> None:
             with open(path, "wb") as handle:
                 handle.write(data)
             return
-        # A complete file or none: a private temporary name, then one rename.
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-        try:
-            tmp.write_bytes(data)
-            tmp.replace(path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
+        atomic_write(path, data, sync=False)  # a complete file or none
     except OSError as err:
         raise UsageError(f"cannot write {output}: {err.strerror or err}") from err

@@ -14,15 +14,9 @@ from typing import Any
 
 from integrator.commands._common import print_json, read_input
 from integrator.daemon.bundles import create_bundle
-from integrator.daemon.spool import (
-    BUNDLE_FILE,
-    REJECTION_FILE,
-    VERDICT_FILE,
-    Spool,
-    Submission,
-    Submitter,
-)
+from integrator.daemon.spool import BUNDLE_FILE, REJECTION_FILE, VERDICT_FILE, Spool
 from integrator.documents.contract import parse_contract
+from integrator.documents.submission import Submission, Submitter
 from integrator.errors import EXIT_USAGE, InfrastructureError
 from integrator.repo import git
 

@@ -30,8 +30,9 @@ import watchfiles
 
 from integrator.daemon.bundles import DEFAULT_BUNDLE_MAX_BYTES, import_bundle, quarantine_prefix
 from integrator.daemon.health import Metrics
-from integrator.daemon.mirror import Mirror, MirrorWorker, codes_of, decision_record
+from integrator.daemon.mirror import Mirror, MirrorWorker
 from integrator.daemon.notify import Notifier
+from integrator.daemon.records import codes_of, decision_record
 from integrator.daemon.review import hold_op
 from integrator.daemon.spool import REJECTION_FILE, VERDICT_FILE, Spool, rejection_document
 from integrator.documents.verdict import Decision, Verdict

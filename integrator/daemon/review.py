@@ -26,15 +26,11 @@ import pygit2
 import structlog
 from pydantic import Field, ValidationError
 
-from integrator.daemon.mirror import Mirror, codes_of, review_record
-from integrator.daemon.spool import (
-    SUBMISSION_FILE,
-    VERDICT_FILE,
-    Spool,
-    Submission,
-    atomic_write,
-)
+from integrator.daemon.mirror import Mirror
+from integrator.daemon.records import codes_of, review_record
+from integrator.daemon.spool import SUBMISSION_FILE, VERDICT_FILE, Spool
 from integrator.documents.contract import Model
+from integrator.documents.submission import Submission
 from integrator.documents.verdict import Code, Decision, Verdict, Violation
 from integrator.errors import (
     ConfigurationError,
@@ -42,6 +38,7 @@ from integrator.errors import (
     IntegratorError,
     UsageError,
 )
+from integrator.files import atomic_write
 from integrator.repo import git
 from integrator.repo.canonical import Canonical, signature
 from integrator.repo.expansions import ExpansionEntry, expansions

@@ -23,17 +23,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import AfterValidator, AwareDatetime, Field, ValidationError
+from pydantic import ValidationError
 
-from integrator.documents.contract import Model, ObjectId
+from integrator.documents.submission import SUBMISSION_SCHEMA, Submission
 from integrator.errors import ConfigurationError, InfrastructureError, UsageError
+from integrator.files import atomic_write, fsync_dir, read_at_most, write_file
 
-if TYPE_CHECKING:
-    pass
-
-SUBMISSION_SCHEMA = "integrator.submission.v1"
 SPOOL_SCHEMA = "integrator.spool.v1"
 REJECTION_SCHEMA = "integrator.rejection.v1"
 
@@ -55,54 +51,12 @@ FOLDERS = (*INBOX, *DECIDED)
 
 # 20260601T120000123456Z-0a1b2c3d: sorts by time, then by chance; a valid ref component.
 ID_RE = re.compile(r"^\d{8}T\d{12}Z-[0-9a-f]{8}$")
-_BUNDLE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,100}\.bundle$")
 
 
 def new_id(now: datetime | None = None) -> str:
     """A submission id: UTC time to the microsecond, then 32 random bits."""
     moment = (now or datetime.now(UTC)).astimezone(UTC)
     return f"{moment:%Y%m%dT%H%M%S%f}Z-{secrets.token_hex(4)}"
-
-
-def _bundle_name(value: str) -> str:
-    if not _BUNDLE_NAME_RE.match(value):
-        raise ValueError(f"{value!r} is not a plain file name ending in .bundle")
-    return value
-
-
-class Submitter(Model):
-    """Who handed the candidate in. Self-reported: it is for people, never for authority."""
-
-    user: Annotated[str, Field(min_length=1, max_length=200)]
-    host: Annotated[str, Field(min_length=1, max_length=255)]
-    pid: Annotated[int, Field(ge=0)] | None = None
-    repo: Annotated[str, Field(max_length=4096)] | None = None
-
-
-class Submission(Model):
-    """`integrator.submission.v1`: one candidate handed to the daemon through the spool.
-
-    `contract` is carried as the JSON object the coordinator issued; the gate validates it,
-    and fences an invalid one with CONTRACT_INVALID (a malformed *envelope* is rejected).
-    """
-
-    schema_: Literal["integrator.submission.v1"] = Field(alias="schema")
-    contract: dict[str, Any] = Field(
-        description="The ownership contract (coding.workspace.ownership.v1) as issued; "
-        "see ownership-contract.v1.schema.json. Validated by the gate, not by the spool."
-    )
-    candidate: ObjectId
-    submitter: Submitter
-    submitted_at: AwareDatetime
-    bundle: Annotated[str, AfterValidator(_bundle_name)] | None = Field(
-        default=None,
-        description="A git bundle in the submission folder holding the candidate, for agents "
-        "that do not share the canonical object store.",
-    )
-
-    def contract_bytes(self) -> bytes:
-        """The contract as the engine reads it (its digest is over the parsed form)."""
-        return json.dumps(self.contract, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def render_errors(err: ValidationError) -> list[str]:
@@ -114,54 +68,10 @@ def render_errors(err: ValidationError) -> list[str]:
     return out
 
 
-# --- small durable-file helpers -----------------------------------------------------------
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 # A submission is a contract and a few ids; anything near this is not one.
 SUBMISSION_LIMIT = 1 << 20
 # Errors opening a submission's own file that are its producer's doing, not the host's.
 _PRODUCER_ERRORS = frozenset((errno.ELOOP, errno.EACCES, errno.EPERM, errno.ENXIO, errno.EISDIR))
-
-
-def _read_at_most(fd: int, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while size < limit:
-        chunk = os.read(fd, min(1 << 16, limit - size))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
-
-
-def write_file(path: str | Path, data: bytes, *, sync: bool) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        if sync:
-            os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: Path, data: bytes, *, sync: bool = True) -> None:
-    """Write `path` so readers see the old content or the new, never a torn file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    write_file(tmp, data, sync=sync)
-    tmp.replace(path)
-    if sync:
-        fsync_dir(path.parent)
 
 
 @dataclass(frozen=True)
@@ -363,7 +273,7 @@ class Spool:
                     f"{SUBMISSION_FILE} is {info.st_size} bytes, more than the limit of "
                     f"{SUBMISSION_LIMIT}"
                 )
-            raw = _read_at_most(fd, SUBMISSION_LIMIT + 1)
+            raw = read_at_most(fd, SUBMISSION_LIMIT + 1)
         except OSError as err:
             raise InfrastructureError(f"cannot read {path}: {err}") from err
         finally:

@@ -20,7 +20,7 @@ MODELS: dict[str, str] = {
     "verdict.v1": "integrator.documents.verdict:Verdict",
     "policy.v1": "integrator.documents.policy:Policy",
     "expansion-request.v1": "integrator.documents.expansion:ExpansionRequest",
-    "submission.v1": "integrator.daemon.spool:Submission",
+    "submission.v1": "integrator.documents.submission:Submission",
     "task.v1": "integrator.fleet.tasks:TaskFrontMatter",
 }
 

@@ -35,6 +35,7 @@ from integrator.errors import (
     WorkspaceBusyError,
     WorkspaceConfigurationError,
 )
+from integrator.files import atomic_write
 from integrator.fleet.taskqueue import agent_name
 from integrator.fleet.tasks import Task
 from integrator.repo import git
@@ -323,9 +324,7 @@ def bind(worktree: Path, contract: OwnershipContract, record: dict[str, str]) ->
         ("binding.json", json.dumps(record, indent=2) + "\n"),
         ("contract.json", contract.to_json() + "\n"),
     ):
-        tmp = folder / f".{name}.tmp"
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(folder / name)
+        atomic_write(folder / name, text.encode("utf-8"), sync=False)
     return folder / "contract.json"
 
 

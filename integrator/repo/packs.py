@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import secrets
 import struct
 import zlib
 from pathlib import Path
 
 import pygit2
 
+from integrator.files import atomic_write
 from integrator.repo.git import common_dir, run_git
 
 _TYPES = {"commit": 1, "tree": 2, "blob": 3}
@@ -201,13 +201,4 @@ def maybe_repack(repo: pygit2.Repository, threshold: int = REPACK_THRESHOLD) -> 
 
 def _write(path: Path, data: bytes) -> None:
     # A private temporary name: two integrators may write a pack of identical content.
-    tmp = path.with_name(f"tmp_{os.getpid()}_{secrets.token_hex(4)}_{path.name}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-    try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    atomic_write(path, data, sync=False, mode=0o444, prefix="tmp_")

@@ -10,12 +10,10 @@ from integrator.report.common import distinct_codes, identity, message, short
 from integrator.report.escape import visible
 from integrator.report.hints import hint
 
+# A huge candidate should not bury the verdict; the full list is in the JSON form.
 CHANGES_SHOWN = 50
 
-
 _RESET = "\x1b[0m"
-
-
 _STYLE = {
     "red": "\x1b[1;31m",
     "yellow": "\x1b[33m",
@@ -23,8 +21,6 @@ _STYLE = {
     "dim": "\x1b[2m",
     "bold": "\x1b[1m",
 }
-
-
 _DECISION_STYLE = {Decision.ACCEPTED: "green", Decision.FENCED: "red", Decision.REVIEW: "yellow"}
 
 

@@ -1,0 +1,60 @@
+"""The submission document (`integrator.submission.v1`): one candidate handed to the daemon.
+
+A submission names the candidate, carries the ownership contract as the coordinator issued
+it, says who handed it in (self-reported: for people, never for authority) and, for agents
+that do not share the canonical object store, names a git bundle beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, AwareDatetime, Field
+
+from integrator.documents.contract import Model, ObjectId
+
+SUBMISSION_SCHEMA = "integrator.submission.v1"
+_BUNDLE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,100}\.bundle$")
+
+
+def _bundle_name(value: str) -> str:
+    if not _BUNDLE_NAME_RE.match(value):
+        raise ValueError(f"{value!r} is not a plain file name ending in .bundle")
+    return value
+
+
+class Submitter(Model):
+    """Who handed the candidate in. Self-reported: it is for people, never for authority."""
+
+    user: Annotated[str, Field(min_length=1, max_length=200)]
+    host: Annotated[str, Field(min_length=1, max_length=255)]
+    pid: Annotated[int, Field(ge=0)] | None = None
+    repo: Annotated[str, Field(max_length=4096)] | None = None
+
+
+class Submission(Model):
+    """`integrator.submission.v1`: one candidate handed to the daemon through the spool.
+
+    `contract` is carried as the JSON object the coordinator issued; the gate validates it,
+    and fences an invalid one with CONTRACT_INVALID (a malformed *envelope* is rejected).
+    """
+
+    schema_: Literal["integrator.submission.v1"] = Field(alias="schema")
+    contract: dict[str, Any] = Field(
+        description="The ownership contract (coding.workspace.ownership.v1) as issued; "
+        "see ownership-contract.v1.schema.json. Validated by the gate, not by the spool."
+    )
+    candidate: ObjectId
+    submitter: Submitter
+    submitted_at: AwareDatetime
+    bundle: Annotated[str, AfterValidator(_bundle_name)] | None = Field(
+        default=None,
+        description="A git bundle in the submission folder holding the candidate, for agents "
+        "that do not share the canonical object store.",
+    )
+
+    def contract_bytes(self) -> bytes:
+        """The contract as the engine reads it (its digest is over the parsed form)."""
+        return json.dumps(self.contract, separators=(",", ":"), ensure_ascii=False).encode()
