@@ -18,9 +18,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from bench.report import percentile
 from drills import report
 from drills.history import World, load, touched_resources
-from drills.procs import percentile
 from drills.registry import Record
 from drills.repo import MAIN, QUEUE, ZERO, merge_tree, parents, reflog, rev
 from integrator.fence.paths import PathMatcher

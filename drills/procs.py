@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import signal
 import sqlite3
@@ -161,12 +160,3 @@ class Served:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         return self.proc.wait(timeout=timeout)
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    """The nearest-rank percentile (q in 0..100) of `values`; NaN when there are none."""
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]

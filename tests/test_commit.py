@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from integrator.clock import utcnow
 from integrator.documents.policy import default_policy
 from integrator.fleet import guard
 from integrator.fleet.assignments import Fleet
-from integrator.fleet.taskqueue import Queue, utcnow
+from integrator.fleet.taskqueue import Queue
 from tests.factories import task_file
 from tests.gitutil import commit_files, git, make_repo
 

@@ -4,43 +4,30 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from integrator.clock import parse_duration, parse_timestamp
 from integrator.errors import UsageError
 from integrator.files import atomic_write
 
-_DURATION_RE = re.compile(r"(\d+)\s*([smhdw])")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
 
 def duration(text: str) -> timedelta:
-    """Parse `30m`, `2h`, `1h30m`, `7d`, `45s` into a timedelta."""
-    cleaned = text.strip().lower()
-    total = 0
-    pos = 0
-    for match in _DURATION_RE.finditer(cleaned):
-        if match.start() != pos:
-            break
-        total += int(match.group(1)) * _UNITS[match.group(2)]
-        pos = match.end()
-    if pos != len(cleaned) or not cleaned:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 30m, 2h, 1h30m or 7d")
-    return timedelta(seconds=total)
+    """The argparse type of a duration (see `integrator.clock.parse_duration`)."""
+    try:
+        return parse_duration(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
 
 
 def timestamp(text: str) -> datetime:
-    """Parse an RFC 3339 time (a trailing Z is accepted); it must carry a time zone."""
+    """The argparse type of an RFC 3339 time with a time zone."""
     try:
-        value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        return parse_timestamp(text)
     except ValueError as err:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an RFC 3339 time") from err
-    if value.tzinfo is None:
-        raise argparse.ArgumentTypeError(f"{text!r} has no time zone (add Z or +00:00)")
-    return value
+        raise argparse.ArgumentTypeError(str(err)) from err
 
 
 def read_input(path: str) -> bytes:

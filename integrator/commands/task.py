@@ -4,28 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from integrator.commands.guard import install
+from integrator.commands._common import duration
 from integrator.errors import IntegratorError, UsageError
 from integrator.fleet.assignments import Fleet
+from integrator.fleet.hooks import install
 from integrator.fleet.taskqueue import Queue, agent_name
 from integrator.fleet.workspace import exclude_path
-
-_DURATION = re.compile(r"(\d+)([smhdw])")
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def duration(text: str) -> timedelta:
-    """`30m`, `2h`, `1h30m`, `7d`, `45s`, `0s`."""
-    cleaned = text.strip().lower()
-    parts = _DURATION.findall(cleaned)
-    if not cleaned or "".join(n + u for n, u in parts) != cleaned:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a duration like 30m, 2h, 1h30m or 7d")
-    return timedelta(seconds=sum(int(n) * _UNITS[u] for n, u in parts))
 
 
 def _common(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:

@@ -34,7 +34,13 @@ from integrator.daemon.mirror import Mirror, MirrorWorker
 from integrator.daemon.notify import Notifier
 from integrator.daemon.records import codes_of, decision_record
 from integrator.daemon.review import hold_op
-from integrator.daemon.spool import REJECTION_FILE, VERDICT_FILE, Spool, rejection_document
+from integrator.daemon.spool import (
+    REJECTION_FILE,
+    VERDICT_FILE,
+    Spool,
+    folder_for,
+    rejection_document,
+)
 from integrator.documents.verdict import Decision, Verdict
 from integrator.errors import ConfigurationError, InfrastructureError, IntegratorError, UsageError
 from integrator.repo import git
@@ -119,11 +125,7 @@ class Outcome:
 
     @property
     def folder(self) -> str:
-        if self.verdict is None:
-            return "rejected"
-        return {Decision.ACCEPTED: "accepted", Decision.FENCED: "fenced"}.get(
-            self.verdict.decision, "review"
-        )
+        return folder_for(self.verdict.decision if self.verdict is not None else None)
 
 
 class Daemon:

@@ -28,7 +28,7 @@ from pydantic import Field, ValidationError
 
 from integrator.daemon.mirror import Mirror
 from integrator.daemon.records import codes_of, review_record
-from integrator.daemon.spool import SUBMISSION_FILE, VERDICT_FILE, Spool
+from integrator.daemon.spool import SUBMISSION_FILE, VERDICT_FILE, Spool, folder_for
 from integrator.documents.contract import Model
 from integrator.documents.submission import Submission
 from integrator.documents.verdict import Code, Decision, Verdict, Violation
@@ -51,7 +51,6 @@ ARCHIVED_PREFIX = "refs/integrator/archived/"
 REVIEW_FILE = "review.json"
 REVIEW_LOCK = "review.lock"
 HELD_FOLDERS = ("fenced", "review")
-FOLDER_OF = {Decision.ACCEPTED: "accepted", Decision.FENCED: "fenced", Decision.REVIEW: "review"}
 
 Action = Literal["hold", "approve", "reject"]
 
@@ -400,7 +399,7 @@ class Review:
         atomic_write(path / REVIEW_FILE, entry.to_json().encode() + b"\n")
         if verdict is not None:
             atomic_write(path / VERDICT_FILE, verdict.to_json().encode() + b"\n")
-        destination = FOLDER_OF[verdict.decision] if verdict is not None else "archived"
+        destination = folder_for(verdict.decision) if verdict is not None else "archived"
         if destination != held.folder:
             self.spool.move(held.sid, held.folder, destination)
         if self.mirror is not None:

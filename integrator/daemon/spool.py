@@ -27,6 +27,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from integrator.documents.submission import SUBMISSION_SCHEMA, Submission
+from integrator.documents.verdict import Decision
 from integrator.errors import ConfigurationError, InfrastructureError, UsageError
 from integrator.files import atomic_write, fsync_dir, read_at_most, write_file
 
@@ -48,6 +49,13 @@ TMP_MAX_AGE = 36 * 3600.0
 INBOX = ("tmp", "new", "work")
 DECIDED = ("accepted", "fenced", "review", "rejected", "archived")
 FOLDERS = (*INBOX, *DECIDED)
+_FOLDER_OF = {Decision.ACCEPTED: "accepted", Decision.FENCED: "fenced", Decision.REVIEW: "review"}
+
+
+def folder_for(decision: Decision | None) -> str:
+    """The folder a decided submission is filed in (None: rejected as malformed)."""
+    return "rejected" if decision is None else _FOLDER_OF[decision]
+
 
 # 20260601T120000123456Z-0a1b2c3d: sorts by time, then by chance; a valid ref component.
 ID_RE = re.compile(r"^\d{8}T\d{12}Z-[0-9a-f]{8}$")

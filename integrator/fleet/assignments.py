@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 
+from integrator.clock import Clock, utcnow
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.policy import Policy
 from integrator.errors import (
@@ -21,15 +22,7 @@ from integrator.errors import (
     WorkspaceBusyError,
 )
 from integrator.fleet.planner import Plan, WriteSet, expand_writeset
-from integrator.fleet.taskqueue import (
-    QUEUE_DIR,
-    Clock,
-    Entry,
-    Queue,
-    agent_name,
-    main_checkout,
-    utcnow,
-)
+from integrator.fleet.taskqueue import QUEUE_DIR, Entry, Queue, agent_name, main_checkout
 from integrator.fleet.tasks import Task
 from integrator.fleet.workspace import (
     Exclusive,

@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
+from integrator.clock import Clock, utcnow
 from integrator.documents.policy import Policy
 from integrator.errors import ClaimConflictError, ConfigurationError, UsageError
 from integrator.fleet.planner import Plan, build_plan
@@ -34,12 +35,7 @@ from integrator.repo import git
 State = Literal["inbox", "claimed", "done"]
 STATES: tuple[State, ...] = ("inbox", "claimed", "done")
 QUEUE_DIR = ".agents"
-Clock = Callable[[], datetime]
 Hook = Callable[["Entry"], None]
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def agent_name(name: str | None = None) -> str:

@@ -6,13 +6,13 @@ stale submissions re-reads nothing. Ref writes go through `git.RefUpdater` only.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import cached_property
 from pathlib import Path
 
 import pygit2
 
+from integrator.clock import Clock, utcnow
 from integrator.documents.claim import ClaimView, parse_claim_state, view_from_state
 from integrator.documents.contract import OwnershipContract, parse_contract
 from integrator.documents.policy import (
@@ -24,14 +24,8 @@ from integrator.documents.policy import (
 from integrator.errors import ConfigurationError
 from integrator.repo import git
 
-Clock = Callable[[], datetime]
-
 SIGNATURE_NAME = "integrator"
 SIGNATURE_EMAIL = "integrator@localhost"
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def signature(now: datetime) -> pygit2.Signature:
