@@ -2,7 +2,7 @@
 
 The quick default (`make bench-quick`) keeps every workload's shape but runs the fleet on
 10,000 files, mergetrain on 10 branches and the scaling curve in two rounds, so it finishes
-in under two minutes on two cores; `--full` (`make bench`) runs the issue's sizes: the fleet
+in under two minutes on two cores; `--full` (`make bench`) runs the full sizes: the fleet
 on 100,000 files, mergetrain on 50 branches, three scaling rounds. The scaling sizes
 (1,000 / 10,000 / 100,000 files) and the 10,000-submission stale flood are the same in both.
 """
@@ -50,7 +50,7 @@ FULL = Plan("full", 100_000, 200, 10_000, (1_000, 10_000, 100_000), 20, 3, 50, 1
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
-    parser.add_argument("--full", action="store_true", help="the issue's sizes (make bench)")
+    parser.add_argument("--full", action="store_true", help="the full sizes (make bench)")
     parser.add_argument("--out", type=Path, default=Path("bench-out"), help="default bench-out/")
     parser.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
     parser.add_argument("--no-mergetrain", action="store_true", help="skip the mergetrain peer")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pygit2
 
-from integrator.repo import git
+from integrator.repo import git, transaction
 
 BRANCH = "refs/heads/main"
 # The script's commits get a fixed identity and date, so runs are reproducible and do not
@@ -106,14 +106,14 @@ def ref_floor(
     if durable:
         git.set_config(opened, git.DURABLE_CONFIG)
     refs = ("refs/bench/floor/queue", "refs/bench/floor/claim")
-    with git.RefUpdater(repo) as updater:
-        updater.apply([git.update(r, a, git.ref_target(opened, r)) for r in refs])
+    with transaction.RefUpdater(repo) as updater:
+        updater.apply([transaction.update(r, a, git.ref_target(opened, r)) for r in refs])
         current, other = a, b
         started = time.perf_counter()
         for _ in range(transactions):
             if syncfs:
                 git.sync_objects(opened)
-            updater.apply([git.update(r, other, current) for r in refs])
+            updater.apply([transaction.update(r, other, current) for r in refs])
             current, other = other, current
         elapsed = time.perf_counter() - started
     label = ("durable" if durable else "git defaults") + (" + syncfs" if syncfs else "")

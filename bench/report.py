@@ -2,7 +2,7 @@
 
 A row states the integrator figure, the figure it is compared with (plain git pipeline,
 ref-move floor or mergetrain), their ratio oriented so that bigger is better for
-integrator, the target from the issue and whether it was met. Targets that are stated
+integrator, the target and whether it was met. Targets that are stated
 for 100,000 files are marked `n/a` when the run used a smaller repository.
 """
 

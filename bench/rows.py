@@ -1,4 +1,4 @@
-"""The rows of the benchmark table, built from the phases' results, with the issue's targets."""
+"""The rows of the benchmark table, built from the phases' results, with their targets."""
 
 from __future__ import annotations
 

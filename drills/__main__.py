@@ -26,7 +26,7 @@ KEEP_RUNS = 6  # older run folders under the output folder are removed
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m drills",
-        description="Fault drills against the real CLI and daemon, and the seed's gates.",
+        description="Fault drills against the real CLI and daemon, and the quantitative gates.",
     )
     parser.add_argument("--full", action="store_true", help="full sizes (what `make drills` runs)")
     parser.add_argument(

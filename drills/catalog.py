@@ -7,6 +7,6 @@ from drills.registry import REGISTRY, Drill
 
 
 def ordered() -> list[Drill]:
-    """The issue's groups 1–7 in order, then the drills that feed the quantitative gates."""
+    """Groups 1–7 in order, then the drills that feed the quantitative gates."""
     entries = list(REGISTRY.values())
     return sorted(entries, key=lambda d: (d.group == "gate", d.group, entries.index(d)))

@@ -1,4 +1,4 @@
-"""The seed's quantitative gates, measured on the history the drills recorded.
+"""The quantitative gates (docs/drills.md), measured on the history the drills recorded.
 
 Each gate walks every world a drill left under the run folder: the queue's staging commits
 and their trailers, the claim refs' histories, the queue's reflog, the verdict files in the

@@ -24,7 +24,7 @@ DrillFunc = Callable[[Context], str]
 @dataclass(frozen=True)
 class Drill:
     name: str
-    group: str  # the numbering (1–7), or "gate" for the quantitative drills
+    group: str  # the drill group (1–7, docs/drills.md), or "gate" for the quantitative drills
     title: str
     gate: str
     func: DrillFunc

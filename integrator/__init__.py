@@ -1,5 +1,38 @@
-"""integrator: a fencing integration gate for repositories that many coding agents write at once."""
+"""integrator: a fencing integration gate for repositories that many coding agents write at once.
+
+The public API (`integrator.gate`, `integrator.integrate`, the claim operations, the
+verdict types) lives in `integrator.api` and is imported on first use, so the command line
+and the agents' hooks do not pay for it.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from integrator.api import *  # noqa: F403
+
+_API = frozenset(
+    {
+        "Canonical", "Claim", "ClaimConflictError", "Code", "ConfigurationError",
+        "ContractError", "Decision", "ExpansionRequest", "InfrastructureError",
+        "IntegratorError", "IssueRequest", "OwnershipContract", "Policy", "Preparation",
+        "RefLockedError", "RefMovedError", "ReviewRequired", "UsageError", "Verdict",
+        "Violation", "expand", "gate", "init", "integrate", "integrate_many", "issue",
+        "parse_contract", "parse_policy", "reclaim", "renew", "revoke",
+    }
+)  # fmt: skip
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        from integrator import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'integrator' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_API})

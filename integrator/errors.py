@@ -1,4 +1,4 @@
-"""One error hierarchy; each class carries the exit code of DESIGN.md.
+"""One error hierarchy; each class carries its exit code (README, "Exit codes").
 
 Exit codes: 0 accepted/ok, 1 fenced, 3 needs review, 2 usage or configuration error,
 4 infrastructure error (retryable).

@@ -83,7 +83,7 @@ def task_file(
     blocked_by: list[str] | None = None,
     workspace: str | None = None,
 ) -> str:
-    """A task file (seed 004): cognitive without `owns`, writing (lock mode exclusive) with."""
+    """A task file: cognitive without `owns`, writing (lock mode exclusive) with."""
     lines = [f"id: {task_id}"]
     if owns:
         lines += ["owns: [" + ", ".join(owns) + "]", "requires_filesystem: true"]

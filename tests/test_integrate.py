@@ -156,7 +156,7 @@ def test_policy_changed(canon: Canon) -> None:
         # Register the edited contract as the live one so only the policy differs.
         from integrator.documents.claim import claim_state
         from integrator.documents.contract import parse_contract
-        from integrator.repo import git as igit
+        from integrator.repo import transaction
         from integrator.repo.claims import write_claim_commit
 
         edited = parse_contract(json.dumps(doc))
@@ -166,7 +166,9 @@ def test_policy_changed(canon: Canon) -> None:
             edited, state="live", lease_expires_at=claim.view.lease_expires_at, event="issue"
         )
         commit = write_claim_commit(canonical, edited, state, claim.oid, canon.clock())
-        canonical.updater.apply([igit.update("refs/integrator/claims/billing", commit, claim.oid)])
+        canonical.updater.apply(
+            [transaction.update("refs/integrator/claims/billing", commit, claim.oid)]
+        )
     verdict = canon.integrate(json.dumps(doc).encode(), canon.commit({"billing/tax.py": "2\n"}))
     assert verdict.codes == [Code.POLICY_CHANGED]
 
@@ -382,20 +384,21 @@ def test_unsynced_updater_creates_refs_and_refuses_deletions(canon: Canon) -> No
     """The bulk updater (held refs) runs git with core.fsyncMethod=writeout-only and never
     deletes: a deletion may rewrite packed-refs, which it keeps to the fsyncing updater."""
     from integrator.repo import git as igit
+    from integrator.repo import transaction
     from integrator.repo.canonical import Canonical
 
     head = canon.ref("refs/integrator/queue/main")
     assert head is not None
     with Canonical(canon.path) as canonical:
         bulk = canonical.bulk_updater
-        bulk.apply([igit.update("refs/integrator/held/one", head, None)])
+        bulk.apply([transaction.update("refs/integrator/held/one", head, None)])
         proc = bulk._proc
         assert proc is not None
         cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().split(b"\0")
         assert b"core.fsyncMethod=writeout-only" in cmdline
         igit.sync_refs(canonical.repo)
         with pytest.raises(ValueError, match="packed-refs"):
-            bulk.apply([igit.delete("refs/integrator/held/one", head)])
+            bulk.apply([transaction.delete("refs/integrator/held/one", head)])
     assert canon.ref("refs/integrator/held/one") == head
 
 

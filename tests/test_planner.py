@@ -77,7 +77,7 @@ def test_shared_resource_makes_an_edge_unless_policy_shares_it() -> None:
 
 
 def test_lockfile_regenerated_from_both_manifests_serialises_them() -> None:
-    """Seed 000: two tasks that both trigger one lockfile update overlap though edits do not."""
+    """Two tasks that both trigger one lockfile update overlap though edits do not."""
     policy = policy_with('[[writeset]]\ninputs = ["pyproject.toml"]\noutputs = ["/uv.lock"]\n')
     a = make_task("A", ["services/a/pyproject.toml"])
     b = make_task("B", ["services/b/pyproject.toml"])

@@ -17,7 +17,8 @@ import pytest
 
 from integrator.documents.policy import default_policy
 from integrator.errors import ClaimConflictError, UsageError
-from integrator.fleet.taskqueue import Queue, agent_name
+from integrator.fleet.taskqueue import Queue
+from integrator.fleet.workspace import agent_name
 from tests.factories import task_file
 from tests.gitutil import commit_files, git, make_repo
 from tests.gitutil import run_integrator as integrator

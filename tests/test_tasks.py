@@ -59,7 +59,7 @@ def test_defaults_make_a_cognitive_task() -> None:
 
 
 def test_unknown_key_is_rejected_with_a_hint() -> None:
-    """Seed 004's `scope:` is refused and the error says to write `owns`."""
+    """A `scope:` key is refused and the error says to write `owns`."""
     with pytest.raises(TaskFileError, match=r"unknown key 'scope' \(write the paths"):
         parse_task(task_text("id: T-1\nscope: src/payments/"))
 
@@ -102,7 +102,7 @@ def test_missing_front_matter_is_refused() -> None:
 
 
 def test_writing_task_without_owns_is_not_decomposed() -> None:
-    """requires_filesystem without owns is 'not yet decomposed enough' (seed 000)."""
+    """requires_filesystem without owns is 'not yet decomposed enough'."""
     task = parse_task(task_text("id: T-1\nrequires_filesystem: true"))
     problem = ownership_problem(task)
     assert problem is not None and "not yet decomposed enough" in problem
@@ -138,7 +138,7 @@ def test_owns_without_requires_filesystem_is_contradictory() -> None:
 
 
 def test_explicit_workspace_makes_a_task_writing() -> None:
-    """Seed 003: an explicit workspace wins and makes the task exclusive."""
+    """An explicit workspace wins and makes the task exclusive."""
     task = parse_task(task_text("id: T-1\nworkspace: review\nowns: [src/**]"))
     assert task.writes
     assert ownership_problem(task) is None

@@ -16,9 +16,9 @@ from integrator.fleet.tasks import parse_task
 from integrator.fleet.workspace import (
     Exclusive,
     NoLock,
-    Registry,
+    Workspaces,
     bound_contract,
-    parse_registry,
+    parse_workspaces,
     resolve_lock_mode,
     worktree_id,
 )
@@ -54,7 +54,7 @@ def claim_refs(repo: Path) -> list[str]:
 
 # --- the decision table (pure) -------------------------------------------------------------
 
-REG = Registry(primary="shared", agents=(("alice", "alice-ws"),))
+REG = Workspaces(primary="shared", agents=(("alice", "alice-ws"),))
 
 
 def test_cognitive_task_takes_no_lock() -> None:
@@ -82,17 +82,17 @@ def test_agent_binding_then_primary() -> None:
 def test_no_binding_anywhere_is_a_loud_configuration_error() -> None:
     """No task, agent or primary workspace: WorkspaceConfigurationError saying what to add."""
     with pytest.raises(WorkspaceConfigurationError, match=r'\[agents\.bob\] workspace = "bob"'):
-        resolve_lock_mode(parse_task(task_file("T", ["src/**"])), "bob", Registry())
+        resolve_lock_mode(parse_task(task_file("T", ["src/**"])), "bob", Workspaces())
 
 
 def test_registry_rejects_unknown_keys_and_bad_names() -> None:
     """The registry is strict: unknown keys and unusable names fail to load."""
     assert (
-        parse_registry('primary = "p"\n[agents.a]\nworkspace = "w"\n').agent_workspace("a") == "w"
+        parse_workspaces('primary = "p"\n[agents.a]\nworkspace = "w"\n').agent_workspace("a") == "w"
     )
     for bad in ('primry = "p"', '[agents.a]\nworkspace = "a/b"', "[agents.a]\nws = 1"):
         with pytest.raises(ConfigurationError, match=r"workspaces\.toml"):
-            parse_registry(bad)
+            parse_workspaces(bad)
 
 
 # --- claims through the fleet -------------------------------------------------------------

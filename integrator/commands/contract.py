@@ -19,9 +19,10 @@ from integrator.commands._common import (
     timestamp,
     write_output,
 )
+from integrator.documents.claim import Claim
 from integrator.documents.expansion import ExpansionRequest
 from integrator.errors import ConfigurationError, UsageError
-from integrator.repo.canonical import Canonical, Claim
+from integrator.repo.canonical import Canonical
 from integrator.repo.claims import (
     DEFAULT_MAX_PATCH_BYTES,
     Claims,

@@ -10,8 +10,9 @@ from typing import Any
 from integrator.documents.policy import Policy, default_policy, load_policy_file
 from integrator.errors import ConfigurationError
 from integrator.fleet.planner import Edge, Plan, PlanError, build_plan
-from integrator.fleet.taskqueue import Queue, main_checkout
+from integrator.fleet.taskqueue import Queue
 from integrator.fleet.tasks import Task, TaskFileError, load_task
+from integrator.fleet.workspace import main_checkout
 from integrator.repo.canonical import Canonical
 
 

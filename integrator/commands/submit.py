@@ -14,13 +14,14 @@ from typing import Any
 
 from integrator.commands._common import print_json, read_input
 from integrator.daemon.bundles import create_bundle
-from integrator.daemon.spool import BUNDLE_FILE, REJECTION_FILE, VERDICT_FILE, Spool
+from integrator.daemon.spool import BUNDLE_FILE, DECIDED, REJECTION_FILE, VERDICT_FILE, Spool
 from integrator.documents.contract import parse_contract
 from integrator.documents.submission import Submission, Submitter
 from integrator.errors import EXIT_USAGE, InfrastructureError
 from integrator.repo import git
 
-DECIDED = ("accepted", "fenced", "review", "rejected")
+# Where the daemon files a decided submission (archived/ is a later review step).
+FILED = tuple(folder for folder in DECIDED if folder != "archived")
 
 
 def register(sub: Any) -> None:
@@ -101,7 +102,7 @@ def wait_for(spool: Spool, sid: str, timeout: float, *, as_json: bool) -> int:
     deadline = time.monotonic() + timeout
     delay = 0.02
     while True:
-        for folder in DECIDED:
+        for folder in FILED:
             path = spool.folder(folder) / sid
             if path.is_dir():
                 return _report(sid, folder, path, as_json=as_json)

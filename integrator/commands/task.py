@@ -12,8 +12,8 @@ from integrator.commands._common import duration
 from integrator.errors import IntegratorError, UsageError
 from integrator.fleet.assignments import Fleet
 from integrator.fleet.hooks import install
-from integrator.fleet.taskqueue import Queue, agent_name
-from integrator.fleet.workspace import exclude_path
+from integrator.fleet.taskqueue import Queue
+from integrator.fleet.workspace import agent_name, exclude_path
 
 
 def _common(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
@@ -70,7 +70,7 @@ def register(sub: Any) -> None:
     p.add_argument(
         "--in-place",
         action="store_true",
-        help="shared checkout (seed 000): no worktree; the write set is the lock; commit "
+        help="shared checkout: no worktree; the write set is the lock; commit "
         "with `integrator commit --task` and export INTEGRATOR_TASK for the guard",
     )
     p.set_defaults(func=run_claim)
@@ -107,7 +107,7 @@ def _print(args: argparse.Namespace, document: object, text: str) -> None:
         print(text)
 
 
-REGISTRY_TEMPLATE = """\
+WORKSPACES_TEMPLATE = """\
 # Workspaces for tasks that write files (requires_filesystem: true). See docs/fleet.md.
 # A task's own `workspace:` wins, then the agent's, then `primary`; with none of them a
 # writing task fails with WorkspaceConfigurationError (there is no silent fallback).
@@ -129,7 +129,7 @@ def run_init(args: argparse.Namespace) -> int:
         exclude_path(queue.root.parent, f"/{queue.root.name}/")
     registry = queue.root / "workspaces.toml"
     if not registry.exists():
-        registry.write_text(REGISTRY_TEMPLATE, encoding="utf-8")
+        registry.write_text(WORKSPACES_TEMPLATE, encoding="utf-8")
     print(queue.root)
     return 0
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from integrator.errors import InfrastructureError, UsageError
-from integrator.repo import git
+from integrator.repo import git, transaction
 
 if TYPE_CHECKING:
     import pygit2
@@ -46,12 +46,12 @@ def create_bundle(repo_path: Path, candidate: str, base: str | None, out: Path) 
     args = ["bundle", "create", "-q", str(out), ref]
     if base and base != candidate and git.has_object(repo, base):
         args.append(f"^{base}")
-    with git.RefUpdater(repo_path) as updater:
-        updater.apply([git.update(ref, candidate, None)])
+    with transaction.RefUpdater(repo_path) as updater:
+        updater.apply([transaction.update(ref, candidate, None)])
         try:
             git.run_git(args, cwd=repo_path)
         finally:
-            updater.apply([git.delete(ref, candidate)])
+            updater.apply([transaction.delete(ref, candidate)])
 
 
 def bundle_refs(path: Path) -> list[tuple[str, str]]:

@@ -43,7 +43,7 @@ from integrator.daemon.spool import (
 )
 from integrator.documents.verdict import Decision, Verdict
 from integrator.errors import ConfigurationError, InfrastructureError, IntegratorError, UsageError
-from integrator.repo import git
+from integrator.repo import git, transaction
 from integrator.repo.canonical import Canonical
 from integrator.repo.packs import ObjectBuffer, maybe_repack
 
@@ -101,7 +101,7 @@ class Engine(Protocol):
 
 
 @dataclass(frozen=True)
-class Prepared:
+class Ready:
     """A claimed, readable submission waiting for its batch's `integrate_many`."""
 
     sid: str
@@ -273,7 +273,7 @@ class Daemon:
     def _batch(self, names: list[tuple[str, str]]) -> tuple[int, IntegratorError | None]:
         """Claim up to a batch, integrate it in one `integrate_many`, commit the outcomes."""
         outcomes: list[Outcome] = []
-        ready: list[Prepared] = []
+        ready: list[Ready] = []
         error: IntegratorError | None = None
         deadline = time.monotonic() + self.settings.batch_seconds
         try:
@@ -281,7 +281,7 @@ class Daemon:
                 if self._stopping:
                     break  # stop claiming; what is in hand is integrated and filed below
                 item = self._prepare(where, name)
-                if isinstance(item, Prepared):
+                if isinstance(item, Ready):
                     ready.append(item)
                 elif item is not None:
                     outcomes.append(item)
@@ -302,7 +302,7 @@ class Daemon:
             return 0, err if isinstance(err, IntegratorError) else _infra(err)
         return len(outcomes), error
 
-    def _prepare(self, where: str, name: str) -> Prepared | Outcome | None:
+    def _prepare(self, where: str, name: str) -> Ready | Outcome | None:
         """Claim one entry and read it: ready to integrate, rejected, or gone (None)."""
         started = time.perf_counter()
         claimed = self.spool.claim(name) if where == "new" else self.spool.working(name)
@@ -322,11 +322,9 @@ class Daemon:
                 )  # fmt: skip
         except UsageError as err:
             return Outcome(sid, None, str(err), b"", time.perf_counter() - started, bundle)
-        return Prepared(
-            sid, submission.contract_bytes(), submission.candidate, raw, started, bundle
-        )
+        return Ready(sid, submission.contract_bytes(), submission.candidate, raw, started, bundle)
 
-    def _integrate(self, ready: list[Prepared]) -> tuple[list[Outcome], IntegratorError | None]:
+    def _integrate(self, ready: list[Ready]) -> tuple[list[Outcome], IntegratorError | None]:
         """All of `ready` through the engine at once: one ref transaction lands the batch."""
         if not ready:
             return [], None
@@ -344,7 +342,7 @@ class Daemon:
         ]
         return outcomes, None
 
-    def _one_by_one(self, ready: list[Prepared]) -> tuple[list[Outcome], IntegratorError | None]:
+    def _one_by_one(self, ready: list[Ready]) -> tuple[list[Outcome], IntegratorError | None]:
         """Integrate singly, so an engine crash is pinned on the submission that causes it."""
         outcomes: list[Outcome] = []
         for p in ready:
@@ -373,14 +371,14 @@ class Daemon:
         if not outcomes:
             return
         now = self.clock()
-        ops: list[git.RefOp] = []
+        ops: list[transaction.RefOp] = []
         records = ObjectBuffer(self.canonical.repo)  # every hold record of the batch, one pack
         for o in outcomes:
             if o.verdict is not None and o.verdict.decision is not Decision.ACCEPTED:
                 ops.append(hold_op(self.canonical, o.sid, o.verdict, o.raw, now, objects=records))
             if o.bundle:
                 refs = git.refs_under(self.canonical.repo, quarantine_prefix(o.sid))
-                ops.extend(git.delete(ref, oid) for ref, oid in sorted(refs.items()))
+                ops.extend(transaction.delete(ref, oid) for ref, oid in sorted(refs.items()))
         if records.flush() is not None:
             maybe_repack(self.canonical.repo)
         self._apply(ops)
@@ -400,7 +398,7 @@ class Daemon:
         if self._worker is not None:
             self._worker.wake()
 
-    def _apply(self, ops: list[git.RefOp]) -> None:
+    def _apply(self, ops: list[transaction.RefOp]) -> None:
         """Held refs, then quarantine deletions, durable before any submission is filed.
 
         A flood of fenced submissions makes thousands of held refs: with durable settings

@@ -36,7 +36,7 @@ log = structlog.get_logger("integrator.mirror")
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """Bounded, jittered retries for one flush (a stop is mandatory, see INTERFACES.md)."""
+    """Bounded, jittered retries for one flush (always with a stop: a registry that stays down must not hold a flush forever)."""
 
     attempts: int = 4
     max_seconds: float = 3.0
@@ -65,7 +65,6 @@ class Mirror:
         self.retry = retry or RetryPolicy()
         self.healthy = True
         self.last_error: str | None = None
-        self.last_ok: float | None = None
         self._flush_lock = threading.Lock()
 
     def record(self, records: Sequence[MirrorRecord], *, sync: bool = True) -> None:
@@ -95,7 +94,6 @@ class Mirror:
                 raise InfrastructureError(f"the registry mirror is unavailable: {err}") from err
         self.healthy = True
         self.last_error = None
-        self.last_ok = time.time()
         return count
 
     def _flush_once(self) -> int:

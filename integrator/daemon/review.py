@@ -39,14 +39,13 @@ from integrator.errors import (
     UsageError,
 )
 from integrator.files import atomic_write
-from integrator.repo import git
+from integrator.repo import git, transaction
 from integrator.repo.canonical import Canonical, signature
 from integrator.repo.expansions import ExpansionEntry, expansions
 from integrator.repo.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 
 log = structlog.get_logger("integrator.review")
 
-ACTION_SCHEMA = "integrator.review-action.v1"
 ARCHIVED_PREFIX = "refs/integrator/archived/"
 REVIEW_FILE = "review.json"
 REVIEW_LOCK = "review.lock"
@@ -139,7 +138,7 @@ def hold_op(
     now: datetime,
     *,
     objects: ObjectBuffer | None = None,
-) -> git.RefOp:
+) -> transaction.RefOp:
     """The ref update that holds a FENCED/REVIEW candidate (appends when already held)."""
     old = canonical.ref(held_ref(sid))
     action = ReviewAction(
@@ -163,7 +162,7 @@ def hold_op(
         None if unsafe else verdict.candidate,
         objects=objects,
     )
-    return git.update(held_ref(sid), commit, old)
+    return transaction.update(held_ref(sid), commit, old)
 
 
 def history(canonical: Canonical, sid: str) -> list[tuple[str, ReviewAction]]:
@@ -270,7 +269,7 @@ def expansion_lines(spool: Spool, repo: Path | None = None) -> list[str]:
     ]
 
 
-class Engine(Protocol):
+class Lander(Protocol):
     def integrate(self, contract_data: bytes, candidate: str) -> Verdict: ...
 
 
@@ -294,7 +293,7 @@ class Review:
         canonical: Canonical,
         mirror: Mirror | None = None,
         *,
-        engine: Engine | None = None,
+        engine: Lander | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.spool = spool
@@ -387,13 +386,15 @@ class Review:
         )
         still_held = verdict is not None and verdict.decision is not Decision.ACCEPTED
         if still_held:
-            ops = [git.update(held_ref(held.sid), commit, old)]
+            ops = [transaction.update(held_ref(held.sid), commit, old)]
         else:
             ops = [
-                git.update(archived_ref(held.sid), commit, canonical.ref(archived_ref(held.sid)))
+                transaction.update(
+                    archived_ref(held.sid), commit, canonical.ref(archived_ref(held.sid))
+                )
             ]
             if old is not None:
-                ops.append(git.delete(held_ref(held.sid), old))
+                ops.append(transaction.delete(held_ref(held.sid), old))
         canonical.updater.apply(ops)
         path = self.spool.folder(held.folder) / held.sid
         atomic_write(path / REVIEW_FILE, entry.to_json().encode() + b"\n")

@@ -83,7 +83,7 @@ _PRODUCER_ERRORS = frozenset((errno.ELOOP, errno.EACCES, errno.EPERM, errno.ENXI
 
 
 @dataclass(frozen=True)
-class Claimed:
+class WorkFolder:
     """A submission folder in `work/`; `problem` says why it is not a submission at all."""
 
     sid: str
@@ -213,7 +213,7 @@ class Spool:
         # Plain strings on the per-candidate path: pathlib costs more than the syscalls.
         return f"{self._root}/{folder}/{name}"
 
-    def claim(self, name: str) -> Claimed | None:
+    def claim(self, name: str) -> WorkFolder | None:
         """Move `new/<name>` into `work/`; None when another claimer got it first.
 
         An entry that is not a submission folder is wrapped in a folder with a fresh id, so
@@ -230,21 +230,21 @@ class Spool:
                 os.rename(source, target)
             except FileNotFoundError:
                 return None
-            return Claimed(name, Path(target))
+            return WorkFolder(name, Path(target))
         return self._wrap(source, f"entry {name!r} in new/ is not a submission folder")
 
-    def working(self, sid: str) -> Claimed:
+    def working(self, sid: str) -> WorkFolder:
         """A folder already in `work/` (left there by a crash or a retry)."""
         path = Path(self._in("work", sid))
         if ID_RE.match(sid) and path.is_dir() and not path.is_symlink():
             if (path / STRAY_ENTRY).exists():
-                return Claimed(sid, path, "an entry in new/ was not a submission folder")
-            return Claimed(sid, path)
+                return WorkFolder(sid, path, "an entry in new/ was not a submission folder")
+            return WorkFolder(sid, path)
         wrapped = self._wrap(str(path), f"entry {sid!r} in work/ is not a submission folder")
         assert wrapped is not None
         return wrapped
 
-    def _wrap(self, source: str, problem: str) -> Claimed | None:
+    def _wrap(self, source: str, problem: str) -> WorkFolder | None:
         sid = new_id()
         holder = self._in("work", sid)
         os.mkdir(holder)
@@ -253,7 +253,7 @@ class Spool:
         except FileNotFoundError:
             os.rmdir(holder)
             return None
-        return Claimed(sid, Path(holder), problem)
+        return WorkFolder(sid, Path(holder), problem)
 
     def load(self, folder: Path) -> tuple[Submission, bytes]:
         """Parse a submission folder; UsageError says what is malformed.

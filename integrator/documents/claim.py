@@ -113,3 +113,14 @@ def view_from_state(doc: dict[str, object]) -> ClaimView:
         candidate=optional("candidate"),
         reason=optional("reason"),
     )
+
+
+class Claim:
+    """A claim ref's commit (`oid`): the live contract and the claim's state."""
+
+    __slots__ = ("contract", "oid", "view")
+
+    def __init__(self, oid: str, view: ClaimView, contract: OwnershipContract) -> None:
+        self.oid = oid
+        self.view = view
+        self.contract = contract

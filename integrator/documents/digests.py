@@ -16,7 +16,3 @@ def canonical_bytes(document: Any) -> bytes:
 def digest_of(document: Any) -> str:
     """`sha256:<hex>` over the RFC 8785 canonical form of `document`."""
     return "sha256:" + hashlib.sha256(canonical_bytes(document)).hexdigest()
-
-
-def digest_bytes(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()

@@ -29,7 +29,7 @@ RequestDigest = Annotated[Digest, Field(json_schema_extra={"pattern": DIGEST_RE.
 
 
 class ExpansionRequest(Model):
-    """The seed's expansion request (`integrator.expansion.v1`).
+    """The expansion request (`integrator.expansion.v1`).
 
     Sent by an agent that must touch an undeclared path *before* writing it: the contract
     it holds (digest, generation), digests of its current tree and diff, and what to add.

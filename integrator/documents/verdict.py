@@ -1,6 +1,6 @@
 """Verdicts: the decision, every violation with its code, and resource determinations.
 
-The codes are a stable interface (DESIGN.md): CI, review tools and tests read them.
+The codes are a stable interface (README, "Verdict codes"): CI, review tools and tests read them.
 Add codes when needed; never reuse one for another meaning.
 """
 
@@ -14,8 +14,6 @@ from pydantic import Field
 
 from integrator.documents.contract import Model
 from integrator.errors import EXIT_FENCED, EXIT_OK, EXIT_REVIEW
-
-VERDICT_SCHEMA = "integrator.verdict.v1"
 
 
 class Decision(StrEnum):

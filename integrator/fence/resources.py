@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from integrator.documents.policy import Policy
 from integrator.documents.verdict import Determination
-from integrator.fence.diff import Change
+
+if TYPE_CHECKING:
+    from integrator.fence.diff import Change
 
 
 @dataclass(frozen=True)

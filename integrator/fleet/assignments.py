@@ -22,19 +22,21 @@ from integrator.errors import (
     WorkspaceBusyError,
 )
 from integrator.fleet.planner import Plan, WriteSet, expand_writeset
-from integrator.fleet.taskqueue import QUEUE_DIR, Entry, Queue, agent_name, main_checkout
+from integrator.fleet.taskqueue import QUEUE_DIR, Queue, TaskEntry
 from integrator.fleet.tasks import Task
 from integrator.fleet.workspace import (
     Exclusive,
     InPlace,
     NoLock,
-    Registry,
     Resolution,
+    Workspaces,
     acquire_lock,
+    agent_name,
     bind,
     binding_record,
-    load_registry,
+    load_workspaces,
     locks_of,
+    main_checkout,
     prepare_worktree,
     release_lock,
     resolve_lock_mode,
@@ -121,8 +123,8 @@ class Fleet:
                 self._policy = canonical.policy_state().policy
         return self._policy
 
-    def registry(self) -> Registry:
-        return load_registry(self.queue.root)
+    def workspaces(self) -> Workspaces:
+        return load_workspaces(self.queue.root)
 
     def claim(
         self, agent: str | None = None, *, task_id: str | None = None, in_place: bool = False
@@ -138,7 +140,7 @@ class Fleet:
         skipped: list[str] = []
         tried: set[str] = set()
         with self.queue.locked():
-            registry, policy = self.registry(), self.policy()
+            workspaces, policy = self.workspaces(), self.policy()
             while True:
                 claimed = self.queue.claim(agent, policy, task_id=task_id, skip=frozenset(tried))
                 if claimed is None:
@@ -146,7 +148,7 @@ class Fleet:
                 task = claimed.task
                 writeset = expand_writeset(task, policy)
                 try:
-                    resolution = resolve_lock_mode(task, agent, registry, in_place=in_place)
+                    resolution = resolve_lock_mode(task, agent, workspaces, in_place=in_place)
                     if isinstance(resolution, NoLock):
                         assignment = Assignment(task, agent, claimed.path, resolution, writeset)
                     elif isinstance(resolution, InPlace):
@@ -179,7 +181,7 @@ class Fleet:
         canonical = self.canonical()
         try:
             base = _queue_head(canonical)
-            path = self.registry().path_of(how.workspace, self.main)
+            path = self.workspaces().path_of(how.workspace, self.main)
             worktree = prepare_worktree(self.main, path, base, how.workspace)
             holder = binding_record(worktree).get("task")
             if holder is not None and holder in live - {task.id}:
@@ -237,7 +239,7 @@ class Fleet:
                 )
             )
 
-    def _cleanup(self, entry: Entry, revoke_reason: str | None) -> None:
+    def _cleanup(self, entry: TaskEntry, revoke_reason: str | None) -> None:
         """Unbind the task's worktree and free its workspace; revoke its claim if asked."""
         if revoke_reason is not None:
             with self.canonical() as canonical:
@@ -248,9 +250,9 @@ class Fleet:
                     and claim.contract.lease.holder == entry.agent
                 ):
                     Claims(canonical).revoke(entry.task_id, revoke_reason)
-        registry = self.registry()
+        workspaces = self.workspaces()
         for space in locks_of(self.queue.root, entry.task_id):
-            unbind(registry.path_of(space, self.main), entry.task_id)
+            unbind(workspaces.path_of(space, self.main), entry.task_id)
             release_lock(self.queue.root, space, entry.task_id)
 
     def complete(
@@ -288,14 +290,14 @@ class Fleet:
         """claimed → inbox; the attempt's contract is revoked so nothing it left can land."""
         return self.queue.release(task_id, agent=agent, before=lambda e: self._cleanup(e, reason))
 
-    def requeue_stale(self, older_than: timedelta) -> list[Entry]:
+    def requeue_stale(self, older_than: timedelta) -> list[TaskEntry]:
         reason = f"claim older than {older_than}; requeued as stale"
         return self.queue.requeue_stale(older_than, before=lambda e: self._cleanup(e, reason))
 
     def worktree_of(self, task_id: str) -> Path | None:
-        registry = self.registry()
+        workspaces = self.workspaces()
         for space in locks_of(self.queue.root, task_id):
-            return registry.path_of(space, self.main)
+            return workspaces.path_of(space, self.main)
         return None
 
 

@@ -1,4 +1,4 @@
-"""The write guard (seed 001: "a tool proxy checks the contract before every file write").
+"""The write guard: the contract is checked before every file write an agent makes.
 
 An agent's pre-tool hook hands us the tool call; we find the contract bound to the worktree
 the agent runs in (`workspace.bound_contract`), recheck its live claim, and allow or deny
@@ -39,7 +39,7 @@ from integrator.fleet.workspace import (
     worktree_root,
 )
 from integrator.repo import git
-from integrator.repo.canonical import Canonical
+from integrator.repo.claimref import read_claim
 
 Dialect = Literal["claude", "gemini"]
 
@@ -320,8 +320,10 @@ def evaluate(
     task = contract.task_id if contract is not None else in_place_task
     claim = None
     if task:
-        with Canonical(root) as canonical:
-            live = canonical.claim(task)
+        try:
+            live = read_claim(root, task)
+        except IntegratorError as err:
+            return deny(f"the claim of task {task!r} cannot be read: {err}")
         if live is not None:
             claim = live.view
             contract = contract or live.contract

@@ -1,4 +1,4 @@
-"""The partition planner (seed 000): write sets, blocking edges, the ready set, the ceiling.
+"""The partition planner: write sets, blocking edges, the ready set, the ceiling.
 
 Concurrency is decided when the work is cut, not when it runs. Each task's `owns` is
 expanded into its write set — what it edits, what the build regenerates from that (policy
@@ -221,9 +221,6 @@ class Plan:
     fleet: int | None = None
     split: tuple[HotPath, ...] = ()
     warnings: tuple[str, ...] = field(default=())
-
-    def blockers_of(self, task_id: str) -> list[Edge]:
-        return [e for e in self.edges if e.blocked == task_id]
 
 
 def plan_problems(tasks: Iterable[Task], known: Iterable[str] = ()) -> list[str]:

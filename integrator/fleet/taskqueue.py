@@ -1,4 +1,4 @@
-"""The filesystem task queue (seed 004): `.agents/inbox|claimed|done/` in the main checkout.
+"""The filesystem task queue: `.agents/inbox|claimed|done/` in the main checkout.
 
 Every worktree finds the same queue through `git rev-parse --git-common-dir`. A claim is a
 `rename()` of `inbox/<id>.md` to `claimed/<id>@<agent>.md`: POSIX renames within one
@@ -17,8 +17,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import re
-import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -27,42 +25,19 @@ from typing import Literal
 
 from integrator.clock import Clock, utcnow
 from integrator.documents.policy import Policy
-from integrator.errors import ClaimConflictError, ConfigurationError, UsageError
+from integrator.errors import ClaimConflictError, UsageError
 from integrator.fleet.planner import Plan, build_plan
 from integrator.fleet.tasks import Task, TaskFileError, load_task, parse_task
-from integrator.repo import git
+from integrator.fleet.workspace import agent_name, main_checkout
 
 State = Literal["inbox", "claimed", "done"]
 STATES: tuple[State, ...] = ("inbox", "claimed", "done")
 QUEUE_DIR = ".agents"
-Hook = Callable[["Entry"], None]
-
-
-def agent_name(name: str | None = None) -> str:
-    """A file-name-safe agent identity: NAME, $INTEGRATOR_AGENT, or `<host>-<pid>`."""
-    raw = name or os.environ.get("INTEGRATOR_AGENT") or f"{socket.gethostname()}-{os.getpid()}"
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", raw).strip("._-")[:64]
-    if not safe:
-        raise UsageError(f"agent name {raw!r} has no usable characters")
-    return safe
-
-
-def main_checkout(start: Path) -> Path:
-    """The folder that holds the queue: the main checkout, whichever worktree we are in.
-
-    A bare repository has no checkout; its queue lives in the repository folder itself.
-    """
-    proc = git.run_git(
-        ["rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=start, check=False
-    )
-    if proc.returncode != 0:
-        raise ConfigurationError(f"{start} is not inside a git repository; run from a checkout")
-    common = Path(proc.stdout.decode().strip())
-    return common.parent if common.name == ".git" else common
+Hook = Callable[["TaskEntry"], None]
 
 
 @dataclass(frozen=True)
-class Entry:
+class TaskEntry:
     """One task file in one state; `task` is None when the file does not parse."""
 
     task_id: str
@@ -76,9 +51,9 @@ class Entry:
 
 @dataclass(frozen=True)
 class Snapshot:
-    inbox: tuple[Entry, ...]
-    claimed: tuple[Entry, ...]
-    done: tuple[Entry, ...]
+    inbox: tuple[TaskEntry, ...]
+    claimed: tuple[TaskEntry, ...]
+    done: tuple[TaskEntry, ...]
 
     def plan(self, policy: Policy, *, fleet: int | None = None) -> Plan:
         """The queue's plan: claimed tasks hold their write sets, done ones resolve blockers."""
@@ -110,7 +85,7 @@ class Snapshot:
 
 
 @dataclass(frozen=True)
-class Claimed:
+class ClaimedTask:
     task: Task
     path: Path
     agent: str
@@ -158,26 +133,26 @@ class Queue:
 
     # -- reading ----------------------------------------------------------------------------
 
-    def _entry(self, state: State, path: Path, parse: bool) -> Entry | None:
+    def _entry(self, state: State, path: Path, parse: bool) -> TaskEntry | None:
         task_id, _, agent = path.stem.partition("@") if state != "inbox" else (path.stem, "", "")
         try:
             since = datetime.fromtimestamp(path.stat().st_mtime, UTC)
         except FileNotFoundError:
             return None  # moved by someone else while we listed
         if not parse:
-            return Entry(task_id, state, path, agent or None, since)
+            return TaskEntry(task_id, state, path, agent or None, since)
         try:
             task = load_task(path)
         except TaskFileError as err:
             if not path.exists():
                 return None
-            return Entry(task_id, state, path, agent or None, since, error=str(err))
+            return TaskEntry(task_id, state, path, agent or None, since, error=str(err))
         if task.id != task_id:
             error = f"{path.name} holds task {task.id}; the file must be named {task.id}.md"
-            return Entry(task_id, state, path, agent or None, since, task=None, error=error)
-        return Entry(task_id, state, path, agent or None, since, task=task)
+            return TaskEntry(task_id, state, path, agent or None, since, task=None, error=error)
+        return TaskEntry(task_id, state, path, agent or None, since, task=task)
 
-    def entries(self, state: State, *, parse: bool = True) -> tuple[Entry, ...]:
+    def entries(self, state: State, *, parse: bool = True) -> tuple[TaskEntry, ...]:
         folder = self.folder(state)
         if not folder.is_dir():
             return ()
@@ -193,7 +168,7 @@ class Queue:
         with self.locked():
             return self.snapshot().plan(policy, fleet=fleet)
 
-    def find_claimed(self, task_id: str, agent: str | None = None) -> Entry:
+    def find_claimed(self, task_id: str, agent: str | None = None) -> TaskEntry:
         agent = agent_name(agent) if agent else None
         for entry in self.entries("claimed", parse=False):
             if entry.task_id == task_id:
@@ -231,7 +206,7 @@ class Queue:
         *,
         task_id: str | None = None,
         skip: frozenset[str] = frozenset(),
-    ) -> Claimed | None:
+    ) -> ClaimedTask | None:
         """Claim the first ready task (or `task_id` if it is ready); None when none is.
 
         A `task_id` that is not waiting in the inbox is refused with the reason: claimed by
@@ -254,7 +229,7 @@ class Queue:
                     continue  # a claimer outside the lock won this one
                 stamp = self.clock().timestamp()
                 os.utime(target, (stamp, stamp))  # the claim's age starts now
-                return Claimed(plan.tasks[ready], target, agent)
+                return ClaimedTask(plan.tasks[ready], target, agent)
         return None
 
     def _claimable(self, snapshot: Snapshot, task_id: str) -> None:
@@ -272,7 +247,7 @@ class Queue:
             f"no such task {task_id}: it is in none of inbox/, claimed/ and done/ of {self.root}"
         )
 
-    def _move(self, entry: Entry, state: State, name: str) -> Path:
+    def _move(self, entry: TaskEntry, state: State, name: str) -> Path:
         target = self.folder(state) / name
         if state == "inbox" and target.exists():
             raise UsageError(f"{target} exists; cannot return task {entry.task_id} to the inbox")
@@ -299,7 +274,9 @@ class Queue:
                 before(entry)
             return self._move(entry, "inbox", f"{task_id}.md")
 
-    def requeue_stale(self, older_than: timedelta, *, before: Hook | None = None) -> list[Entry]:
+    def requeue_stale(
+        self, older_than: timedelta, *, before: Hook | None = None
+    ) -> list[TaskEntry]:
         """Return every claim older than `older_than` (a crashed or stuck claimer) to the inbox.
 
         `before(entry)` runs under the lock before each move, so cleanup of the old attempt
@@ -316,7 +293,7 @@ class Queue:
                     moved.append(entry)
         return moved
 
-    def heartbeat(self, task_id: str, *, agent: str | None = None) -> Entry:
+    def heartbeat(self, task_id: str, *, agent: str | None = None) -> TaskEntry:
         """Mark a claim as alive now, so `requeue-stale` leaves it alone."""
         with self.locked():
             entry = self.find_claimed(task_id, agent)

@@ -140,7 +140,7 @@ class Task:
 
 
 def ownership_problem(task: Task) -> str | None:
-    """Why the task cannot run unattended as cut (seed 000), or None when it can."""
+    """Why the task cannot run unattended as cut, or None when it can."""
     owns = task.meta.owns
     if task.writes and not owns:
         return (

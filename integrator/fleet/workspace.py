@@ -1,4 +1,4 @@
-"""Lock modes and workspace binding (seed 003). `fleet.py` ties queue, contract and
+"""Lock modes and workspace binding (docs/fleet.md). `assignments.py` ties queue, contract and
 worktree together on top of these.
 
 A task that does not write (`requires_filesystem: false`, no `workspace:`) runs with lock
@@ -7,12 +7,12 @@ with lock mode `exclusive`: its write set becomes an ownership contract (through
 module), and a git worktree at the queue head is bound one-to-one to that contract. The
 workspace is, in this order, the task's explicit `workspace:`, the agent's, the project's
 primary — and otherwise `WorkspaceConfigurationError`, never a silent fallback to some other
-workspace (the failure seed 003 describes: every agent converging on one row). A fleet that
-shares one checkout (seed 000) asks for `in_place` instead: no worktree, and the contract's
+workspace (the failure of a fleet without them: every agent converging on one checkout). A fleet that
+shares one checkout asks for `in_place` instead: no worktree, and the contract's
 write set, which no overlapping live claim may share, is the lock.
 
 Files (all in the main checkout, found from any worktree):
-- `.agents/workspaces.toml` — the registry: `primary = "NAME"`, `[agents.NAME] workspace =
+- `.agents/workspaces.toml` — the workspaces file: `primary = "NAME"`, `[agents.NAME] workspace =
   "WS"`, and optionally `[workspaces.WS] path = "…"` (default `.trees/WS`).
 - `.agents/locks/WS.json` — the exclusive lock on workspace WS (which task, which agent).
 - `<worktree git dir>/integrator/contract.json` — the contract bound to that worktree; its
@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,24 +34,50 @@ from typing import Any, Literal
 from integrator.documents.contract import OwnershipContract, parse_contract, refname_problem
 from integrator.errors import (
     ConfigurationError,
+    UsageError,
     WorkspaceBusyError,
     WorkspaceConfigurationError,
 )
 from integrator.files import atomic_write
-from integrator.fleet.taskqueue import agent_name
 from integrator.fleet.tasks import Task
 from integrator.repo import git
 
-REGISTRY_FILE = "workspaces.toml"
+WORKSPACES_FILE = "workspaces.toml"
 TREES_DIR = ".trees"
 BINDING_DIR = "integrator"
 
 
-# --- the registry ----------------------------------------------------------------------
+# --- who and where ---------------------------------------------------------------------
+
+
+def agent_name(name: str | None = None) -> str:
+    """A file-name-safe agent identity: NAME, $INTEGRATOR_AGENT, or `<host>-<pid>`."""
+    raw = name or os.environ.get("INTEGRATOR_AGENT") or f"{socket.gethostname()}-{os.getpid()}"
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", raw).strip("._-")[:64]
+    if not safe:
+        raise UsageError(f"agent name {raw!r} has no usable characters")
+    return safe
+
+
+def main_checkout(start: Path) -> Path:
+    """The folder that holds the queue: the main checkout, whichever worktree we are in.
+
+    A bare repository has no checkout; its queue lives in the repository folder itself.
+    """
+    proc = git.run_git(
+        ["rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=start, check=False
+    )
+    if proc.returncode != 0:
+        raise ConfigurationError(f"{start} is not inside a git repository; run from a checkout")
+    common = Path(proc.stdout.decode().strip())
+    return common.parent if common.name == ".git" else common
+
+
+# --- the workspaces file ----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Registry:
+class Workspaces:
     """Which workspace each agent uses, the project's primary, and where workspaces live."""
 
     primary: str | None = None
@@ -71,8 +99,8 @@ def _name(value: object, where: str) -> str:
     return value
 
 
-def parse_registry(text: str, source: Path | None = None) -> Registry:
-    where = str(source or REGISTRY_FILE)
+def parse_workspaces(text: str, source: Path | None = None) -> Workspaces:
+    where = str(source or WORKSPACES_FILE)
     try:
         doc: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
@@ -97,15 +125,15 @@ def parse_registry(text: str, source: Path | None = None) -> Registry:
         if not isinstance(table, dict) or set(table) != {"path"} or not table["path"]:
             raise ConfigurationError(f'{where}: [workspaces.{space}] needs only path = "DIR"')
         spaces.append((space, str(table["path"])))
-    return Registry(primary, tuple(agents), tuple(spaces), source)
+    return Workspaces(primary, tuple(agents), tuple(spaces), source)
 
 
-def load_registry(queue_root: Path) -> Registry:
-    path = queue_root / REGISTRY_FILE
+def load_workspaces(queue_root: Path) -> Workspaces:
+    path = queue_root / WORKSPACES_FILE
     try:
-        return parse_registry(path.read_text("utf-8"), path)
+        return parse_workspaces(path.read_text("utf-8"), path)
     except FileNotFoundError:
-        return Registry(source=path)
+        return Workspaces(source=path)
 
 
 # --- lock modes (pure) ------------------------------------------------------------------
@@ -132,7 +160,7 @@ class Exclusive:
 
 @dataclass(frozen=True)
 class InPlace:
-    """Seed 000's shared checkout, asked for explicitly (`task claim --in-place`): no
+    """The shared checkout, asked for explicitly (`task claim --in-place`): no
     worktree; the write set itself is the lock — the live claim refuses every overlapping
     contract — and commits go through `integrator commit --task`, one at a time."""
 
@@ -145,9 +173,9 @@ Resolution = NoLock | Exclusive | InPlace
 
 
 def resolve_lock_mode(
-    task: Task, agent: str, registry: Registry, *, in_place: bool = False
+    task: Task, agent: str, workspaces: Workspaces, *, in_place: bool = False
 ) -> Resolution:
-    """Seed 003's decision table. Raises WorkspaceConfigurationError when a writing task
+    """The lock-mode decision table (docs/fleet.md). Raises WorkspaceConfigurationError when a writing task
     has no legitimate workspace, naming the file and the line that would fix it."""
     if in_place and task.writes and task.meta.workspace is None:
         return InPlace(f"task {task.id} runs in the shared checkout; its write set is the lock")
@@ -157,17 +185,19 @@ def resolve_lock_mode(
         )
     if not task.meta.requires_filesystem:
         return NoLock(f"task {task.id} does not write files (requires_filesystem: false)")
-    bound = registry.agent_workspace(agent)
+    bound = workspaces.agent_workspace(agent)
     if bound is not None:
         return Exclusive(bound, "agent", f"agent {agent} is bound to workspace {bound}")
-    if registry.primary is not None:
+    if workspaces.primary is not None:
         return Exclusive(
-            registry.primary, "primary", f"the project's primary workspace is {registry.primary}"
+            workspaces.primary,
+            "primary",
+            f"the project's primary workspace is {workspaces.primary}",
         )
     raise WorkspaceConfigurationError(
         f"task {task.id} writes files (requires_filesystem: true) but agent {agent} has no "
         f"workspace and the project has no primary one; add [agents.{agent}] workspace = "
-        f'"{agent}" (or primary = "NAME") to {registry.source or REGISTRY_FILE}, or set '
+        f'"{agent}" (or primary = "NAME") to {workspaces.source or WORKSPACES_FILE}, or set '
         f"`workspace:` in the task. There is no fallback to another agent's workspace."
     )
 

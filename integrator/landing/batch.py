@@ -19,6 +19,7 @@ from datetime import datetime
 import pygit2
 
 from integrator import faults
+from integrator.documents.claim import Claim
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.verdict import Code, Decision, Verdict, Violation
 from integrator.errors import ConfigurationError, RefMovedError
@@ -29,8 +30,8 @@ from integrator.landing.evaluation import Evaluation
 from integrator.landing.history import HEAD_SETTLE, QueueHistory
 from integrator.landing.merge import merge_onto_head, resources_touched_since_base
 from integrator.landing.trailers import staging_message
-from integrator.repo import git
-from integrator.repo.canonical import Canonical, Claim, signature
+from integrator.repo import git, transaction
+from integrator.repo.canonical import Canonical, signature
 from integrator.repo.claims import Claims
 from integrator.repo.packs import ObjectBuffer, commit_bytes
 
@@ -155,18 +156,18 @@ def _transaction(
     policy_oid: str | None,
     queue_oid: str | None,
     target_oid: str | None,
-) -> list[git.RefOp]:
+) -> list[transaction.RefOp]:
     """Verify the policy, move the queue (and the target), consume every landed claim."""
-    ops: list[git.RefOp] = []
+    ops: list[transaction.RefOp] = []
     if policy_oid is not None:
-        ops.append(git.verify(git.POLICY_REF, policy_oid))
+        ops.append(transaction.verify(git.POLICY_REF, policy_oid))
     last = planned[-1].staging
-    ops.append(git.update(canonical.queue_ref, last, queue_oid))
+    ops.append(transaction.update(canonical.queue_ref, last, queue_oid))
     for plan in planned:
-        ops.append(git.update(plan.claim_ref, plan.consumed, plan.claim_oid))
+        ops.append(transaction.update(plan.claim_ref, plan.consumed, plan.claim_oid))
     integration = planned[0].ev.policy.policy.integration if planned[0].ev.policy else None
     if integration is not None and integration.target_follows_queue and target_oid is not None:
-        ops.append(git.update(canonical.target_ref, last, target_oid))
+        ops.append(transaction.update(canonical.target_ref, last, target_oid))
     return ops
 
 

@@ -12,12 +12,12 @@ from typing import Any
 
 import pygit2
 
+from integrator.documents.claim import Claim
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.policy import PolicyState
 from integrator.documents.verdict import Decision, ResourceUse, Verdict, Violation
 from integrator.fence.checks import make_verdict
 from integrator.fence.diff import RecomputedDiff
-from integrator.repo.canonical import Claim
 
 
 @dataclass

@@ -15,6 +15,7 @@ from typing import Any
 
 import pygit2
 
+from integrator.documents.claim import Claim
 from integrator.documents.contract import OwnershipContract, parse_contract
 from integrator.documents.policy import PolicyState
 from integrator.documents.verdict import Code, Verdict, Violation
@@ -25,7 +26,7 @@ from integrator.fence.trees import MalformedTree, TreeReader
 from integrator.landing.evaluation import Evaluation
 from integrator.landing.history import QueueHistory
 from integrator.repo import git
-from integrator.repo.canonical import Canonical, Claim
+from integrator.repo.canonical import Canonical
 
 
 def _legacy(data: bytes) -> bool:

@@ -12,11 +12,12 @@ import time
 
 import pygit2
 
+from integrator.documents.claim import Claim
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.verdict import Verdict
 from integrator.fence.checks import recovered_verdict
 from integrator.landing.trailers import TRAILER_CANDIDATE, trailers
-from integrator.repo.canonical import Canonical, Claim
+from integrator.repo.canonical import Canonical
 
 # Pauses (seconds) before re-reading refs that disagree: a torn read of another
 # integrator's commit (its lock files are renamed one by one) lasts microseconds, a move

@@ -27,12 +27,11 @@ import pygit2
 from integrator.documents.policy import Policy
 from integrator.fence.diff import MODE_TREE
 from integrator.fence.paths import PathMatcher, literal_prefix
-from integrator.fence.trees import TreeReader, changed_leaves
+from integrator.fence.trees import Record, TreeReader, changed_leaves
 from integrator.repo import git
 from integrator.repo.packs import ObjectBuffer, flush_loose, tree_bytes
 
-Entry = tuple[pygit2.Oid, int] | None
-Record = tuple[bytes, bytes]  # (octal mode, raw id) as in a raw tree
+PathEntry = tuple[pygit2.Oid, int] | None  # what a tree holds at a path: (id, mode)
 _TREE = b"40000"
 _FILES = (b"100644", b"100755")
 
@@ -44,12 +43,8 @@ class MergeOutcome:
     conflicts: tuple[str, ...] = ()
     merged_files: tuple[str, ...] = field(default=())
 
-    @property
-    def clean(self) -> bool:
-        return self.tree is not None
 
-
-def entry_at(tree: pygit2.Tree, path: str) -> Entry:
+def entry_at(tree: pygit2.Tree, path: str) -> PathEntry:
     try:
         obj = tree[path]
     except KeyError:

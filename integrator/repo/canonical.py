@@ -1,7 +1,7 @@
 """The canonical repository as integrator sees it: refs, policy, claims, identity.
 
 Reads are cached by object id (a ref that did not move costs one lookup), so a flood of
-stale submissions re-reads nothing. Ref writes go through `git.RefUpdater` only.
+stale submissions re-reads nothing. Ref writes go through `transaction.RefUpdater` only.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 import pygit2
 
 from integrator.clock import Clock, utcnow
-from integrator.documents.claim import ClaimView, parse_claim_state, view_from_state
-from integrator.documents.contract import OwnershipContract, parse_contract
+from integrator.documents.claim import Claim, parse_claim_state, view_from_state
+from integrator.documents.contract import parse_contract
 from integrator.documents.policy import (
     PolicyState,
     default_policy,
@@ -22,7 +22,7 @@ from integrator.documents.policy import (
     parse_policy,
 )
 from integrator.errors import ConfigurationError
-from integrator.repo import git
+from integrator.repo import git, transaction
 
 SIGNATURE_NAME = "integrator"
 SIGNATURE_EMAIL = "integrator@localhost"
@@ -30,17 +30,6 @@ SIGNATURE_EMAIL = "integrator@localhost"
 
 def signature(now: datetime) -> pygit2.Signature:
     return pygit2.Signature(SIGNATURE_NAME, SIGNATURE_EMAIL, int(now.timestamp()), 0)
-
-
-class Claim:
-    """A claim ref's commit: the live contract and the claim's state."""
-
-    __slots__ = ("contract", "oid", "view")
-
-    def __init__(self, oid: str, view: ClaimView, contract: OwnershipContract) -> None:
-        self.oid = oid
-        self.view = view
-        self.contract = contract
 
 
 class Canonical:
@@ -52,22 +41,22 @@ class Canonical:
         self.clock = clock
         self._claims: dict[str, Claim] = {}
         self._policies: dict[str, PolicyState] = {}
-        self._updater: git.RefUpdater | None = None
-        self._bulk_updater: git.RefUpdater | None = None
+        self._updater: transaction.RefUpdater | None = None
+        self._bulk_updater: transaction.RefUpdater | None = None
 
     # -- basics ---------------------------------------------------------------------------
 
     @property
-    def updater(self) -> git.RefUpdater:
+    def updater(self) -> transaction.RefUpdater:
         if self._updater is None:
-            self._updater = git.RefUpdater(self.repo.path)
+            self._updater = transaction.RefUpdater(self.repo.path)
         return self._updater
 
     @property
-    def bulk_updater(self) -> git.RefUpdater:
+    def bulk_updater(self) -> transaction.RefUpdater:
         """An updater that only writes refs out: many creations made durable by one `sync_refs`."""
         if self._bulk_updater is None:
-            self._bulk_updater = git.RefUpdater(self.repo.path, writeout_only=True)
+            self._bulk_updater = transaction.RefUpdater(self.repo.path, writeout_only=True)
         return self._bulk_updater
 
     def close(self) -> None:

@@ -15,7 +15,7 @@ import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from integrator.documents.claim import claim_state
+from integrator.documents.claim import Claim, claim_state
 from integrator.documents.contract import (
     CONTRACT_SCHEMA,
     OwnershipContract,
@@ -27,8 +27,8 @@ from integrator.errors import (
     UsageError,
 )
 from integrator.fence.overlap import Overlap, find_overlaps
-from integrator.repo import git
-from integrator.repo.canonical import Canonical, Claim, signature
+from integrator.repo import git, transaction
+from integrator.repo.canonical import Canonical, signature
 from integrator.repo.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 
 DEFAULT_MAX_PATCH_BYTES = 10 * 1024 * 1024
@@ -174,9 +174,9 @@ class Claims:
         return self.canonical.clock()
 
     def _cas(self, task_id: str, new: str, old: str | None) -> None:
-        self.apply([git.update(Canonical.claim_ref(task_id), new, old)])
+        self.apply([transaction.update(Canonical.claim_ref(task_id), new, old)])
 
-    def apply(self, ops: list[git.RefOp]) -> None:
+    def apply(self, ops: list[transaction.RefOp]) -> None:
         if git.durable(self.canonical.repo):
             git.sync_objects(self.canonical.repo)
         self.canonical.updater.apply(ops)

@@ -16,7 +16,7 @@ from datetime import timedelta
 import structlog
 from pydantic import ValidationError
 
-from integrator.documents.claim import claim_state
+from integrator.documents.claim import Claim, claim_state
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.expansion import ExpansionRecord, ExpansionRequest
 from integrator.errors import (
@@ -26,8 +26,8 @@ from integrator.errors import (
     ReviewRequired,
     UsageError,
 )
-from integrator.repo import git
-from integrator.repo.canonical import Canonical, Claim, signature
+from integrator.repo import git, transaction
+from integrator.repo.canonical import Canonical, signature
 from integrator.repo.claims import (
     Claims,
     IssueRequest,
@@ -194,7 +194,7 @@ class Expansions:
             f" (tree {request.tree_digest}, diff {request.diff_digest})",
         )
         commit = write_claim_commit(self.canonical, contract, state, claim.oid, now)
-        ops = [git.update(Canonical.claim_ref(request.task_id), commit, claim.oid)]
+        ops = [transaction.update(Canonical.claim_ref(request.task_id), commit, claim.oid)]
         # The same request refused earlier (say, while another claim held the paths) is
         # closed in the same transaction, so it never shows as pending after its grant.
         ref = expansion_ref(request.task_id, request.request_id)
@@ -211,7 +211,7 @@ class Expansions:
                 live_contract_digest=contract.digest,
             )
             ops.append(
-                git.update(
+                transaction.update(
                     ref, write_expansion_commit(self.canonical, request, record, pending), pending
                 )
             )
@@ -244,7 +244,7 @@ class Expansions:
             parent = self.canonical.ref(ref)
             commit = write_expansion_commit(self.canonical, request, record, parent)
             try:
-                self.claims.apply([git.update(ref, commit, parent)])
+                self.claims.apply([transaction.update(ref, commit, parent)])
                 break
             except RefMovedError:
                 if attempt == 2:
@@ -277,5 +277,5 @@ class Expansions:
             }
         )
         commit = write_expansion_commit(self.canonical, entry.request, record, entry.commit)
-        self.claims.apply([git.update(entry.ref, commit, entry.commit)])
+        self.claims.apply([transaction.update(entry.ref, commit, entry.commit)])
         return ExpansionEntry(entry.ref, commit, record, entry.request)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pygit2
 
 from integrator.documents.policy import PolicyState, parse_policy
-from integrator.repo import git
+from integrator.repo import git, transaction
 from integrator.repo.canonical import Canonical, signature
 from integrator.repo.claims import Claims
 
@@ -36,7 +36,7 @@ def set_policy(canonical: Canonical, text: str) -> tuple[PolicyState, list[str]]
     old = canonical.policy_state(old_oid)
     generation = old.generation + 1
     commit = write_policy_commit(canonical, text, generation, old_oid, "set")
-    ops = [git.update(git.POLICY_REF, commit, old_oid)]
+    ops = [transaction.update(git.POLICY_REF, commit, old_oid)]
     claims = Claims(canonical)
     revoked: list[str] = []
     now = canonical.clock()
@@ -45,7 +45,7 @@ def set_policy(canonical: Canonical, text: str) -> tuple[PolicyState, list[str]]
             continue
         reason = f"policy changed to generation {generation}; reissue the contract"
         revoke = claims.revoke_commit(claim, reason, now)
-        ops.append(git.update(Canonical.claim_ref(claim.view.task_id), revoke, claim.oid))
+        ops.append(transaction.update(Canonical.claim_ref(claim.view.task_id), revoke, claim.oid))
         revoked.append(claim.view.task_id)
     canonical.updater.apply(ops)
     return canonical.policy_state(commit), revoked

@@ -7,13 +7,13 @@ from pathlib import Path
 
 from integrator.documents.policy import default_policy_text, parse_policy
 from integrator.errors import ConfigurationError
-from integrator.repo import git
+from integrator.repo import git, transaction
 from integrator.repo.canonical import Canonical
 from integrator.repo.policy_ref import write_policy_commit
 
 
 @dataclass(frozen=True)
-class Prepared:
+class Preparation:
     target: str
     queue_ref: str
     actions: tuple[str, ...]
@@ -21,7 +21,7 @@ class Prepared:
 
 def prepare(
     path: str | Path, *, target: str | None = None, policy_text: str | None = None
-) -> Prepared:
+) -> Preparation:
     """Create what integration needs in the repository at `path`; a second run changes nothing.
 
     Everything that can refuse (another target, another policy, a shallow clone) is checked
@@ -72,13 +72,13 @@ def prepare(
         ops = []
         queue_ref = f"{git.QUEUE_PREFIX}{target}"
         if canonical.ref(queue_ref) is None:
-            ops.append(git.update(queue_ref, head, None))
+            ops.append(transaction.update(queue_ref, head, None))
             actions.append(f"created {queue_ref} at {head[:12]}")
         if new_policy is not None:
             commit = write_policy_commit(canonical, new_policy, 1, None, "init")
-            ops.append(git.update(git.POLICY_REF, commit, None))
+            ops.append(transaction.update(git.POLICY_REF, commit, None))
             actions.append(f"created {git.POLICY_REF} (generation 1)")
         if ops:
             git.sync_objects(repo)
             canonical.updater.apply(ops)
-        return Prepared(target, queue_ref, tuple(actions))
+        return Preparation(target, queue_ref, tuple(actions))

@@ -1,0 +1,54 @@
+"""Reading one claim without opening the repository: a single `git cat-file --batch`.
+
+The write guard runs before every write an agent makes, so it must start fast: this reads
+the claim ref's commit id, `claim.json` and `contract.json` in one git process, without
+loading libgit2.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from integrator.documents.claim import Claim, parse_claim_state, view_from_state
+from integrator.documents.contract import parse_contract, refname_problem
+from integrator.errors import ConfigurationError
+from integrator.repo.git import CLAIMS_PREFIX, run_git
+
+
+def _objects(output: bytes, count: int) -> list[bytes | None]:
+    """The contents `git cat-file --batch` printed for `count` requests (None: missing)."""
+    out: list[bytes | None] = []
+    pos = 0
+    for _ in range(count):
+        end = output.index(b"\n", pos)
+        header = output[pos:end].split(b" ")
+        pos = end + 1
+        if len(header) != 3 or not header[2].isdigit():
+            out.append(None)  # "<spec> missing" (or ambiguous): nothing follows
+            continue
+        size = int(header[2])
+        out.append(output[pos : pos + size])
+        pos += size + 1  # the content, then a newline
+    return out
+
+
+def read_claim(repo: Path, task_id: str) -> Claim | None:
+    """The claim of `task_id` as its ref holds it now, or None when there is no claim."""
+    problem = refname_problem(task_id)
+    if problem:
+        raise ConfigurationError(f"task id {task_id!r} cannot name a claim: it {problem}")
+    ref = f"{CLAIMS_PREFIX}{task_id}"
+    specs = [ref, f"{ref}:claim.json", f"{ref}:contract.json"]
+    proc = run_git(
+        ["cat-file", "--batch"], cwd=repo, input="".join(s + "\n" for s in specs).encode()
+    )
+    try:
+        commit, state, contract = _objects(proc.stdout, len(specs))
+    except ValueError as err:
+        raise ConfigurationError(f"git cat-file printed no readable answer for {ref}") from err
+    if commit is None:
+        return None
+    if state is None or contract is None:
+        raise ConfigurationError(f"{ref} does not hold claim.json and contract.json")
+    oid = proc.stdout.split(b" ", 1)[0].decode()
+    return Claim(oid, view_from_state(parse_claim_state(state)), parse_contract(contract))
