@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from bench import phases, profile, rows, workload
-from bench.report import machine, render, write_json
+from bench.report import Row, machine, render, write_json
 
 T = TypeVar("T")
 
@@ -150,19 +150,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         lambda: phases.stale_flood(fleet_base, plan.stale_submissions, work),
     )
     scale_bases = [base(files) for files in plan.scaling_files]
-    rounds = []
-    for n in range(1, plan.scaling_rounds + 1):
-        for w in scale_bases:
-            rounds.append(
-                measured(
-                    f"scaling round {n}: {plan.scaling_candidates} candidates at "
-                    f"{w.layout.files:,} files",
-                    partial(
-                        phases.fleet, w, "fleet", work, count=plan.scaling_candidates, plain=False
-                    ),
-                )
+    scaling = phases.combine(
+        [
+            measured(
+                f"scaling round {n}: {plan.scaling_candidates} candidates at "
+                f"{w.layout.files:,} files",
+                partial(phases.fleet, w, "fleet", work, count=plan.scaling_candidates, plain=False),
             )
-    scaling = phases.combine(rounds)
+            for n in range(1, plan.scaling_rounds + 1)
+            for w in scale_bases
+        ]
+    )
     floors = measured(
         "floor: ref moves alone",
         lambda: phases.floors(fleet_base, plan.floor_transactions, work),
@@ -173,21 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"mergetrain vs integrator: {plan.peer_branches} branches",
             lambda: phases.peer(fleet_base, plan.peer_branches, work, out),
         )
-    hotspots: list[profile.Hotspots] = []
-    if args.profile:
-        for name in ("fleet", "shared"):
-            hotspots.append(
-                measured(
-                    f"profile: {name} again, under py-spy",
-                    partial(profile.fleet_profile, fleet_base, name, work, out),
-                )
-            )
-        hotspots.append(
-            measured(
-                "profile: a stale flood of 2,000, under py-spy",
-                lambda: profile.stale_profile(fleet_base, 2_000, work, out),
-            )
-        )
+    hotspots = _profiles(fleet_base, work, out, measured) if args.profile else []
     table = [
         *rows.fleet_rows(fleet, shared=False),
         *rows.fleet_rows(shared, shared=True),
@@ -207,12 +191,64 @@ def main(argv: Sequence[str] | None = None) -> int:
         "peer": peer,
         "profile": hotspots,
     }
+    _report(out, plan, args.seed, table, results, hotspots, watch, load_before)
+    if not args.keep:
+        discard(work)
+    _remove_later(trash)
+    return 0
+
+
+def _profiles(
+    fleet_base: workload.Workload,
+    work: Path,
+    out: Path,
+    measured: Callable[[str, Callable[[], profile.Hotspots]], profile.Hotspots],
+) -> list[profile.Hotspots]:
+    """The fleet, shared and stale-flood phases again under py-spy (`--profile`)."""
+    hotspots = [
+        measured(
+            f"profile: {name} again, under py-spy",
+            partial(profile.fleet_profile, fleet_base, name, work, out),
+        )
+        for name in ("fleet", "shared")
+    ]
+    hotspots.append(
+        measured(
+            "profile: a stale flood of 2,000, under py-spy",
+            lambda: profile.stale_profile(fleet_base, 2_000, work, out),
+        )
+    )
+    return hotspots
+
+
+def _remove_later(trash: Path) -> None:
+    """Delete the run's scratch in one background `rm`, after the figures are written."""
+    if trash.exists():
+        subprocess.Popen(
+            ["rm", "-rf", str(trash)],
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
+
+def _report(
+    out: Path,
+    plan: Plan,
+    seed: int,
+    table: list[Row],
+    results: dict[str, Any],
+    hotspots: list[profile.Hotspots],
+    watch: Stopwatch,
+    load_before: list[float],
+) -> None:
+    """Print the table (and profiles) and write the run's JSON and text records."""
     host = machine()
     host["load_average_before"] = load_before
     text = render(table)
     print()
     print(
-        f"integrator bench ({plan.mode}, seed {args.seed}) on {host['nproc']} × {host['cpu']}, "
+        f"integrator bench ({plan.mode}, seed {seed}) on {host['nproc']} × {host['cpu']}, "
         f"{host['git']}, Python {host['python']}, commit {host['commit']}"
         + (" (modified)" if host["worktree_modified"] else "")
         + f"; load average {load_before[0]} before, {host['load_average'][0]} after"
@@ -236,16 +272,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"\nwrote {out / f'latest-{plan.mode}.json'} in {time.perf_counter() - watch.started:.0f} s"
     )
-    if not args.keep:
-        discard(work)
-    if trash.exists():
-        subprocess.Popen(
-            ["rm", "-rf", str(trash)],
-            start_new_session=True,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-    return 0
 
 
 if __name__ == "__main__":

@@ -194,7 +194,24 @@ def stale(worlds: Sequence[World], *, full: bool) -> Record:
     return rec
 
 
-def races(worlds: Sequence[World]) -> Record:
+def _race_outcome(proc: dict[str, Any], chain: Counter[str | None]) -> str:
+    """ "landed" (accepted, on the queue once), "fenced" (refused with reasons, not on the
+    queue), or what went wrong with this contender."""
+    doc = json.loads(Path(proc["verdict"]).read_text())
+    verdict = doc.get("verdict") or {}
+    on_queue = chain[proc["candidate"]]
+    if verdict.get("decision") == "ACCEPTED" and on_queue == 1:
+        return "landed"
+    if (
+        verdict.get("decision") in ("FENCED", "REVIEW")
+        and verdict.get("violations")
+        and not on_queue
+    ):
+        return "fenced"
+    return f"{proc['label']}: exit {proc['exit']}, {verdict.get('decision')}, on queue {on_queue}×"
+
+
+def races(worlds: Sequence[World]) -> Record:  # noqa: PLR0912 — one branch per kind of evidence
     """At most one successful CAS per queue head read; no candidate lost."""
     rec = _record("gate:cas-race", "concurrent integrations", "≤ 1 CAS per race, 0 lost")
     problems: list[str] = []
@@ -222,22 +239,14 @@ def races(worlds: Sequence[World]) -> Record:
                 if per_head[head] > 1:
                     problems.append(f"{w.root.name}: {per_head[head]} CAS from {head[:10]}")
             for proc in race["processes"]:
-                doc = json.loads(Path(proc["verdict"]).read_text())
-                verdict = doc.get("verdict") or {}
-                on_queue = chain[proc["candidate"]]
-                if verdict.get("decision") == "ACCEPTED" and on_queue == 1:
+                outcome = _race_outcome(proc, chain)
+                if outcome == "landed":
                     landed += 1
-                elif (
-                    verdict.get("decision") in ("FENCED", "REVIEW")
-                    and verdict.get("violations")
-                    and not on_queue
-                ):
+                elif outcome == "fenced":
                     fenced += 1
                 else:
                     lost += 1
-                    problems.append(
-                        f"{proc['label']}: exit {proc['exit']}, {verdict.get('decision')}, on queue {on_queue}×"
-                    )
+                    problems.append(outcome)
                     evidence.append(proc["verdict"])
         evidence.append(str(w.root / "queue.txt"))
     spread = f" ({min(contenders)}–{max(contenders)} racers each)" if contenders else ""

@@ -110,6 +110,22 @@ class Demo:
 
 
 def act_one(demo: Demo) -> None:
+    canonical = _prepare(demo)
+    _issue(demo)
+    sids = _submit(demo)
+    demo.say("4. The daemon drains the spool once")
+    demo.run(
+        "integrator", "serve", "--repo", "canonical", "--spool", "spool", "--once", ok=(0, 1, 3)
+    )
+    _decisions_table(demo, sids)
+    demo.say("5. What landed, and where to look next")
+    print(demo.git("log", "--oneline", "main", cwd=canonical))
+    print(f"{DIM}$ git log --oneline refs/integrator/claims/search{RESET}")
+    print(demo.git("log", "--oneline", "refs/integrator/claims/search", cwd=canonical))
+    print(demo.run("integrator", "review", "list", "--spool", "spool").rstrip())
+
+
+def _prepare(demo: Demo) -> Path:
     canonical = demo.root / "canonical"
     canonical.mkdir()
     demo.say("1. A canonical repository, prepared for integration")
@@ -120,7 +136,10 @@ def act_one(demo: Demo) -> None:
     demo.git("add", "-A", cwd=canonical)
     demo.git("commit", "-qm", "initial project", cwd=canonical)
     print(demo.run("integrator", "init", "--repo", "canonical").rstrip())
+    return canonical
 
+
+def _issue(demo: Demo) -> None:
     demo.say("2. The coordinator issues one ownership contract per task")
     tasks = {
         "billing": ("agent-a", ["billing/**"]),
@@ -152,82 +171,74 @@ def act_one(demo: Demo) -> None:
         "search-gen2.json",
     )
 
+
+# (agent, contract file, files written, commit message, symlinks): seven candidates.
+CANDIDATES: list[tuple[str, str, dict[str, str | None], str, dict[str, str]]] = [
+    (
+        "agent-a",
+        "billing.json",
+        {
+            "billing/invoice.py": "def total(lines):\n    return round(sum(lines), 2)\n",
+            "billing/discount.py": "RATE = 0.1\n",
+        },
+        "billing: round totals, add discounts",
+        {},
+    ),
+    (
+        "agent-b",
+        "auth.json",
+        {"auth/login.py": "def login(user):\n    return user.strip()\n"},
+        "auth: trim user names",
+        {},
+    ),
+    (
+        "agent-c",
+        "docs.json",
+        {"docs/guide.md": "# Guide\n\nHow to pay.\n", "docs/faq.md": "# FAQ\n"},
+        "docs: payment guide",
+        {},
+    ),
+    (
+        "agent-d",
+        "web.json",
+        {
+            "web/app.js": "console.log('shop')\n",
+            "pnpm-lock.yaml": "lockfileVersion: 9\npackages: {}\n",
+            ".github/workflows/ci.yml": "on: [push, pull_request]\n",
+        },
+        "web: new banner (and a build step rewrote the lockfile)",
+        {},
+    ),
+    (
+        "agent-e",
+        "search.json",
+        {"search/index.py": "def search(q):\n    return [q]\n"},
+        "search: echo queries (stale attempt)",
+        {},
+    ),
+    (
+        "agent-f",
+        "search-gen2.json",
+        {"search/index.py": "def search(q):\n    return sorted([q])\n"},
+        "search: sorted results",
+        {},
+    ),
+    (
+        "agent-g",
+        "assets.json",
+        {"assets/logo.txt": "logo\n"},
+        "assets: logo and a convenient link",
+        {"assets/passwd": "../../etc/passwd"},
+    ),
+]
+
+
+def _submit(demo: Demo) -> dict[str, str]:
+    """Seven agents commit and submit; returns submission id → agent."""
     demo.say("3. Agents commit in their worktrees and submit candidates to the spool")
-    submissions = [
-        (
-            "agent-a",
-            "billing.json",
-            demo.candidate(
-                "agent-a",
-                {
-                    "billing/invoice.py": "def total(lines):\n    return round(sum(lines), 2)\n",
-                    "billing/discount.py": "RATE = 0.1\n",
-                },
-                "billing: round totals, add discounts",
-            ),
-        ),
-        (
-            "agent-b",
-            "auth.json",
-            demo.candidate(
-                "agent-b",
-                {"auth/login.py": "def login(user):\n    return user.strip()\n"},
-                "auth: trim user names",
-            ),
-        ),
-        (
-            "agent-c",
-            "docs.json",
-            demo.candidate(
-                "agent-c",
-                {"docs/guide.md": "# Guide\n\nHow to pay.\n", "docs/faq.md": "# FAQ\n"},
-                "docs: payment guide",
-            ),
-        ),
-        (
-            "agent-d",
-            "web.json",
-            demo.candidate(
-                "agent-d",
-                {
-                    "web/app.js": "console.log('shop')\n",
-                    "pnpm-lock.yaml": "lockfileVersion: 9\npackages: {}\n",
-                    ".github/workflows/ci.yml": "on: [push, pull_request]\n",
-                },
-                "web: new banner (and a build step rewrote the lockfile)",
-            ),
-        ),
-        (
-            "agent-e",
-            "search.json",
-            demo.candidate(
-                "agent-e",
-                {"search/index.py": "def search(q):\n    return [q]\n"},
-                "search: echo queries (stale attempt)",
-            ),
-        ),
-        (
-            "agent-f",
-            "search-gen2.json",
-            demo.candidate(
-                "agent-f",
-                {"search/index.py": "def search(q):\n    return sorted([q])\n"},
-                "search: sorted results",
-            ),
-        ),
-        (
-            "agent-g",
-            "assets.json",
-            demo.candidate(
-                "agent-g",
-                {"assets/logo.txt": "logo\n"},
-                "assets: logo and a convenient link",
-                links={"assets/passwd": "../../etc/passwd"},
-            ),
-        ),
-    ]
     sids: dict[str, str] = {}
-    for agent, contract, cand in submissions:
+    for agent, contract, files, message, links in CANDIDATES:
+        cand = demo.candidate(agent, files, message, links)
         out = demo.run(
             "integrator",
             "submit",
@@ -242,12 +253,11 @@ def act_one(demo: Demo) -> None:
             show=agent == "agent-a",
         )
         sids[out.strip().splitlines()[-1]] = agent
-    print(f"   … {len(submissions)} submissions in spool/new/")
+    print(f"   … {len(CANDIDATES)} submissions in spool/new/")
+    return sids
 
-    demo.say("4. The daemon drains the spool once")
-    demo.run(
-        "integrator", "serve", "--repo", "canonical", "--spool", "spool", "--once", ok=(0, 1, 3)
-    )
+
+def _decisions_table(demo: Demo, sids: dict[str, str]) -> None:
     rows = []
     for folder in ("accepted", "fenced", "review", "rejected"):
         base = demo.root / "spool" / folder
@@ -279,12 +289,6 @@ def act_one(demo: Demo) -> None:
     for _, agent, task, gen, decision, codes, why in rows:
         print(f"{agent:8} {task:8} {gen!s:>3}  {decision:9} {codes:40} {why[:90]}")
 
-    demo.say("5. What landed, and where to look next")
-    print(demo.git("log", "--oneline", "main", cwd=canonical))
-    print(f"{DIM}$ git log --oneline refs/integrator/claims/search{RESET}")
-    print(demo.git("log", "--oneline", "refs/integrator/claims/search", cwd=canonical))
-    print(demo.run("integrator", "review", "list", "--spool", "spool").rstrip())
-
 
 FLEET_TASKS = {
     "WEB-1": ("implementation", ["web/**"], True, "Add a cart page to the web app."),
@@ -301,6 +305,13 @@ FLEET_TASKS = {
 
 def act_two(demo: Demo) -> None:
     canonical = demo.root / "canonical"
+    tasks_dir = _plan(demo)
+    worktree, contract_file = _claim(demo, canonical, tasks_dir)
+    _guard(demo, worktree)
+    _land(demo, canonical, worktree, contract_file)
+
+
+def _plan(demo: Demo) -> Path:
     demo.say("6. The fleet: a planner cuts tasks with disjoint write sets")
     tasks_dir = demo.root / "tasks"
     tasks_dir.mkdir()
@@ -312,7 +323,10 @@ def act_two(demo: Demo) -> None:
         )
     print(demo.run("integrator", "plan", "tasks", "--fleet", "4", cwd=demo.root).rstrip())
     print(demo.run("integrator", "plan", "tasks", "--format", "mermaid", cwd=demo.root).rstrip())
+    return tasks_dir
 
+
+def _claim(demo: Demo, canonical: Path, tasks_dir: Path) -> tuple[Path, Path]:
     demo.say("7. An agent claims a ready task: a contract and a worktree bound to it")
     demo.run("integrator", "task", "init", cwd=canonical)
     (canonical / ".agents" / "workspaces.toml").write_text('[agents.alice]\nworkspace = "alice"\n')
@@ -344,7 +358,10 @@ def act_two(demo: Demo) -> None:
         f"worktree {worktree.relative_to(demo.root)}, contract generation "
         f"{claimed['contract']['ownershipGeneration']} for {', '.join(claimed['contract']['paths'])}"
     )
+    return worktree, contract_file
 
+
+def _guard(demo: Demo, worktree: Path) -> None:
     demo.say("8. The write guard stops a write outside the contract before it happens")
     for target in ("docs/api/cart.md", "web/app.js"):
         event = {
@@ -367,6 +384,8 @@ def act_two(demo: Demo) -> None:
             answer = json.loads(answer)["hookSpecificOutput"]["permissionDecisionReason"]
         print(f"   Write {target}: {answer[:150]}")
 
+
+def _land(demo: Demo, canonical: Path, worktree: Path, contract_file: Path) -> None:
     demo.say("9. The agent commits inside its contract and submits; the daemon lands it")
     (worktree / "docs" / "api").mkdir(parents=True, exist_ok=True)
     (worktree / "docs" / "api" / "cart.md").write_text("# Cart API\n")
@@ -404,9 +423,13 @@ def main() -> int:
     finally:
         if not keep:
             subprocess.run(["rm", "-rf", str(root)], check=False)
-    print(
-        f"\n{BOLD}Done.{RESET} Run `python -m integrator.demo --keep` to keep the folder and explore it."
-    )
+    if keep:
+        print(f"\n{BOLD}Done.{RESET} The folder is kept: {root}")
+    else:
+        print(
+            f"\n{BOLD}Done.{RESET} Run `python -m integrator.demo --keep` to keep the folder "
+            "and explore it."
+        )
     return 0
 
 

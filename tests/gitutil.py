@@ -43,7 +43,7 @@ def make_repo(path: Path, *, bare: bool = False, branch: str = "main") -> Path:
     return path
 
 
-def commit_files(
+def commit_files(  # noqa: PLR0912 — one branch per kind of entry a test writes
     repo: Path,
     files: Mapping[str, Spec],
     message: str = "change",

@@ -41,7 +41,12 @@ def register(sub: Any) -> None:
         "(refs/integrator/claims/<task>). Every write is a compare-and-swap.",
     )
     inner = parser.add_subparsers(dest="contract_command", metavar="ACTION", required=True)
+    _register_issue(inner)
+    _register_changes(inner)
+    _register_reading(inner)
 
+
+def _register_issue(inner: Any) -> None:
     issue = inner.add_parser(
         "issue",
         help="issue a contract (and register its claim when the repository is initialized)",
@@ -69,6 +74,9 @@ def register(sub: Any) -> None:
     issue.add_argument("-o", "--output", metavar="FILE", help="write the contract here")
     issue.set_defaults(func=run_issue)
 
+
+def _register_changes(inner: Any) -> None:
+    """renew, reclaim, expand, dismiss, revoke: every one a compare-and-swap."""
     renew = inner.add_parser("renew", help="extend a lease (same generation and contract)")
     add_repo(renew)
     renew.add_argument("--task", required=True)
@@ -121,6 +129,8 @@ def register(sub: Any) -> None:
     add_json(revoke)
     revoke.set_defaults(func=run_revoke)
 
+
+def _register_reading(inner: Any) -> None:
     show = inner.add_parser("show", help="show a claim, its contract and its history")
     add_repo(show)
     show.add_argument("--task", required=True)

@@ -40,7 +40,7 @@ DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 OID_RE = re.compile(r"^[0-9a-f]{40}$|^[0-9a-f]{64}$")
 
 
-def refname_problem(value: str) -> str | None:
+def refname_problem(value: str) -> str | None:  # noqa: PLR0911 — one return per check-ref-format rule, naming it
     """Why `value` cannot be one git refname component (plus: no '/'), or None.
 
     Mirrors `git check-ref-format` for a single component.

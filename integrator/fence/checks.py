@@ -8,6 +8,7 @@ a flood of stale submissions costs almost nothing: identity and live claim need 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -24,7 +25,7 @@ from integrator.documents.verdict import (
     decide,
 )
 from integrator.fence import paths
-from integrator.fence.diff import MODE_LINK, RecomputedDiff, Status
+from integrator.fence.diff import MODE_LINK, Change, RecomputedDiff, Status
 from integrator.fence.resources import determine, touched_resources
 
 
@@ -162,7 +163,7 @@ def check_history(
     return []
 
 
-def symlink_escape(link_path: str, target: bytes) -> str | None:
+def symlink_escape(link_path: str, target: bytes) -> str | None:  # noqa: PLR0911 — one return per kind of escape, naming it
     """Why a symlink at `link_path` pointing at `target` escapes, or None.
 
     Resolution is lexical from the link's folder: absolute targets, targets that climb
@@ -228,77 +229,10 @@ def check_diff(
     contract: OwnershipContract, diff: RecomputedDiff, policy: Policy
 ) -> tuple[list[Violation], list[ResourceUse]]:
     """Prove every changed path, rename end, mode, symlink, submodule and resource."""
-    matcher = contract.matcher()
-    shared = policy.shared_paths
-    owned_resources = set(contract.resources)
+    owner = _Owner(contract.matcher(), policy.shared_paths, frozenset(contract.resources))
     out: list[Violation] = []
-
-    def cover(path: str) -> tuple[bool, str]:
-        return _cover(matcher, shared, path)
-
     for change in diff.changes:
-        for written in change.paths:
-            problem = paths.unsafe_reason(written)
-            if problem:
-                out.append(Violation(code=Code.UNSAFE_PATH, path=written, detail=f"path {problem}"))
-        mode = _mode(policy, policy.category_of_path(change.path))
-        if change.touches_gitlink:
-            # Every end where a gitlink was or is: moving one away deletes that submodule.
-            for link in change.gitlink_ends:
-                resource = f"submodule:{link}"
-                path_ok, why = cover(link)
-                missing = []
-                if not path_ok:
-                    missing.append(f"the path ({why})")
-                if resource not in owned_resources:
-                    missing.append(f"the resource {resource}")
-                if missing:
-                    out.append(
-                        Violation(
-                            code=Code.SUBMODULE_NOT_OWNED,
-                            path=link,
-                            resource=resource,
-                            detail=f"submodule {change.old_oid or 'none'} → "
-                            f"{change.new_oid or 'none'} needs {' and '.join(missing)}",
-                            mode=mode,
-                        )
-                    )
-            continue
-        if change.status is Status.RENAMED:
-            ends = (("old", change.old_path), ("new", change.new_path))
-            for label, end in ends:
-                if end is None:
-                    continue
-                ok, why = cover(end)
-                if not ok:
-                    out.append(
-                        Violation(
-                            code=Code.RENAME_NOT_OWNED,
-                            path=end,
-                            detail=f"rename {change.old_path} → {change.new_path}: "
-                            f"the {label} end is not owned ({why})",
-                            mode=_mode(policy, policy.category_of_path(end)),
-                        )
-                    )
-        else:
-            ok, why = cover(change.path)
-            if not ok:
-                denied = why.startswith("denied")
-                if denied:
-                    code = Code.PATH_DENIED
-                elif change.mode_changed:
-                    code = Code.MODE_NOT_OWNED
-                else:
-                    code = Code.PATH_NOT_OWNED
-                detail = f"{_verb(change.status)} {change.path}: {why}"
-                if change.mode_changed and change.old_mode is not None:
-                    detail += f" (mode {change.old_mode:06o} → {change.new_mode:06o})"
-                out.append(Violation(code=code, path=change.path, detail=detail, mode=mode))
-        if change.new_mode == MODE_LINK and change.new_path is not None:
-            target = diff.symlink_targets.get(change.new_path, b"")
-            escape = symlink_escape(change.new_path, target)
-            if escape:
-                out.append(Violation(code=Code.SYMLINK_ESCAPE, path=change.new_path, detail=escape))
+        out.extend(_change_violations(change, diff, owner, policy))
     for collision in diff.collisions:
         code = Code.CASE_COLLISION if collision.kind == "case" else Code.UNICODE_COLLISION
         out.append(
@@ -319,24 +253,130 @@ def check_diff(
                 f"{contract.max_patch_bytes}",
             )
         )
+    uses, resource_violations = _resource_violations(diff, owner, policy, out)
+    return [*out, *resource_violations], uses
+
+
+@dataclass(frozen=True)
+class _Owner:
+    """What a contract (and the policy's shared paths) lets a change write."""
+
+    matcher: paths.PathMatcher
+    shared: paths.PathMatcher
+    resources: frozenset[str]
+
+    def cover(self, path: str) -> tuple[bool, str]:
+        return _cover(self.matcher, self.shared, path)
+
+
+def _change_violations(
+    change: Change, diff: RecomputedDiff, owner: _Owner, policy: Policy
+) -> list[Violation]:
+    """Every violation of one change: unsafe names, ownership of each end, symlink escape."""
+    out = [
+        Violation(code=Code.UNSAFE_PATH, path=written, detail=f"path {problem}")
+        for written in change.paths
+        if (problem := paths.unsafe_reason(written))
+    ]
+    mode = _mode(policy, policy.category_of_path(change.path))
+    if change.touches_gitlink:
+        return [*out, *_gitlink_violations(change, owner, mode)]
+    if change.status is Status.RENAMED:
+        out.extend(_rename_violations(change, owner, policy))
+    else:
+        ok, why = owner.cover(change.path)
+        if not ok:
+            if why.startswith("denied"):
+                code = Code.PATH_DENIED
+            elif change.mode_changed:
+                code = Code.MODE_NOT_OWNED
+            else:
+                code = Code.PATH_NOT_OWNED
+            detail = f"{_verb(change.status)} {change.path}: {why}"
+            if change.mode_changed and change.old_mode is not None:
+                detail += f" (mode {change.old_mode:06o} → {change.new_mode:06o})"
+            out.append(Violation(code=code, path=change.path, detail=detail, mode=mode))
+    if change.new_mode == MODE_LINK and change.new_path is not None:
+        target = diff.symlink_targets.get(change.new_path, b"")
+        escape = symlink_escape(change.new_path, target)
+        if escape:
+            out.append(Violation(code=Code.SYMLINK_ESCAPE, path=change.new_path, detail=escape))
+    return out
+
+
+def _gitlink_violations(
+    change: Change, owner: _Owner, mode: Literal["enforce", "observe"]
+) -> list[Violation]:
+    """Every end where a gitlink was or is needs its path and `submodule:<end>`: moving
+    one away deletes that submodule."""
+    out: list[Violation] = []
+    for link in change.gitlink_ends:
+        resource = f"submodule:{link}"
+        path_ok, why = owner.cover(link)
+        missing = []
+        if not path_ok:
+            missing.append(f"the path ({why})")
+        if resource not in owner.resources:
+            missing.append(f"the resource {resource}")
+        if missing:
+            out.append(
+                Violation(
+                    code=Code.SUBMODULE_NOT_OWNED,
+                    path=link,
+                    resource=resource,
+                    detail=f"submodule {change.old_oid or 'none'} → "
+                    f"{change.new_oid or 'none'} needs {' and '.join(missing)}",
+                    mode=mode,
+                )
+            )
+    return out
+
+
+def _rename_violations(change: Change, owner: _Owner, policy: Policy) -> list[Violation]:
+    """Both ends of a rename must be owned, each decided in its own category."""
+    out: list[Violation] = []
+    for label, end in (("old", change.old_path), ("new", change.new_path)):
+        if end is None:
+            continue
+        ok, why = owner.cover(end)
+        if not ok:
+            out.append(
+                Violation(
+                    code=Code.RENAME_NOT_OWNED,
+                    path=end,
+                    detail=f"rename {change.old_path} → {change.new_path}: "
+                    f"the {label} end is not owned ({why})",
+                    mode=_mode(policy, policy.category_of_path(end)),
+                )
+            )
+    return out
+
+
+def _resource_violations(
+    diff: RecomputedDiff, owner: _Owner, policy: Policy, found: list[Violation]
+) -> tuple[list[ResourceUse], list[Violation]]:
+    """A determination for every touched resource, and a violation for each not owned or
+    unknown (a submodule `found` already names is not named twice)."""
     uses: list[ResourceUse] = []
+    out: list[Violation] = []
+    named = {v.resource for v in found if v.code is Code.SUBMODULE_NOT_OWNED}
     for touch in touched_resources(policy, diff.changes, diff.reconfigured):
-        determination = determine(policy, owned_resources, touch)
+        determination = determine(policy, owner.resources, touch)
         uses.append(
             ResourceUse(
                 resource=touch.resource, determination=determination, paths=list(touch.paths)
             )
         )
-        if any(v.resource == touch.resource for v in out if v.code is Code.SUBMODULE_NOT_OWNED):
-            continue  # SUBMODULE_NOT_OWNED above already names it
+        if touch.resource in named:
+            continue
         rmode = _mode(policy, category_of_resource(touch.resource))
+        where = ", ".join(touch.paths)
         if determination is Determination.NOT_OWNED:
             out.append(
                 Violation(
                     code=Code.RESOURCE_NOT_OWNED,
                     resource=touch.resource,
-                    detail=f"{', '.join(touch.paths)} touch {touch.resource}, "
-                    "which the contract does not list",
+                    detail=f"{where} touch {touch.resource}, which the contract does not list",
                     mode=rmode,
                 )
             )
@@ -345,12 +385,12 @@ def check_diff(
                 Violation(
                     code=Code.RESOURCE_UNKNOWN,
                     resource=touch.resource,
-                    detail=f"{', '.join(touch.paths)} touch {touch.resource}, whose owner "
-                    "cannot be resolved statically; review it or expand the claim",
+                    detail=f"{where} touch {touch.resource}, whose owner cannot be resolved "
+                    "statically; review it or expand the claim",
                     mode=rmode,
                 )
             )
-    return out, uses
+    return uses, out
 
 
 def _verb(status: Status) -> str:

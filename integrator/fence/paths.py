@@ -40,7 +40,7 @@ def is_dotgit(component: str) -> bool:
     return False
 
 
-def unsafe_reason(path: str) -> str | None:
+def unsafe_reason(path: str) -> str | None:  # noqa: PLR0911 — one return per unsafe shape, naming it
     """Why `path` is not a safe repository-relative path, or None when it is."""
     if not path:
         return "empty path"
@@ -74,7 +74,7 @@ def normalize(path: str) -> str:
 
 
 @functools.lru_cache(maxsize=8192)
-def glob_problem(pattern: str) -> str | None:
+def glob_problem(pattern: str) -> str | None:  # noqa: PLR0911 — one return per refused pattern shape, naming it
     """Why `pattern` is not acceptable as a contract glob, or None."""
     if not pattern or not pattern.strip():
         return "empty pattern"

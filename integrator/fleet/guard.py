@@ -185,7 +185,7 @@ def deny(reason: str) -> GuardDecision:
     return GuardDecision(False, f"integrator guard: {reason}")
 
 
-def contract_problem(
+def contract_problem(  # noqa: PLR0911 — one return per reason a contract cannot write, naming it
     contract: OwnershipContract | None,
     claim: ClaimView | None,
     wid: str | None,

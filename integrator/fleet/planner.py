@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import heapq
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -83,7 +83,7 @@ def _covers(pattern: str, path: str) -> bool:
     return paths.PathMatcher.of([pattern]).covers(path)
 
 
-def _witness(owned: str, rule_input: str) -> _Witness | None:
+def _witness(owned: str, rule_input: str) -> _Witness | None:  # noqa: PLR0911 — one return per shape of pattern pair
     """Where a file matched by both `owned` and `rule_input` would live, or None if disjoint.
 
     Heuristic, but never too narrow: patterns we cannot reason about count as meeting.
@@ -151,21 +151,9 @@ def expand_writeset(task: Task, policy: Policy) -> WriteSet:
         return WriteSet()
     owns = list(task.meta.owns)
     entries: dict[str, WriteEntry] = {p: WriteEntry(p, "owned", "owned by the task") for p in owns}
-    for owned in owns:
-        for rule in policy.writeset:
-            for rule_input in rule.inputs:
-                where = _witness(owned, rule_input)
-                if where is None:
-                    continue
-                for output in rule.outputs:
-                    pattern = _place(output, where)
-                    if pattern in entries or any(_within(pattern, o) for o in owns):
-                        continue
-                    entries[pattern] = WriteEntry(
-                        pattern,
-                        "generated",
-                        f"regenerated from {rule_input!r} (owned through {owned!r})",
-                    )
+    for entry in _generated(owns, policy):
+        if entry.pattern not in entries and not any(_within(entry.pattern, o) for o in owns):
+            entries[entry.pattern] = entry
     for pattern in policy.planner.repo_wide:
         if pattern not in entries:
             entries[pattern] = WriteEntry(
@@ -178,6 +166,22 @@ def expand_writeset(task: Task, policy: Policy) -> WriteSet:
                 if resource not in resources:
                     resources.append(resource)
     return WriteSet(tuple(entries.values()), tuple(resources))
+
+
+def _generated(owns: Sequence[str], policy: Policy) -> Iterator[WriteEntry]:
+    """Outputs the policy's write-set rules regenerate from what the task owns, in order."""
+    for owned in owns:
+        for rule in policy.writeset:
+            for rule_input in rule.inputs:
+                where = _witness(owned, rule_input)
+                if where is None:
+                    continue
+                for output in rule.outputs:
+                    yield WriteEntry(
+                        _place(output, where),
+                        "generated",
+                        f"regenerated from {rule_input!r} (owned through {owned!r})",
+                    )
 
 
 # --- the plan --------------------------------------------------------------------------
@@ -284,23 +288,10 @@ def build_plan(
     if strict and problems:
         raise PlanError(problems)
     waiting: dict[str, list[str]] = {}
-    tasks: dict[str, Task] = {}
-    for task in everything:
-        problem = plan_problems([task], {t.id for t in everything} | done_ids)
-        if task.id in tasks or (problem and task not in running):
-            waiting.setdefault(task.id, []).extend(problem or ["task id appears twice"])
-            continue
-        tasks[task.id] = task
+    tasks = _plannable(everything, running, done_ids, waiting)
     running_ids = {t.id for t in running if t.id in tasks}
     writesets = {t: expand_writeset(task, policy) for t, task in tasks.items()}
-    declared: set[tuple[str, str]] = set()
-    for task in tasks.values():
-        for blocker in task.meta.blocked_by:
-            if blocker in tasks:
-                declared.add((blocker, task.id))
-        for blocked in task.meta.blocking:
-            if blocked in tasks:
-                declared.add((task.id, blocked))
+    declared = _declared_edges(tasks)
     order, cyclic = _stable_order(tasks, declared, running_ids)
     if cyclic:
         if strict:
@@ -308,34 +299,8 @@ def build_plan(
         for t in cyclic:
             waiting.setdefault(t, []).append("in or behind a cycle of blocked-by edges")
             tasks.pop(t)
-    shared = policy.shared.resources
-    edges: list[Edge] = []
-    for i, a in enumerate(order):
-        for b in order[i + 1 :]:
-            wa, wb = writesets[a], writesets[b]
-            found = tuple(
-                find_overlaps(
-                    wa.patterns, wa.resources, wb.patterns, wb.resources, shared_resources=shared
-                )
-            )
-            if found or (a, b) in declared:
-                edges.append(Edge(a, b, (a, b) in declared, found))
-    for a in order:
-        for unknown in (*tasks[a].meta.blocked_by,):
-            if unknown not in tasks and unknown not in done_ids:
-                waiting.setdefault(a, []).append(f"blocked by {unknown}, which is not done")
-    for edge in edges:
-        if edge.blocked not in running_ids:
-            waiting.setdefault(edge.blocked, []).append(
-                f"blocked by {edge.blocker}: {edge.reason()}"
-            )
-    for r in running_ids:
-        for edge in edges:
-            if edge.blocker not in running_ids and edge.blocked == r and edge.overlaps:
-                # A later-added task ordered before a running one must still wait for it.
-                waiting.setdefault(edge.blocker, []).append(
-                    f"overlaps running task {r}: {edge.reason()}"
-                )
+    edges = _edges(order, writesets, declared, policy.shared.resources)
+    _note_waits(order, tasks, edges, running_ids, done_ids, waiting)
     ready = tuple(t for t in order if t not in running_ids and t not in waiting)
     ceiling = width(order, [(e.blocker, e.blocked) for e in edges])
     split = hot_paths(edges, writesets) if fleet is not None and ceiling < fleet else ()
@@ -359,6 +324,81 @@ def build_plan(
         split=split,
         warnings=warnings,
     )
+
+
+def _plannable(
+    everything: Sequence[Task],
+    running: Sequence[Task],
+    done_ids: set[str],
+    waiting: dict[str, list[str]],
+) -> dict[str, Task]:
+    """The tasks that can be planned; each other one waits with its problems."""
+    tasks: dict[str, Task] = {}
+    known = {t.id for t in everything} | done_ids
+    for task in everything:
+        problem = plan_problems([task], known)
+        if task.id in tasks or (problem and task not in running):
+            waiting.setdefault(task.id, []).extend(problem or ["task id appears twice"])
+            continue
+        tasks[task.id] = task
+    return tasks
+
+
+def _declared_edges(tasks: dict[str, Task]) -> set[tuple[str, str]]:
+    """(blocker, blocked) pairs the task files declare, between tasks of the plan."""
+    declared: set[tuple[str, str]] = set()
+    for task in tasks.values():
+        declared.update((b, task.id) for b in task.meta.blocked_by if b in tasks)
+        declared.update((task.id, b) for b in task.meta.blocking if b in tasks)
+    return declared
+
+
+def _edges(
+    order: Sequence[str],
+    writesets: dict[str, WriteSet],
+    declared: set[tuple[str, str]],
+    shared: Sequence[str],
+) -> list[Edge]:
+    """An edge between every ordered pair that overlaps or was declared."""
+    edges: list[Edge] = []
+    for i, a in enumerate(order):
+        for b in order[i + 1 :]:
+            wa, wb = writesets[a], writesets[b]
+            found = tuple(
+                find_overlaps(
+                    wa.patterns, wa.resources, wb.patterns, wb.resources, shared_resources=shared
+                )
+            )
+            if found or (a, b) in declared:
+                edges.append(Edge(a, b, (a, b) in declared, found))
+    return edges
+
+
+def _note_waits(
+    order: Sequence[str],
+    tasks: dict[str, Task],
+    edges: Sequence[Edge],
+    running_ids: set[str],
+    done_ids: set[str],
+    waiting: dict[str, list[str]],
+) -> None:
+    """Why each task that cannot start yet waits: an unfinished blocker or an edge."""
+    for a in order:
+        for unknown in tasks[a].meta.blocked_by:
+            if unknown not in tasks and unknown not in done_ids:
+                waiting.setdefault(a, []).append(f"blocked by {unknown}, which is not done")
+    for edge in edges:
+        if edge.blocked not in running_ids:
+            waiting.setdefault(edge.blocked, []).append(
+                f"blocked by {edge.blocker}: {edge.reason()}"
+            )
+    for r in running_ids:
+        for edge in edges:
+            if edge.blocker not in running_ids and edge.blocked == r and edge.overlaps:
+                # A later-added task ordered before a running one must still wait for it.
+                waiting.setdefault(edge.blocker, []).append(
+                    f"overlaps running task {r}: {edge.reason()}"
+                )
 
 
 def width(nodes: Sequence[str], edges: Iterable[tuple[str, str]]) -> int:

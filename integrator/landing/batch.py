@@ -204,7 +204,7 @@ def _read_heads(canonical: Canonical, follows: bool) -> tuple[str | None, str | 
 # --- one candidate -------------------------------------------------------------------------
 
 
-def _plan_one(
+def _plan_one(  # noqa: PLR0911 — each stage stops with its own verdict
     ctx: LandingContext,
     ev: Evaluation,
     head: _Head,

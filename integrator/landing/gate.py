@@ -55,7 +55,7 @@ class Gate:
         self.trees = trees
         self.policy_override = policy_override
 
-    def evaluate(
+    def evaluate(  # noqa: PLR0911 — each stage stops with its own verdict, cheapest first
         self, contract_data: bytes, candidate: str, *, now: datetime | None = None
     ) -> Evaluation:
         """Every check of the gate, cheapest first; stops at the first failing stage."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from integrator.documents.verdict import REVIEW_CODES, Decision, Verdict
 from integrator.fence.diff import Change, Status
@@ -38,44 +38,24 @@ def render_text(verdict: Verdict, *, changes: Sequence[Change] = (), color: bool
             f"landed as staging commit {short(verdict.staging_commit)}"
             + (" (recovered)" if verdict.recovered else "")
         )
-
-    if verdict.violations:
-        labels = [v.code.value + ("" if v.enforced else " (observe)") for v in verdict.violations]
-        width = max(len(label) for label in labels)
-        lines.append("violations:")
-        for v, label in zip(verdict.violations, labels, strict=True):
-            if not v.enforced:
-                style = "dim"
-            elif v.code in REVIEW_CODES:
-                style = "yellow"
-            else:
-                style = "red"
-            # The subject column already names a resource unless a path took its place.
-            text = message(v) if v.path else v.detail
-            detail = visible(text, keep_newlines=True).replace("\n", "\n    ")
-            lines.append(f"  {paint(label.ljust(width), style)}  {visible(v.subject)}  {detail}")
-    else:
-        lines.append("no violations")
+    lines += _violation_lines(verdict, paint)
     if verdict.decision is Decision.ACCEPTED and not verdict.staging_commit:
         # The one-shot gate does not merge: what lands is proven again when it lands.
         lines.append(
             "not merged yet: landing (integrate, serve) checks the merge onto the queue "
             "head again, and can still fence it"
         )
-
     if verdict.resources:
         lines.append("resources:")
         width = max(len(r.determination.value) for r in verdict.resources)
         for r in verdict.resources:
             where = f"  ({', '.join(visible(p) for p in r.paths)})" if r.paths else ""
             lines.append(f"  {r.determination.value.ljust(width)}  {visible(r.resource)}{where}")
-
     if changes:
         lines.append(f"changes ({len(changes)}):")
         lines += [f"  {_change_line(c)}" for c in changes[:CHANGES_SHOWN]]
         if len(changes) > CHANGES_SHOWN:
             lines.append(f"  ... and {len(changes) - CHANGES_SHOWN} more")
-
     codes = distinct_codes(verdict)
     if codes:
         lines.append(paint("next:", "bold"))
@@ -83,6 +63,26 @@ def render_text(verdict: Verdict, *, changes: Sequence[Change] = (), color: bool
             note = "" if enforced else " (observe only, not blocking yet)"
             lines.append(f"  {code.value}: {hint(code, verdict.task_id)}{note}")
     return "\n".join(lines)
+
+
+def _violation_lines(verdict: Verdict, paint: Callable[[str, str], str]) -> list[str]:
+    if not verdict.violations:
+        return ["no violations"]
+    labels = [v.code.value + ("" if v.enforced else " (observe)") for v in verdict.violations]
+    width = max(len(label) for label in labels)
+    lines = ["violations:"]
+    for v, label in zip(verdict.violations, labels, strict=True):
+        if not v.enforced:
+            style = "dim"
+        elif v.code in REVIEW_CODES:
+            style = "yellow"
+        else:
+            style = "red"
+        # The subject column already names a resource unless a path took its place.
+        text = message(v) if v.path else v.detail
+        detail = visible(text, keep_newlines=True).replace("\n", "\n    ")
+        lines.append(f"  {paint(label.ljust(width), style)}  {visible(v.subject)}  {detail}")
+    return lines
 
 
 def _mode(mode: int | None) -> str:
