@@ -10,10 +10,11 @@ from collections.abc import Iterable
 from enum import StrEnum
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from integrator.documents.contract import Model
 from integrator.errors import EXIT_FENCED, EXIT_OK, EXIT_REVIEW
+from integrator.fence.paths import escape_undecodable, quote_path
 
 
 class Decision(StrEnum):
@@ -109,12 +110,25 @@ class Determination(StrEnum):
     NOT_OWNED = "NOT_OWNED"
 
 
+def _written(value: object, info: ValidationInfo) -> object:
+    """A path as a verdict writes it (`quote_path`): quoted once, where it enters from git;
+    a verdict read back from JSON is already written so."""
+    return quote_path(value) if isinstance(value, str) and info.mode == "python" else value
+
+
+def _text(value: object) -> object:
+    return escape_undecodable(value) if isinstance(value, str) else value
+
+
 class Violation(Model):
     code: Code
     path: str | None = None
     resource: str | None = None
     detail: str
     mode: Literal["enforce", "observe"] = "enforce"
+
+    _path = field_validator("path", mode="before")(_written)
+    _free_text = field_validator("resource", "detail", mode="before")(_text)
 
     @property
     def enforced(self) -> bool:
@@ -129,6 +143,15 @@ class ResourceUse(Model):
     resource: str
     determination: Determination
     paths: list[str] = Field(default_factory=list)
+
+    _resource = field_validator("resource", mode="before")(_text)
+
+    @field_validator("paths", mode="before")
+    @classmethod
+    def _paths(cls, value: object, info: ValidationInfo) -> object:
+        if isinstance(value, list):
+            return [_written(p, info) for p in value]
+        return value
 
 
 class Verdict(Model):

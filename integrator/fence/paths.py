@@ -68,6 +68,65 @@ def unsafe_reason(path: str) -> str | None:  # noqa: PLR0911 — one return per 
     return None
 
 
+_C_ESCAPES = {
+    "\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v", "\f": "\\f",
+    "\r": "\\r", '"': '\\"', "\\": "\\\\",
+}  # fmt: skip
+
+
+def quote_path(path: str) -> str:
+    """A repository path as verdicts and every machine format write it.
+
+    git allows any bytes in a name; JSON, XML and SARIF carry only Unicode text. A path
+    that is valid UTF-8 (and does not begin with `"`) is written as it is. Any other is
+    written the way git quotes names: in double quotes, each byte that is not part of valid
+    UTF-8 as a three-digit octal escape (`\\377`), `"` `\\` and control characters C-escaped.
+    So a written path that begins with `"` is always a quoted one, and the form is lossless
+    (`unquote_path` restores the bytes).
+    """
+    if not _UNDECODABLE.search(path) and not path.startswith('"'):
+        return path
+    out = ['"']
+    for ch in path:
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:
+            out.append(f"\\{code - 0xDC00:03o}")
+        elif ch in _C_ESCAPES:
+            out.append(_C_ESCAPES[ch])
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\{code:03o}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+_UNQUOTE = re.compile(r'\\([0-7]{3}|[abtnvfr"\\])')
+_UNESCAPES = {v[1]: k for k, v in _C_ESCAPES.items()}
+
+
+def unquote_path(written: str) -> str:
+    """The path (surrogate-escaped where its bytes are not UTF-8) `quote_path` wrote."""
+    if not (len(written) >= 2 and written.startswith('"') and written.endswith('"')):
+        return written
+
+    def one(match: re.Match[str]) -> str:
+        token = match.group(1)
+        if len(token) == 1:
+            return _UNESCAPES[token]
+        byte = int(token, 8)
+        return chr(0xDC00 + byte) if byte >= 0x80 else chr(byte)
+
+    return _UNQUOTE.sub(one, written[1:-1])
+
+
+def escape_undecodable(text: str) -> str:
+    """Free text with each byte that was not UTF-8 written as `\\ooo` (never fails to encode)."""
+    if not _UNDECODABLE.search(text):
+        return text
+    return _UNDECODABLE.sub(lambda m: f"\\{ord(m.group(0)) - 0xDC00:03o}", text)
+
+
 def normalize(path: str) -> str:
     """The NFC form of a repository-relative path (validation is `unsafe_reason`)."""
     return unicodedata.normalize("NFC", path)
