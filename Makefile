@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: venv test lint typecheck demo drills drills-quick bench bench-quick schema clean
+.PHONY: venv test lint typecheck demo drills drills-quick bench bench-quick schema e2e clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,11 @@ typecheck: $(STAMP)
 
 test: lint typecheck
 	$(PY) -m pytest -n 2 -q
+
+# End-to-end checks with real third-party clients (pinned, fetched into .e2e/).
+e2e: $(STAMP)
+	bash tests/e2e/install.sh
+	$(PY) -m pytest -q -m e2e tests/e2e
 
 demo: $(STAMP)
 	$(PY) -m integrator.demo
@@ -43,4 +48,4 @@ schema: $(STAMP)
 	$(VENV)/bin/integrator schema export contracts/
 
 clean:
-	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache .e2e
