@@ -28,7 +28,15 @@ from pydantic import Field, ValidationError
 
 from integrator.daemon.mirror import Mirror
 from integrator.daemon.records import codes_of, review_record
-from integrator.daemon.spool import SUBMISSION_FILE, VERDICT_FILE, Spool, folder_for
+from integrator.daemon.spool import (
+    SUBMISSION_FILE,
+    SUBMISSION_LIMIT,
+    VERDICT_FILE,
+    Spool,
+    folder_for,
+    submitted,
+)
+from integrator.daemon.submitted import read_at_most_path, read_submitted
 from integrator.documents.contract import Model
 from integrator.documents.submission import Submission
 from integrator.documents.verdict import Code, Decision, Verdict, Violation
@@ -49,6 +57,7 @@ log = structlog.get_logger("integrator.review")
 ARCHIVED_PREFIX = "refs/integrator/archived/"
 REVIEW_FILE = "review.json"
 REVIEW_LOCK = "review.lock"
+VERDICT_LIMIT = 16 << 20  # a verdict the daemon wrote; a bigger one is damage
 HELD_FOLDERS = ("fenced", "review")
 
 Action = Literal["hold", "approve", "reject"]
@@ -213,10 +222,10 @@ def read_held(spool: Spool, folder: str, sid: str) -> Held:
     """A held submission and its verdict; ConfigurationError when the folder is damaged."""
     path = spool.folder(folder) / sid
     try:
-        raw = (path / SUBMISSION_FILE).read_bytes()
-        verdict = Verdict.model_validate_json((path / VERDICT_FILE).read_bytes())
+        raw = read_submitted(submitted(path), SUBMISSION_FILE, SUBMISSION_LIMIT)
+        verdict = Verdict.model_validate_json(read_at_most_path(path / VERDICT_FILE, VERDICT_LIMIT))
         submission = Submission.model_validate_json(raw)
-    except (OSError, ValidationError) as err:
+    except (OSError, ValidationError, IntegratorError) as err:
         raise ConfigurationError(
             f"{path} is not a complete held submission ({type(err).__name__}); "
             "move it out of the spool and look at it by hand"

@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -280,6 +281,32 @@ def sync_refs(repo: pygit2.Repository) -> None:
 def set_config(repo: pygit2.Repository, values: dict[str, str]) -> None:
     for key, value in values.items():
         repo.config[key] = value
+
+
+# Free space an import or a landing needs beyond its own objects (temporary packs, indexes).
+_SPARE_BYTES = 64 * 1024 * 1024
+
+
+def host_trouble(repo: pygit2.Repository, need: int = 0) -> str | None:
+    """Why this host cannot import `need` bytes now (full disk, read-only or unwritable
+    object store), or None when it can: asked of the host, not of git's message."""
+    objects = common_dir(repo) / "objects"
+    try:
+        fs = os.statvfs(objects)
+    except OSError as err:
+        return f"cannot stat the object store: {err.strerror}"
+    if fs.f_flag & os.ST_RDONLY:
+        return "the object store is on a read-only file system"
+    free = fs.f_bavail * fs.f_frsize
+    if free < need + _SPARE_BYTES:
+        return f"only {free} bytes free for the object store"
+    try:
+        fd, probe = tempfile.mkstemp(prefix="tmp_probe_", dir=objects)
+    except OSError as err:
+        return f"cannot write to the object store: {err.strerror}"
+    os.close(fd)
+    os.unlink(probe)
+    return None
 
 
 # --- merges ------------------------------------------------------------------------------
