@@ -278,9 +278,9 @@ def _change_violations(
         for written in change.paths
         if (problem := paths.unsafe_reason(written))
     ]
-    mode = _mode(policy, policy.category_of_path(change.path))
     if change.touches_gitlink:
-        return [*out, *_gitlink_violations(change, owner, mode)]
+        return [*out, *_gitlink_violations(change, owner, policy)]
+    mode = _mode(policy, policy.category_of_path(change.path))
     if change.status is Status.RENAMED:
         out.extend(_rename_violations(change, owner, policy))
     else:
@@ -304,13 +304,13 @@ def _change_violations(
     return out
 
 
-def _gitlink_violations(
-    change: Change, owner: _Owner, mode: Literal["enforce", "observe"]
-) -> list[Violation]:
+def _gitlink_violations(change: Change, owner: _Owner, policy: Policy) -> list[Violation]:
     """Every end where a gitlink was or is needs its path and `submodule:<end>`: moving
-    one away deletes that submodule."""
+    one away deletes that submodule. Each end is enforced or observed by its own
+    category: a gitlink moved into an observed folder still needs its old end owned."""
     out: list[Violation] = []
     for link in change.gitlink_ends:
+        mode = _mode(policy, policy.category_of_path(link))
         resource = f"submodule:{link}"
         path_ok, why = owner.cover(link)
         missing = []
