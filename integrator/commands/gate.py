@@ -22,6 +22,11 @@ is an ancestor, and the diff recomputed from base to candidate stays inside the 
 every path, both ends of every rename, modes, symlinks, submodules, collisions, patch
 size and semantic resources. Every violation is reported, not only the first.
 
+A clone without claim refs cannot tell whether the contract is the authorized one: the
+verdict then carries CLAIM_UNVERIFIED (review). Fetch the claims first —
+  git fetch origin '+refs/integrator/*:refs/integrator/*'
+— or pass --static to check the contract's own rules only.
+
 exit codes: 0 ACCEPTED, 1 FENCED, 3 REVIEW, 2 usage or configuration error, 4 retryable.
 """
 
@@ -60,7 +65,13 @@ def register(sub: Any) -> None:
         type=Path,
         metavar="FILE",
         help="policy TOML to use instead of the repository's (for repositories without "
-        "integrator init; disables live claim checks)",
+        "integrator init)",
+    )
+    gate.add_argument(
+        "--static",
+        action="store_true",
+        help="check the contract's own rules, not that it is the authorized one (no claim "
+        "refs needed; the verdict says static: true)",
     )
     gate.set_defaults(func=run_gate)
     integrate: argparse.ArgumentParser = sub.add_parser(
@@ -91,7 +102,7 @@ def run_gate(args: argparse.Namespace) -> int:
         if args.policy is not None:
             policy = load_policy_file(args.policy)
             override = PolicyState(policy, 0, args.policy.read_text("utf-8"))
-        engine = Integrator(canonical, policy_override=override)
+        engine = Integrator(canonical, policy_override=override, static=args.static)
         return _emit(args, engine.evaluate(data, args.candidate))
 
 

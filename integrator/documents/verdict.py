@@ -36,6 +36,7 @@ class Code(StrEnum):
     REPO_MISMATCH = "REPO_MISMATCH"
     REPO_UNVERIFIED = "REPO_UNVERIFIED"
     CLAIM_MISSING = "CLAIM_MISSING"
+    CLAIM_UNVERIFIED = "CLAIM_UNVERIFIED"
     STALE_GENERATION = "STALE_GENERATION"
     CONTRACT_DIGEST_MISMATCH = "CONTRACT_DIGEST_MISMATCH"
     CLAIM_CONSUMED = "CLAIM_CONSUMED"
@@ -66,7 +67,13 @@ class Code(StrEnum):
 
 # What a violation of each code decides when enforced; everything else fences.
 REVIEW_CODES: frozenset[Code] = frozenset(
-    {Code.BASE_MISSING, Code.RESOURCE_UNKNOWN, Code.LEGACY_SUBMISSION, Code.REPO_UNVERIFIED}
+    {
+        Code.BASE_MISSING,
+        Code.RESOURCE_UNKNOWN,
+        Code.LEGACY_SUBMISSION,
+        Code.REPO_UNVERIFIED,
+        Code.CLAIM_UNVERIFIED,
+    }
 )
 
 CODE_SUMMARY: dict[Code, str] = {
@@ -74,6 +81,8 @@ CODE_SUMMARY: dict[Code, str] = {
     Code.REPO_MISMATCH: "The contract was issued for another repository.",
     Code.REPO_UNVERIFIED: "The repository's identity cannot be derived here (shallow clone).",
     Code.CLAIM_MISSING: "No live claim exists for the contract's task.",
+    Code.CLAIM_UNVERIFIED: "No claim refs here: the contract's own rules were checked, not "
+    "that it is the authorized one.",
     Code.STALE_GENERATION: "A newer ownership generation was issued for the task.",
     Code.CONTRACT_DIGEST_MISMATCH: "The contract differs from the one the claim holds.",
     Code.CLAIM_CONSUMED: "The claim was already consumed by a landing.",
@@ -174,6 +183,8 @@ class Verdict(Model):
     staging_commit: str | None = None
     queue_head: str | None = None
     recovered: bool | None = None
+    # True when asked for a static check: the contract's own rules, no live claim read.
+    static: bool | None = None
 
     @property
     def exit_code(self) -> int:

@@ -53,6 +53,20 @@ def check_identity_known(repo_id: str | None) -> list[Violation]:
     return []
 
 
+def check_claim_known() -> list[Violation]:
+    """A repository without claim refs (a CI clone) cannot say whether the contract is the
+    authorized one: review, unless the caller asked for a static check."""
+    return [
+        Violation(
+            code=Code.CLAIM_UNVERIFIED,
+            detail="no claim refs here (refs/integrator/claims/*), so the contract was checked "
+            "against its own rules only, not against the live claim: fetch them (git fetch "
+            "origin '+refs/integrator/*:refs/integrator/*') or pass --static to ask for "
+            "exactly that",
+        )
+    ]
+
+
 def check_live(
     contract: OwnershipContract,
     claim: ClaimView | None,

@@ -48,8 +48,10 @@ class Gate:
         trees: TreeReader,
         *,
         policy_override: PolicyState | None = None,
+        static: bool = False,
     ) -> None:
         self.canonical = canonical
+        self.static = static
         self.repo = canonical.repo
         self.history = history
         self.trees = trees
@@ -68,12 +70,19 @@ class Gate:
             contract = parse_contract(contract_data)
         except ContractError as err:
             return Evaluation(self._unparsed(contract_data, err, candidate, policy))
-        # A shallow clone without a configured id cannot prove the repository: every
-        # verdict here then carries REPO_UNVERIFIED (review), whatever else it says.
+        # A shallow clone without a configured id cannot prove the repository, and a clone
+        # without claim refs cannot prove the contract is the authorized one: every verdict
+        # here then carries REPO_UNVERIFIED / CLAIM_UNVERIFIED (review), whatever else it
+        # says, unless a static check (the contract's own rules only) was asked for.
+        claimless = not (live or canonical.has_claims())
         unverified = checks.check_identity_known(canonical.identity)
+        if claimless and not self.static:
+            unverified += checks.check_claim_known()
 
         def stop(violations: list[Violation], **extra: Any) -> Evaluation:
             extra.setdefault("candidate", candidate)
+            if claimless and self.static:
+                extra.setdefault("static", True)
             verdict = checks.make_verdict(
                 contract, [*violations, *unverified], policy_digest=policy.digest, **extra
             )
@@ -116,6 +125,7 @@ class Gate:
             policy_digest=policy.digest,
             resources=resources,
             diff=diff,
+            static=True if claimless and self.static else None,
         )
         return Evaluation(
             verdict,

@@ -13,6 +13,9 @@ HINTS: dict[Code, str] = {
     "or ask the coordinator for a contract for this one",
     Code.REPO_UNVERIFIED: "set integrator.repoId in this clone to the canonical "
     "repository's (git config integrator.repoId), or clone with full history",
+    Code.CLAIM_UNVERIFIED: "fetch the claims first (git fetch origin "
+    "'+refs/integrator/*:refs/integrator/*'), or pass --static to check only the "
+    "contract's own rules",
     Code.CLAIM_MISSING: "ask the coordinator to issue a contract for the task "
     "(integrator contract issue)",
     Code.STALE_GENERATION: "this attempt was superseded; fetch the live contract "
