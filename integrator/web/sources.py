@@ -195,7 +195,7 @@ def queue_page(spool: Spool, canonical: Canonical) -> views.QueueView:
     ref = canonical.queue_ref
     head = canonical.ref(ref)
     sids = _landed_sids(spool)
-    landed = []
+    landed: list[views.LandedRow] = []
     oid = head
     for _ in range(QUEUE_WALK_LIMIT):
         if oid is None or len(landed) >= LANDED_LIMIT:
