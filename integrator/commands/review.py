@@ -1,4 +1,4 @@
-"""`integrator review list|show|approve|reject` — the release manager's work on held candidates."""
+"""`integrator review list|show|approve|reject|web` — the release manager's work on held candidates."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from integrator.daemon.review import (
     FileDiff,
     Held,
     Review,
+    ReviewAction,
     default_actor,
     expansion_lines,
     history,
@@ -85,15 +86,56 @@ def register(sub: Any) -> None:
     reject.add_argument("--actor", default=None, help="who rejects (default: user@host)")
     reject.set_defaults(func=run_reject)
 
+    web = inner.add_parser(
+        "web",
+        help="serve the review pages (read-only unless --token-file is given)",
+        description="Held candidates, each beside its contract and recomputed diff, the "
+        "queue, and approve/reject forms, on http://127.0.0.1:8787/ by default. Pages only "
+        "read; approving or rejecting needs the token in --token-file (log in on the page, "
+        "or send `Authorization: Bearer TOKEN`) and goes through the same code as the "
+        "commands above. A non-loopback --http is refused without a token. "
+        "/api/held and /api/held/ID return what `list --json` and `show ID --json` print.",
+    )
+    web.add_argument("--spool", required=True, type=Path, metavar="DIR", help="the spool")
+    web.add_argument(
+        "--repo", type=Path, metavar="PATH", help="canonical repo (default: the daemon's)"
+    )
+    web.add_argument("--mirror", type=Path, metavar="FILE", help="SQLite registry")
+    web.add_argument(
+        "--http",
+        default="127.0.0.1:8787",
+        metavar="HOST:PORT",
+        help="where to listen (default 127.0.0.1:8787; port 0 picks a free one)",
+    )
+    web.add_argument(
+        "--token-file",
+        type=Path,
+        metavar="FILE",
+        help="a file holding the review token (not readable by other users)",
+    )
+    web.add_argument(
+        "--actor", default=None, help="who the token acts as in the records (default: user@host)"
+    )
+    web.set_defaults(func=run_web)
+
 
 @contextlib.contextmanager
 def _review(args: argparse.Namespace, *, engine: bool = False) -> Iterator[Review]:
     logs.configure(stream=logs.STDERR)
-    spool = Spool(args.spool).existing()
-    repo = args.repo or spool.repo_path()
+    with open_review(args.spool, args.repo, args.mirror, engine=engine) as review:
+        yield review
+
+
+@contextlib.contextmanager
+def open_review(
+    spool_dir: Path, repo: Path | None, mirror_file: Path | None, *, engine: bool = False
+) -> Iterator[Review]:
+    """The `Review` every action runs on (with the real integration engine to approve)."""
+    spool = Spool(spool_dir).existing()
+    repo = repo or spool.repo_path()
     if repo is None:
         raise UsageError(f"{spool.root} does not record its repository yet; pass --repo")
-    mirror = for_spool(spool.root, args.mirror)
+    mirror = for_spool(spool.root, mirror_file)
     with Canonical(repo) as canonical:
         try:
             yield Review(spool, canonical, mirror, engine=Integrator(canonical) if engine else None)
@@ -110,7 +152,7 @@ def run_list(args: argparse.Namespace) -> int:
     spool = Spool(args.spool).existing()
     items = pending(spool)
     if args.json:
-        print_json([_summary(h) for h in items])
+        print_json([summary_document(h) for h in items])
         return EXIT_OK
     requests = expansion_lines(spool, args.repo)
     if not items and not requests:
@@ -126,7 +168,8 @@ def run_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _summary(h: Held) -> dict[str, Any]:
+def summary_document(h: Held) -> dict[str, Any]:
+    """One held candidate as `review list --json` prints it."""
     v = h.verdict
     return {
         "submission": h.sid,
@@ -142,30 +185,41 @@ def _summary(h: Held) -> dict[str, Any]:
     }
 
 
+def show_document(review: Review, held: Held) -> dict[str, Any]:
+    """A held candidate with its verdict, history and diff, as `review show --json` prints it."""
+    base, files = review.diff(held)
+    records = history(review.canonical, held.sid)
+    return _show_document(held, base, files, records)
+
+
+def _show_document(
+    held: Held, base: str | None, files: list[FileDiff], records: list[tuple[str, ReviewAction]]
+) -> dict[str, Any]:
+    return {
+        **summary_document(held),
+        "verdict": held.verdict.wire(),
+        "diffBase": base,
+        "history": [{"commit": c, **a.wire()} for c, a in records],
+        "files": [
+            {
+                "path": f.path,
+                "oldPath": f.old_path,
+                "status": f.status,
+                "violations": [v.wire() for v in f.violations],
+                "patch": f.patch,
+            }
+            for f in files
+        ],
+    }
+
+
 def run_show(args: argparse.Namespace) -> int:
     with _review(args) as review:
         held = review.get(args.id)
         base, files = review.diff(held)
         records = history(review.canonical, held.sid)
     if args.json:
-        print_json(
-            {
-                **_summary(held),
-                "verdict": held.verdict.wire(),
-                "diffBase": base,
-                "history": [{"commit": c, **a.wire()} for c, a in records],
-                "files": [
-                    {
-                        "path": f.path,
-                        "oldPath": f.old_path,
-                        "status": f.status,
-                        "violations": [v.wire() for v in f.violations],
-                        "patch": f.patch,
-                    }
-                    for f in files
-                ],
-            }
-        )
+        print_json(_show_document(held, base, files, records))
         return EXIT_OK
     color = args.color == "always" or (
         args.color == "auto" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
@@ -261,3 +315,22 @@ def _print_verdict(args: argparse.Namespace, sid: str, verdict: Verdict) -> None
         print(f"  {x.code.value} {x.subject}: {x.detail}")
     if verdict.staging_commit:
         print(f"  landed as {verdict.staging_commit}")
+
+
+def run_web(args: argparse.Namespace) -> int:
+    """Serve the review pages until SIGINT or SIGTERM."""
+    from integrator.web.app import Backend, WebConfig
+    from integrator.web.security import read_token
+    from integrator.web.server import serve
+
+    logs.configure(stream=logs.STDERR)
+    token = read_token(args.token_file) if args.token_file else None
+    with open_review(args.spool, args.repo, args.mirror):
+        pass  # the spool and the repository are there before anything listens
+
+    def opener(engine: bool) -> contextlib.AbstractContextManager[Review]:
+        return open_review(args.spool, args.repo, args.mirror, engine=engine)
+
+    backend = Backend(open_review=opener, summary=summary_document, show=show_document)
+    config = WebConfig(token=token, actor=args.actor or default_actor())
+    return serve(args.http, config, backend, sys.stdout)

@@ -430,8 +430,13 @@ class Review:
             with contextlib.suppress(InfrastructureError):
                 self.mirror.flush(retry=False)  # else the backlog keeps it for the daemon
 
-    def diff(self, held: Held) -> tuple[str | None, list[FileDiff]]:
-        """(base used, per-file patches with the violations that name each file)."""
+    def diff(self, held: Held, *, patches: bool = True) -> tuple[str | None, list[FileDiff]]:
+        """(base used, per-file patches with the violations that name each file).
+
+        With `patches=False` only the changed paths, statuses and modes are read (no blob
+        contents beyond rename detection), so a caller can weigh a candidate before
+        rendering its patch.
+        """
         repo = self.canonical.repo
         candidate = held.submission.candidate
         if not git.has_object(repo, candidate):
@@ -447,18 +452,37 @@ class Review:
             found = cand.tree.diff_to_tree(swap=True)  # a root commit: everything is added
         found.find_similar()
         out = []
-        for patch in found:
-            if patch is None:
-                continue
-            delta = patch.delta
+        entries = (
+            [(p.delta, p.text or "") for p in found if p is not None]
+            if patches
+            else [(delta, "") for delta in found.deltas]
+        )
+        for delta, text in entries:
             path, old = delta.new_file.path, delta.old_file.path
             named = [v for v in held.verdict.violations if v.path in (path, old)]
             out.append(
                 FileDiff(
-                    path, old if old != path else None, delta.status_char(), patch.text or "", named
+                    path,
+                    old if old != path else None,
+                    delta.status_char(),
+                    text,
+                    named,
+                    delta.old_file.mode,
+                    delta.new_file.mode,
+                    _blob_size(repo, delta.old_file) + _blob_size(repo, delta.new_file),
                 )
             )
         return base, out
+
+
+def _blob_size(repo: pygit2.Repository, side: pygit2.DiffFile) -> int:
+    """A side's blob size from its object header (0 for an absent side or a gitlink)."""
+    if side.mode in (0, 0o160000) or side.id.raw == bytes(20):
+        return 0
+    try:
+        return int(repo.odb.read_header(side.id)[1])
+    except (KeyError, pygit2.GitError):
+        return 0
 
 
 @dataclass(frozen=True)
@@ -468,3 +492,6 @@ class FileDiff:
     status: str
     patch: str
     violations: list[Violation]
+    old_mode: int = 0  # 0: the path did not exist on that side
+    new_mode: int = 0
+    size: int = 0  # old + new blob bytes, read from object headers (what a patch would show)
