@@ -4,7 +4,7 @@ One module-wide setup: a canonical repository where several agents submitted can
 (one landed; others fenced for an out-of-contract path, a stale generation, a symlink
 escape, an uncovered rename end, and a path named `<script>alert(1)</script>`), drained by
 the real daemon; then one server process on 127.0.0.1 and one browser session, both
-stopped at the end by their PIDs. The screenshots in docs/review/ are written here.
+stopped at the end by their PIDs. The screenshots in docs/review/ are taken here.
 """
 
 from __future__ import annotations
@@ -28,9 +28,10 @@ from typing import Any
 import pytest
 
 from integrator.cli import main
-from integrator.daemon.loop import Daemon, Settings
+from integrator.daemon.loop import Daemon
 from integrator.daemon.mirror import for_spool
 from integrator.daemon.review import archived_ref, held_ref, history
+from integrator.daemon.settings import Settings
 from integrator.daemon.spool import Spool
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.submission import Submission
@@ -41,7 +42,10 @@ from integrator.repo.prepare import prepare
 from tests.gitutil import GIT_ENV, Spec, commit_files, make_repo
 
 ROOT = Path(__file__).resolve().parent.parent
-SHOTS = ROOT / "docs" / "review"
+# The screenshots in docs/review/ are taken by these tests: `make screenshots` runs them
+# with INTEGRATOR_SCREENSHOTS=docs/review; a plain run writes them to a scratch folder, so
+# the checkout is not changed by every test run.
+SHOTS_ENV = "INTEGRATOR_SCREENSHOTS"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 XSS = "<script>alert(1)</script>"
@@ -178,6 +182,15 @@ def stop_server(server: Server) -> None:
 
 
 @pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where screenshots go: $INTEGRATOR_SCREENSHOTS (make screenshots), else scratch."""
+    chosen = os.environ.get(SHOTS_ENV)
+    folder = (ROOT / chosen) if chosen else tmp_path_factory.mktemp("shots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
 def desk(tmp_path_factory: pytest.TempPathFactory) -> Desk:
     """The demo-like repository and spool, built once for the module."""
     saved = {k: os.environ.get(k) for k in GIT_ENV}
@@ -308,7 +321,9 @@ def fetch(
 # -- the tests -----------------------------------------------------------------------------
 
 
-def test_held_list_shows_the_fenced_candidates(desk: Desk, server: Server, browser: Any) -> None:
+def test_held_list_shows_the_fenced_candidates(
+    desk: Desk, server: Server, browser: Any, shots: Path
+) -> None:
     """The Held page lists every fenced candidate newest first with task, agent, codes and
     why, counts each code, and filters by code (screenshot: docs/review/held.png)."""
     anonymous(browser, server)
@@ -327,8 +342,7 @@ def test_held_list_shows_the_fenced_candidates(desk: Desk, server: Server, brows
     assert "agent-d@fleet-1" in by_sid[desk.sids["agent-d"]]
     counts = browser.find_element(_by("ID"), "code-counts").text
     assert "PATH_NOT_OWNED" in counts and "STALE_GENERATION 1" in counts
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    browser.save_screenshot(str(SHOTS / "held.png"))
+    browser.save_screenshot(str(shots / "held.png"))
     visit(browser, f"{server.url}?code=SYMLINK_ESCAPE")
     rows = browser.find_elements(_by("CSS_SELECTOR"), "#held tbody tr[data-sid]")
     assert [r.get_attribute("data-sid") for r in rows] == [desk.sids["agent-g"]]
@@ -336,7 +350,7 @@ def test_held_list_shows_the_fenced_candidates(desk: Desk, server: Server, brows
 
 
 def test_candidate_marks_the_violating_path_and_the_deciding_line(
-    desk: Desk, server: Server, browser: Any
+    desk: Desk, server: Server, browser: Any, shots: Path
 ) -> None:
     """Clicking a candidate shows its verdict, contract and recomputed diff, with the
     out-of-contract path marked by its code and the contract line that decided each path
@@ -362,7 +376,7 @@ def test_candidate_marks_the_violating_path_and_the_deciding_line(
     assert "issue" in browser.find_element(_by("ID"), "claim-history").text
     assert "hold" in browser.find_element(_by("ID"), "review-history").text
     assert "+console.log('shop')" in browser.find_element(_by("ID"), "diff").text
-    browser.save_screenshot(str(SHOTS / "candidate.png"))
+    browser.save_screenshot(str(shots / "candidate.png"))
     visit(browser, f"{server.url}held/{desk.sids['agent-c']}")
     (rename,) = browser.find_elements(_by("CSS_SELECTOR"), "#files tbody tr")
     ends = [e.text for e in rename.find_elements(_by("CSS_SELECTOR"), ".end")]
@@ -454,7 +468,7 @@ def test_approve_after_the_claim_was_revoked_is_refused_by_the_gate(
 
 
 def test_queue_shows_waiting_and_landed_submissions(
-    desk: Desk, server: Server, browser: Any
+    desk: Desk, server: Server, browser: Any, shots: Path
 ) -> None:
     """The Queue page lists what waits in new/ and the staging commits that landed, with
     task, attempt and time in queue (screenshot: docs/review/queue.png)."""
@@ -469,7 +483,7 @@ def test_queue_shows_waiting_and_landed_submissions(
     for row in landed:
         in_queue = row.find_elements(_by("TAG_NAME"), "td")[-1].text
         assert in_queue.endswith("s") and in_queue != "-"
-    browser.save_screenshot(str(SHOTS / "queue.png"))
+    browser.save_screenshot(str(shots / "queue.png"))
 
 
 def test_http_safety_and_json_twins(
