@@ -162,15 +162,6 @@ class Expansions:
         old = claim.contract
         paths = tuple(dict.fromkeys([*old.paths, *request.add_paths]))
         resources = tuple(dict.fromkeys([*old.resources, *request.add_resources]))
-        found = overlaps_with_live(self.canonical, request.task_id, paths, resources)
-        if found:
-            lines = "; ".join(f"{task}: {o.describe()}" for task, o in found)
-            raise self._refuse(
-                request,
-                claim,
-                f"it conflicts with live claims ({lines})",
-                conflicts=sorted({task for task, _ in found}),
-            )
         now = self.claims.now()
         new_request = IssueRequest(
             task_id=request.task_id,
@@ -184,6 +175,7 @@ class Expansions:
             max_patch_bytes=old.max_patch_bytes,
             worktree_id=old.worktree_id,
         )
+        policy = self.canonical.ref(git.POLICY_REF)
         contract = build_contract(self.canonical, new_request, view.generation + 1, now)
         state = claim_state(
             contract,
@@ -194,12 +186,25 @@ class Expansions:
             f" (tree {request.tree_digest}, diff {request.diff_digest})",
         )
         commit = write_claim_commit(self.canonical, contract, state, claim.oid, now)
-        ops = [transaction.update(Canonical.claim_ref(request.task_id), commit, claim.oid)]
-        # The same request refused earlier (say, while another claim held the paths) is
-        # closed in the same transaction, so it never shows as pending after its grant.
-        ref = expansion_ref(request.task_id, request.request_id)
-        pending = self.canonical.ref(ref)
-        if pending is not None:
+
+        def check() -> None:
+            found = overlaps_with_live(self.canonical, request.task_id, paths, resources)
+            if found:
+                lines = "; ".join(f"{task}: {o.describe()}" for task, o in found)
+                raise self._refuse(
+                    request,
+                    claim,
+                    f"it conflicts with live claims ({lines})",
+                    conflicts=sorted({task for task, _ in found}),
+                )
+
+        def close_pending() -> list[transaction.RefOp]:
+            # The same request refused earlier (say, while another claim held the paths) is
+            # closed in the same transaction, so it never shows as pending after its grant.
+            ref = expansion_ref(request.task_id, request.request_id)
+            pending = self.canonical.ref(ref)
+            if pending is None:
+                return []
             record = ExpansionRecord(
                 task_id=request.task_id,
                 request_id=request.request_id,
@@ -210,12 +215,13 @@ class Expansions:
                 live_generation=contract.ownership_generation,
                 live_contract_digest=contract.digest,
             )
-            ops.append(
-                transaction.update(
-                    ref, write_expansion_commit(self.canonical, request, record, pending), pending
-                )
-            )
-        self.claims.apply(ops)
+            grant = write_expansion_commit(self.canonical, request, record, pending)
+            return [transaction.update(ref, grant, pending)]
+
+        event = f"expand {request.task_id} generation {contract.ownership_generation}"
+        self.claims.go_live(
+            request.task_id, commit, claim.oid, event, check, close_pending, policy=policy
+        )
         return contract
 
     def _refuse(
