@@ -21,7 +21,7 @@ from integrator.documents.policy import PolicyState
 from integrator.documents.verdict import Code, Verdict, Violation
 from integrator.errors import ContractError
 from integrator.fence import checks
-from integrator.fence.diff import recompute
+from integrator.fence.diff import TooManyChanges, recompute
 from integrator.fence.trees import MalformedTree, TreeReader
 from integrator.landing.evaluation import Evaluation
 from integrator.landing.history import QueueHistory
@@ -112,10 +112,14 @@ class Gate:
                 cand.tree,
                 rename_limit=policy.policy.integration.rename_limit,
                 reader=self.trees,
+                patch_limit=contract.max_patch_bytes,
             )
         except MalformedTree as err:
-            why = f"{err}; git fsck would reject it"
+            why = f"{err}; git fsck or a checkout would refuse it"
             return stop([Violation(code=Code.UNSAFE_PATH, detail=why)], candidate=str(cand.id))
+        except TooManyChanges as err:
+            violation = Violation(code=Code.PATCH_TOO_LARGE, detail=str(err))
+            return stop([violation], candidate=str(cand.id))
         violations, resources = checks.check_diff(contract, diff, policy.policy)
         violations.extend(unverified)
         verdict = checks.make_verdict(
