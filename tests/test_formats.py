@@ -8,9 +8,9 @@ ingestion rules, JUnit XML under the Jenkins xUnit plugin's junit-10.xsd and Ant
 JUnit.xsd and read back by junitparser, GitLab Code Quality under GitLab's
 codeclimate.json and its documented extra rules, and the verdict schema in contracts/.
 
-The official schema files are not part of this project: they are looked for next to the
-checkout, in ../shared/vendor/formats/, and the tests that need them skip, saying so, when
-that folder is absent.
+The official schema files are not part of this project: they are looked for in a folder
+beside the checkout (SCHEMAS), and the tests that need them skip, saying so, when it is
+absent.
 """
 
 from __future__ import annotations
@@ -349,6 +349,7 @@ def constructed() -> Iterator[tuple[str, Verdict]]:
                 *(Violation(code=Code.UNSAFE_PATH, path=p, detail="bad\x00 <&>") for p in hostile),
                 Violation(code=Code.RESOURCE_NOT_OWNED, resource="lockfile:x", detail="x"),
                 Violation(code=Code.MERGE_CONFLICT, path="m.txt", detail="c", mode="observe"),
+                Violation(code=Code.PATCH_TOO_LARGE, detail="placed at the first changed path"),
             ],
             resources=[
                 ResourceUse(
@@ -366,7 +367,14 @@ def constructed() -> Iterator[tuple[str, Verdict]]:
             ],
         ),
     )
-    yield "candidate-typed-with-0xff", Verdict(decision=Decision.FENCED, candidate="x\udcff")
+    yield (
+        "candidate-typed-with-0xff",
+        Verdict(
+            decision=Decision.FENCED,
+            violations=[Violation(code=Code.CANDIDATE_MISSING, detail="x\udcff is not here")],
+            candidate="x\udcff",
+        ),
+    )
 
 
 # -- tests ----------------------------------------------------------------------------------

@@ -120,6 +120,6 @@ def append_github_summary(verdict: Verdict, env: Mapping[str, str]) -> bool:
     target = env.get("GITHUB_STEP_SUMMARY")
     if not target:
         return False
-    with open(target, "a", encoding="utf-8", errors="surrogateescape") as fh:
+    with open(target, "a", encoding="utf-8", errors="backslashreplace") as fh:
         fh.write(github_step_summary(verdict) + "\n")
     return True

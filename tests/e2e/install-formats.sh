@@ -96,23 +96,27 @@ install_promtool() {
     fi
     local work
     work="$(mktemp -d "$dest/deb.XXXXXX")"
-    chmod 755 "$work" # apt-get download drops to the _apt user when it can
+    local apt=(apt-get -qq)
+    # As root, apt-get download drops to the _apt user, who may not reach this folder.
+    [ "$(id -u)" -eq 0 ] && apt+=(-o APT::Sandbox::User=root)
     # The pinned version first; a point release may have replaced it in the archive.
-    if ! (cd "$work" && apt-get download -qq "prometheus=$PROMETHEUS_DEB_VERSION" >&2); then
+    if ! (cd "$work" && "${apt[@]}" download "prometheus=$PROMETHEUS_DEB_VERSION" >&2); then
         echo "e2e formats: prometheus=$PROMETHEUS_DEB_VERSION is not in the archive, taking the current one" >&2
         as_root && apt-get update -qq >&2
-        if ! (cd "$work" && apt-get download -qq prometheus >&2); then
+        if ! (cd "$work" && "${apt[@]}" download prometheus >&2); then
             rm -rf "$work"
             missing promtool "apt-get download prometheus failed (no package list? run apt-get update)"
             return
         fi
     fi
     rm -rf "$root"
-    if ! dpkg-deb -x "$work"/prometheus_*.deb "$root"; then
+    if ! dpkg-deb -x "$work"/prometheus_*.deb "$work/x"; then
         rm -rf "$work"
         missing promtool "dpkg-deb -x of the prometheus package failed"
         return
     fi
+    mkdir -p "$root/usr/bin" # only promtool is kept (it needs nothing but libc)
+    mv "$work/x/usr/bin/promtool" "$root/usr/bin/promtool"
     rm -rf "$work"
     if ! "$bin" --version >/dev/null 2>&1; then
         missing promtool "$bin does not run"
