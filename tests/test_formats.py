@@ -365,6 +365,7 @@ def constructed() -> Iterator[tuple[str, Verdict]]:
             violations=[
                 Violation(code=Code.RESOURCE_UNKNOWN, resource="api:x", detail="?", mode="observe")
             ],
+            static=True,
         ),
     )
     yield (

@@ -45,6 +45,7 @@ def _properties(verdict: Verdict) -> list[tuple[str, str]]:
         ("generation", None if verdict.generation is None else str(verdict.generation)),
         ("contractDigest", verdict.contract_digest),
         ("policyDigest", verdict.policy_digest),
+        ("static", None if verdict.static is None else str(verdict.static).lower()),
     ]
     return [(name, value) for name, value in fields if value is not None]
 

@@ -127,6 +127,7 @@ def render_sarif(verdict: Verdict, *, contract_path: str | None = None) -> str:
             ("taskId", verdict.task_id),
             ("attemptId", verdict.attempt_id),
             ("generation", verdict.generation),
+            ("static", verdict.static),
         )
         if value is not None
     }
