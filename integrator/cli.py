@@ -85,7 +85,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:  # the last resort: say what broke, never a silent exit 0
         import structlog
 
-        structlog.get_logger("integrator").exception("unexpected error")
+        # On standard error, whatever the logging setup: standard output may be carrying
+        # a document (gate --format sarif …) that a traceback would corrupt.
+        log = structlog.wrap_logger(structlog.PrintLogger(file=sys.stderr))
+        log.exception("unexpected error")
         print(f"integrator: unexpected error: {type(err).__name__}: {err}", file=sys.stderr)
         return EXIT_INFRA
     return code
