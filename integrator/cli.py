@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from integrator import __version__, commands
 from integrator.errors import EXIT_INFRA, IntegratorError
+from integrator.report.escape import visible
 
 DESCRIPTION = """\
 A fencing integration gate for repositories that many coding agents write at once.
@@ -76,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
     except IntegratorError as err:
-        print(f"integrator: error: {err}", file=sys.stderr)
+        print(f"integrator: error: {visible(str(err))}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         return 130
@@ -89,7 +90,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # a document (gate --format sarif …) that a traceback would corrupt.
         log = structlog.wrap_logger(structlog.PrintLogger(file=sys.stderr))
         log.exception("unexpected error")
-        print(f"integrator: unexpected error: {type(err).__name__}: {err}", file=sys.stderr)
+        print(
+            f"integrator: unexpected error: {type(err).__name__}: {visible(str(err))}",
+            file=sys.stderr,
+        )
         return EXIT_INFRA
     return code
 

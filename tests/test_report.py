@@ -21,7 +21,8 @@ from integrator.documents.verdict import (
 from integrator.errors import UsageError
 from integrator.fence.diff import MODE_BLOB, MODE_EXEC, Change, Status
 from integrator.report.common import fingerprint
-from integrator.report.formats import FORMATS, append_github_summary, render, write_document
+from integrator.report.escape import write_text
+from integrator.report.formats import FORMATS, append_github_summary, render
 from integrator.report.github import github_step_summary
 from integrator.report.hints import HINTS, hint
 from integrator.report.sarif import FINGERPRINT_KEY
@@ -396,8 +397,8 @@ def test_text_writes_changed_paths_like_the_verdict() -> None:
     out.encode("utf-8")
 
 
-def test_write_document_never_fails_to_encode() -> None:
+def test_write_text_never_fails_to_encode() -> None:
     """A character that cannot be encoded is written as a backslash escape, never raised."""
-    stream = io.BytesIO()
-    write_document('{"x": "\udcff"}', "json", stream)
-    assert stream.getvalue() == b'{"x": "\\udcff"}\n'
+    stream = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict")
+    write_text('{"x": "\udcff"}\n', stream, "utf-8")
+    assert stream.buffer.getvalue() == b'{"x": "\\udcff"}\n'

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from datetime import timedelta
 from typing import Any
 
@@ -16,6 +15,7 @@ from integrator.commands._common import (
     duration,
     print_json,
     read_input,
+    say,
     timestamp,
     write_output,
 )
@@ -180,10 +180,10 @@ def run_issue(args: argparse.Namespace) -> int:
             contract = Claims(canonical).issue(request, force_shared=args.force_shared)
         else:
             contract = build_contract(canonical, request, 1, canonical.clock())
-            print(
+            say(
                 "integrator: note: repository not initialized; the claim was not registered "
                 "(run integrator init to enforce live claims)",
-                file=sys.stderr,
+                err=True,
             )
     write_output(contract.to_json(), args.output)
     return 0
@@ -203,7 +203,7 @@ def run_renew(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summary)
     else:
-        print(f"renewed {args.task} generation {summary['generation']} until {until.isoformat()}")
+        say(f"renewed {args.task} generation {summary['generation']} until {until.isoformat()}")
     return 0
 
 
@@ -237,7 +237,7 @@ def run_dismiss(args: argparse.Namespace) -> int:
     if args.json:
         print_json(entry.summary())
     else:
-        print(f"dismissed expansion request {args.id} of {entry.record.task_id}: {args.reason}")
+        say(f"dismissed expansion request {args.id} of {entry.record.task_id}: {args.reason}")
     return 0
 
 
@@ -247,7 +247,7 @@ def run_revoke(args: argparse.Namespace) -> int:
     if args.json:
         print_json(_summary(claim))
     else:
-        print(f"revoked {args.task} generation {claim.view.generation}: {args.reason}")
+        say(f"revoked {args.task} generation {claim.view.generation}: {args.reason}")
     return 0
 
 
@@ -269,15 +269,15 @@ def run_show(args: argparse.Namespace) -> int:
         print_json(doc)
         return 0
     for key, value in summary.items():
-        print(f"{key:>15}: {value}")
-    print("\nhistory (newest first):")
+        say(f"{key:>15}: {value}")
+    say("\nhistory (newest first):")
     for commit, state, message in events:
-        print(f"  {commit[:12]}  {state.get('state', '?'):9} {message.splitlines()[0]}")
+        say(f"  {commit[:12]}  {state.get('state', '?'):9} {message.splitlines()[0]}")
     if requests:
-        print("\nexpansion requests (oldest first):")
+        say("\nexpansion requests (oldest first):")
         for entry in requests:
-            print(f"  {entry.describe()}")
-    print("\ncontract:")
+            say(f"  {entry.describe()}")
+    say("\ncontract:")
     print(json.dumps(claim.contract.wire(), indent=2))
     return 0
 
@@ -300,18 +300,18 @@ def run_list(args: argparse.Namespace) -> int:
         print_json(rows)
         return 0
     if not rows:
-        print("no claims")
+        say("no claims")
         return 0
-    print(f"{'TASK':24} {'GEN':>4} {'STATE':9} {'LEASE UNTIL':26} PATHS")
+    say(f"{'TASK':24} {'GEN':>4} {'STATE':9} {'LEASE UNTIL':26} PATHS")
     for row in rows:
         paths = ", ".join(str(p) for p in row["paths"])  # type: ignore[attr-defined]
-        print(
+        say(
             f"{row['taskId']!s:24} {row['generation']!s:>4} {row['state']!s:9} "
             f"{row['leaseExpiresAt']!s:26} {paths}"
         )
     if pending:
-        print(f"\n{len(pending)} expansion request(s) waiting for review:")
+        say(f"\n{len(pending)} expansion request(s) waiting for review:")
         for entry in pending:
-            print(f"  {entry.describe()}")
-        print("  (re-run `contract expand` to grant one, `contract dismiss ID` to close it)")
+            say(f"  {entry.describe()}")
+        say("  (re-run `contract expand` to grant one, `contract dismiss ID` to close it)")
     return 0

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from integrator.commands._common import print_json, read_input
+from integrator.commands._common import print_json, read_input, say
 from integrator.daemon import logs
 from integrator.daemon.mirror import for_spool
 from integrator.daemon.review import (
@@ -28,6 +28,7 @@ from integrator.documents.verdict import Verdict
 from integrator.errors import EXIT_OK, UsageError
 from integrator.landing.engine import Integrator
 from integrator.repo.canonical import Canonical
+from integrator.report.escape import visible, write_text
 
 RED, GREEN, CYAN, YELLOW, BOLD, RESET = (
     "\033[31m", "\033[32m", "\033[36m", "\033[33m", "\033[1m", "\033[0m",
@@ -156,15 +157,15 @@ def run_list(args: argparse.Namespace) -> int:
         return EXIT_OK
     requests = expansion_lines(spool, args.repo)
     if not items and not requests:
-        print("nothing is held for review")
+        say("nothing is held for review")
     for h in items:
         v = h.verdict
-        print(
+        say(
             f"{h.sid}  {v.decision.value:<7} {v.task_id or '-':<20} gen {v.generation or '-':<3} "
             f"{h.submission.candidate[:12]}  {_codes(v)}"
         )
     for line in requests:
-        print(line)
+        say(line)
     return EXIT_OK
 
 
@@ -224,7 +225,7 @@ def run_show(args: argparse.Namespace) -> int:
     color = args.color == "always" or (
         args.color == "auto" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     )
-    sys.stdout.write(render_show(held, base, files, [a.wire() for _, a in records], color=color))
+    write_text(render_show(held, base, files, [a.wire() for _, a in records], color=color))
     return EXIT_OK
 
 
@@ -236,42 +237,50 @@ def render_show(
     *,
     color: bool,
 ) -> str:
-    """Violations first, then each file's patch under the violations that name it."""
+    """Violations first, then each file's patch under the violations that name it.
+
+    Every piece of data (names, details, reasons, patch lines) is spelled out with
+    `visible` before any colour of ours is added: an escape in a patch line cannot erase
+    the line above it, a bidirectional override cannot reorder it.
+    """
 
     def paint(code: str, text: str) -> str:
         return f"{code}{text}{RESET}" if color else text
 
+    def v_(value: object) -> str:
+        return visible(str(value))
+
     v = held.verdict
+    who = held.submission.submitter
     out = [
         paint(BOLD, f"submission {held.sid}  {v.decision.value}  ({held.folder}/)"),
-        f"task {v.task_id}  attempt {v.attempt_id}  generation {v.generation}",
-        f"candidate {held.submission.candidate}  base {v.base or '-'}",
-        f"submitted by {held.submission.submitter.user}@{held.submission.submitter.host} "
-        f"at {held.submission.submitted_at.isoformat()}",
+        f"task {v_(v.task_id)}  attempt {v_(v.attempt_id)}  generation {v.generation}",
+        f"candidate {v_(held.submission.candidate)}  base {v_(v.base or '-')}",
+        f"submitted by {v_(who.user)}@{v_(who.host)} at {held.submission.submitted_at.isoformat()}",
         "",
         paint(BOLD, "violations"),
     ]
     in_diff = {id(x) for f in files for x in f.violations}
     for x in v.violations:
         where = "" if id(x) in in_diff else "  (not in the diff)" if x.path else ""
-        out.append(paint(RED, f"  ✗ {x.code.value:<20} {x.subject}: {x.detail}{where}"))
+        line = f"  ✗ {x.code.value:<20} {v_(x.subject)}: {v_(x.detail)}{where}"
+        out.append(paint(RED, line))
     if not v.violations:
         out.append("  none")
     out += ["", paint(BOLD, "history")]
     for a in actions:
-        out.append(
-            f"  {a['at']}  {a['action']:<8} by {a['actor']}: "
-            f"{a.get('decision') or ''} {' '.join(a.get('codes', []))} {a.get('reason') or ''}".rstrip()
-        )
-    out += ["", paint(BOLD, f"diff {base or '(empty tree)'}..{held.submission.candidate}")]
+        codes = " ".join(a.get("codes", []))
+        line = f"  {a['at']}  {a['action']:<8} by {a['actor']}: {a.get('decision') or ''} {codes} {a.get('reason') or ''}"
+        out.append(v_(line.rstrip()))
+    out += ["", paint(BOLD, f"diff {v_(base or '(empty tree)')}..{v_(held.submission.candidate)}")]
     if not files and base is None:
         out.append("  the candidate's objects are not in the repository")
     for f in files:
         out.append("")
         for x in f.violations:
-            out.append(paint(RED, f"✗ {x.code.value}: {x.detail}"))
+            out.append(paint(RED, f"✗ {x.code.value}: {v_(x.detail)}"))
         for line in f.patch.splitlines():
-            out.append(_paint_line(line, paint))
+            out.append(_paint_line(visible(line, keep_tabs=True), paint))
     return "\n".join(out) + "\n"
 
 
@@ -301,7 +310,7 @@ def run_reject(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"submission": args.id, "action": "reject", "folder": "archived"})
     else:
-        print(f"{args.id} rejected and archived: {args.reason}")
+        say(f"{args.id} rejected and archived: {args.reason}")
     return EXIT_OK
 
 
@@ -310,11 +319,11 @@ def _print_verdict(args: argparse.Namespace, sid: str, verdict: Verdict) -> None
         print_json({"submission": sid, "action": "approve", "verdict": verdict.wire()})
         return
     codes = _codes(verdict)
-    print(f"{sid} {verdict.decision.value}" + (f" ({codes})" if verdict.violations else ""))
+    say(f"{sid} {verdict.decision.value}" + (f" ({codes})" if verdict.violations else ""))
     for x in verdict.violations:
-        print(f"  {x.code.value} {x.subject}: {x.detail}")
+        say(f"  {x.code.value} {x.subject}: {x.detail}")
     if verdict.staging_commit:
-        print(f"  landed as {verdict.staging_commit}")
+        say(f"  landed as {verdict.staging_commit}")
 
 
 def run_web(args: argparse.Namespace) -> int:

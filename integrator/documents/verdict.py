@@ -186,6 +186,9 @@ class Verdict(Model):
     # True when asked for a static check: the contract's own rules, no live claim read.
     static: bool | None = None
 
+    # A candidate or base named on a command line may hold bytes that are not UTF-8.
+    _named = field_validator("candidate", "base", mode="before")(_text)
+
     @property
     def exit_code(self) -> int:
         return self.decision.exit_code

@@ -13,10 +13,8 @@ UTF-8 (docs/formats.md describes each format's shape).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import BinaryIO
 
 from integrator.documents.verdict import Verdict
 from integrator.errors import UsageError
@@ -24,6 +22,7 @@ from integrator.fence.diff import Change
 from integrator.fence.paths import quote_path
 from integrator.report.codequality import render_codequality
 from integrator.report.common import printable
+from integrator.report.escape import write_text
 from integrator.report.github import append_github_summary, render_github
 from integrator.report.junit import render_junit
 from integrator.report.sarif import render_sarif
@@ -74,24 +73,13 @@ def contract_in_worktree(contract: str, worktree: str | None) -> str | None:
     return relative.as_posix()
 
 
-def write_document(text: str, fmt: str, stream: BinaryIO | None = None) -> None:
-    """Write a rendered document and a newline to `stream` (standard output's bytes).
+def write_document(text: str, fmt: str) -> None:
+    """Write a rendered document and a newline to standard output.
 
     Machine formats are UTF-8 documents whatever the locale says (XML declares it, SARIF
-    and JSON are UTF-8 by definition); text is for a terminal, in its encoding. Either is
-    encoded here, never by a strict text stream: a character that does not encode is
-    spelled as a backslash escape instead of failing after the verdict was reached.
+    and JSON are UTF-8 by definition); text is for a terminal, in its encoding.
     """
-    if stream is None:
-        buffer: BinaryIO | None = getattr(sys.stdout, "buffer", None)
-        if buffer is None:  # a text-only stand-in for standard output takes str
-            sys.stdout.write(text + "\n")
-            return
-        sys.stdout.flush()
-        stream = buffer
-    encoding = (getattr(sys.stdout, "encoding", None) or "utf-8") if fmt == "text" else "utf-8"
-    stream.write((text + "\n").encode(encoding, "backslashreplace"))
-    stream.flush()
+    write_text(text + "\n", encoding=None if fmt == "text" else "utf-8")
 
 
 def render_json(verdict: Verdict) -> str:
