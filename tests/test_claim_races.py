@@ -20,6 +20,7 @@ from integrator.repo.canonical import Canonical
 from integrator.repo.claims import Claims, IssueRequest
 from integrator.repo.expansions import Expansions
 from tests.canon import make_canon
+from tests.gitutil import git
 
 COORDINATORS = 8
 TRIALS = int(os.environ.get("INTEGRATOR_RACE_TRIALS", "4"))
@@ -127,6 +128,7 @@ def test_concurrent_expansions_onto_one_glob_grant_one(repo: Path) -> None:
                     "expectedGeneration": c.ownership_generation,
                     "treeDigest": ZERO,
                     "diffDigest": ZERO,
+                    "workspaceTree": git("rev-parse", f"{c.base_commit}^{{tree}}", cwd=repo),
                     "addPaths": [glob],
                 }
             )

@@ -76,6 +76,9 @@ class Desk:
                         "expectedGeneration": self.contract.ownership_generation,
                         "treeDigest": "sha256:" + "0" * 64,
                         "diffDigest": "sha256:" + "0" * 64,
+                        "workspaceTree": run(
+                            "rev-parse", f"{self.contract.base_commit}^{{tree}}", cwd=self.repo
+                        ),
                         "addPaths": list(paths),
                     }
                 )

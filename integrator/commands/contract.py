@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -20,8 +21,12 @@ from integrator.commands._common import (
     write_output,
 )
 from integrator.documents.claim import Claim
+from integrator.documents.contract import parse_contract
 from integrator.documents.expansion import ExpansionRequest
 from integrator.errors import ConfigurationError, UsageError
+from integrator.fence.limits import EXPANSION_BYTES
+from integrator.fleet.expansion import build_request
+from integrator.fleet.workspace import bound_contract, worktree_root
 from integrator.repo.canonical import Canonical
 from integrator.repo.claims import (
     DEFAULT_MAX_PATCH_BYTES,
@@ -43,6 +48,7 @@ def register(sub: Any) -> None:
     inner = parser.add_subparsers(dest="contract_command", metavar="ACTION", required=True)
     _register_issue(inner)
     _register_changes(inner)
+    _register_request(inner)
     _register_reading(inner)
 
 
@@ -73,6 +79,41 @@ def _register_issue(inner: Any) -> None:
     issue.add_argument("--force-shared", action="store_true", help="allow overlap with live claims")
     issue.add_argument("-o", "--output", metavar="FILE", help="write the contract here")
     issue.set_defaults(func=run_issue)
+
+
+def _register_request(inner: Any) -> None:
+    request = inner.add_parser(
+        "request-expansion",
+        help="(agent) write an expansion request integrator can verify, from the workspace",
+        description="Write an integrator.expansion.v1 request for the contract bound to the "
+        "worktree (or --contract FILE): what to add, and the workspace's whole current "
+        "state (tracked and untracked files) as a git tree id with its HEAD, so that "
+        "`contract expand` can verify the workspace has not already written what it asks "
+        "for. Ask before writing: a request whose workspace already changed an added path "
+        "is routed to review, nothing granted.",
+    )
+    request.add_argument("--worktree", type=Path, default=Path(), metavar="PATH")
+    request.add_argument("--contract", metavar="FILE", help="the contract (default: the bound one)")
+    request.add_argument("--add-path", action="append", default=[], metavar="GLOB")
+    request.add_argument("--add-resource", action="append", default=[], metavar="KIND:NAME")
+    request.add_argument("-o", "--output", metavar="FILE", help="write the request here")
+    request.set_defaults(func=run_request)
+
+
+def run_request(args: argparse.Namespace) -> int:
+    if not args.add_path and not args.add_resource:
+        raise UsageError("name what to add: --add-path GLOB and/or --add-resource KIND:NAME")
+    root = worktree_root(args.worktree)
+    if args.contract:
+        contract = parse_contract(read_input(args.contract))
+    else:
+        bound = bound_contract(root)
+        if bound is None:
+            raise UsageError(f"no contract is bound to {root}; pass --contract FILE")
+        contract = bound
+    request = build_request(root, contract, args.add_path, args.add_resource)
+    write_output(request.to_json(), args.output)
+    return 0
 
 
 def _register_changes(inner: Any) -> None:
@@ -218,6 +259,8 @@ def run_reclaim(args: argparse.Namespace) -> int:
 
 def run_expand(args: argparse.Namespace) -> int:
     data = read_input(args.request)
+    if len(data) > EXPANSION_BYTES:
+        raise UsageError(f"the expansion request is more than {EXPANSION_BYTES} bytes")
     try:
         request = ExpansionRequest.model_validate_json(data)
     except ValidationError as err:

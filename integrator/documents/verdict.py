@@ -58,6 +58,7 @@ class Code(StrEnum):
     UNICODE_COLLISION = "UNICODE_COLLISION"
     UNSAFE_PATH = "UNSAFE_PATH"
     PATCH_TOO_LARGE = "PATCH_TOO_LARGE"
+    EDIT_BEFORE_GRANT = "EDIT_BEFORE_GRANT"
     RESOURCE_NOT_OWNED = "RESOURCE_NOT_OWNED"
     RESOURCE_UNKNOWN = "RESOURCE_UNKNOWN"
     RESOURCE_CONFLICT = "RESOURCE_CONFLICT"
@@ -104,6 +105,8 @@ CODE_SUMMARY: dict[Code, str] = {
     Code.UNICODE_COLLISION: "Two paths of the result differ only in Unicode normalisation.",
     Code.UNSAFE_PATH: "A path is absolute, escapes, names .git or holds control characters.",
     Code.PATCH_TOO_LARGE: "The change is larger than the contract's maxPatchBytes.",
+    Code.EDIT_BEFORE_GRANT: "A granted path was changed before the grant: edit first, claim "
+    "afterwards is refused.",
     Code.RESOURCE_NOT_OWNED: "A touched semantic resource is not owned by the contract.",
     Code.RESOURCE_UNKNOWN: "A touched resource's owner cannot be resolved statically.",
     Code.RESOURCE_CONFLICT: "The commits since base touched the same semantic resource.",

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from integrator.documents.claim import ClaimView
+from integrator.documents.claim import ClaimView, Grant
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.policy import Category, Policy, category_of_resource
 from integrator.documents.verdict import (
@@ -64,6 +64,29 @@ def check_claim_known() -> list[Violation]:
             "origin '+refs/integrator/*:refs/integrator/*') or pass --static to ask for "
             "exactly that",
         )
+    ]
+
+
+def check_grants(edits: Sequence[tuple[str, str, Grant]] | None) -> list[Violation]:
+    """Commits that changed a granted path without building on the state the grant
+    inspected (they were written before it); None: the history was too long to verify."""
+    if edits is None:
+        return [
+            Violation(
+                code=Code.EDIT_BEFORE_GRANT,
+                detail="the candidate's history is too long to verify that no granted path "
+                "was edited before its grant",
+            )
+        ]
+    return [
+        Violation(
+            code=Code.EDIT_BEFORE_GRANT,
+            path=path,
+            detail=f"commit {commit[:12]} changed {path}, which generation {grant.generation} "
+            f"granted, without building on the workspace the grant inspected "
+            f"({(grant.head or '')[:12]}): it was written before the claim allowed it",
+        )
+        for commit, path, grant in edits
     ]
 
 

@@ -24,4 +24,5 @@ MAX_GLOB_LENGTH = 1024  # characters in one glob
 EXPANSION_BYTES = 64 << 10  # an expansion request document
 POLICY_BYTES = 1 << 20  # a policy document (the coordinator's)
 TASK_FILE_BYTES = 256 << 10  # a task file
-REASON_CHARS = 4000  # a review or revoke reason typed by a person
+REASON_CHARS = 4000
+MAX_HISTORY = 1000  # commits walked to verify a workspace or a candidate's edits  # a review or revoke reason typed by a person

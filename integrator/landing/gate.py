@@ -27,6 +27,7 @@ from integrator.landing.evaluation import Evaluation
 from integrator.landing.history import QueueHistory
 from integrator.repo import git
 from integrator.repo.canonical import Canonical
+from integrator.repo.edits import edits_before_grants
 
 
 def _legacy(data: bytes) -> bool:
@@ -121,6 +122,11 @@ class Gate:
             violation = Violation(code=Code.PATCH_TOO_LARGE, detail=str(err))
             return stop([violation], candidate=str(cand.id))
         violations, resources = checks.check_diff(contract, diff, policy.policy)
+        if claim is not None and claim.view.grants:
+            edits = edits_before_grants(
+                self.repo, contract.base_commit, str(cand.id), claim.view.grants
+            )
+            violations.extend(checks.check_grants(edits))
         violations.extend(unverified)
         verdict = checks.make_verdict(
             contract,

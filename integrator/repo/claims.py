@@ -296,7 +296,13 @@ class Claims:
                 f"{current.isoformat()}; renew only extends a lease (revoke or reclaim "
                 "--force ends one early)"
             )
-        state = claim_state(claim.contract, state="live", lease_expires_at=until, event="renew")
+        state = claim_state(
+            claim.contract,
+            state="live",
+            lease_expires_at=until,
+            event="renew",
+            grants=claim.view.grants,
+        )
         commit = write_claim_commit(self.canonical, claim.contract, state, claim.oid, now)
         self._cas(task_id, commit, claim.oid)
         return self.canonical.claim_at(commit)
@@ -338,6 +344,7 @@ class Claims:
             lease_expires_at=contract.lease.expires_at,
             event="reclaim",
             reason=f"took over from attempt {old.attempt_id} (generation {old.ownership_generation})",
+            grants=claim.view.grants,
         )
         commit = write_claim_commit(self.canonical, contract, state, claim.oid, now)
 
@@ -367,6 +374,7 @@ class Claims:
             lease_expires_at=claim.view.lease_expires_at,
             event="revoke",
             reason=reason,
+            grants=claim.view.grants,
         )
         return write_claim_commit(self.canonical, claim.contract, state, claim.oid, now)
 
@@ -387,6 +395,7 @@ class Claims:
             event="consume",
             staging_commit=staging,
             candidate=candidate,
+            grants=claim.view.grants,
         )
         return write_claim_commit(
             self.canonical, claim.contract, state, claim.oid, now, objects=objects

@@ -16,7 +16,7 @@ from datetime import timedelta
 import structlog
 from pydantic import ValidationError
 
-from integrator.documents.claim import Claim, claim_state
+from integrator.documents.claim import Claim, Grant, claim_state
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.expansion import ExpansionRecord, ExpansionRequest
 from integrator.errors import (
@@ -35,6 +35,7 @@ from integrator.repo.claims import (
     overlaps_with_live,
     write_claim_commit,
 )
+from integrator.repo.edits import written_already
 from integrator.repo.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 
 log = structlog.get_logger("integrator.expansions")
@@ -160,6 +161,9 @@ class Expansions:
                 f"{view.contract_digest}",
             )
         old = claim.contract
+        written = written_already(self.canonical, old, request)
+        if written is not None:
+            raise self._refuse(request, claim, written)
         paths = tuple(dict.fromkeys([*old.paths, *request.add_paths]))
         resources = tuple(dict.fromkeys([*old.resources, *request.add_resources]))
         now = self.claims.now()
@@ -183,7 +187,15 @@ class Expansions:
             lease_expires_at=contract.lease.expires_at,
             event="expand",
             reason=f"added paths {list(request.add_paths)} resources {list(request.add_resources)}"
-            f" (tree {request.tree_digest}, diff {request.diff_digest})",
+            f" (workspace tree {request.workspace_tree}, head {request.workspace_head})",
+            grants=(
+                *view.grants,
+                Grant(
+                    contract.ownership_generation,
+                    tuple(p for p in request.add_paths if p not in old.paths),
+                    request.workspace_head or old.base_commit,
+                ),
+            ),
         )
         commit = write_claim_commit(self.canonical, contract, state, claim.oid, now)
 

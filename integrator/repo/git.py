@@ -182,6 +182,22 @@ def config_blob(repo_path: str | Path, oid: str) -> list[tuple[str, str]] | None
     return pairs
 
 
+def object_kind(repo: pygit2.Repository, oid: str) -> str | None:
+    """ "commit", "tree", "blob" or "tag" for an object here, None when there is none."""
+    import pygit2
+
+    try:
+        kind = repo.odb.read_header(oid)[0]
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
+    return {
+        pygit2.enums.ObjectType.COMMIT: "commit",
+        pygit2.enums.ObjectType.TREE: "tree",
+        pygit2.enums.ObjectType.BLOB: "blob",
+        pygit2.enums.ObjectType.TAG: "tag",
+    }.get(kind)
+
+
 def has_object(repo: pygit2.Repository, oid: str) -> bool:
     import pygit2
 

@@ -50,6 +50,8 @@ HINTS: dict[Code, str] = {
     "without .git or control characters",
     Code.PATCH_TOO_LARGE: "split the change into smaller candidates "
     "or ask the coordinator for a larger maxPatchBytes",
+    Code.EDIT_BEFORE_GRANT: "rebuild the change on the workspace state the expansion "
+    "inspected: revert the early edits, then make them again after the grant",
     Code.RESOURCE_NOT_OWNED: "ask the coordinator to add the resource to the claim "
     "(integrator contract expand) or drop the change",
     Code.RESOURCE_UNKNOWN: "a release manager decides (integrator review); "
