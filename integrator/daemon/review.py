@@ -46,6 +46,7 @@ from integrator.errors import (
     IntegratorError,
     UsageError,
 )
+from integrator.fence.limits import REASON_CHARS
 from integrator.files import atomic_write
 from integrator.repo import git, transaction
 from integrator.repo.canonical import Canonical, signature
@@ -293,6 +294,14 @@ def default_actor() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
+def _check_text(actor: str, reason: str | None) -> None:
+    """Who and why are recorded in git and shown to people: bounded, and one line of who."""
+    if not actor or len(actor) > 200 or any(ord(ch) < 0x20 for ch in actor):
+        raise UsageError("the actor must be one line of at most 200 characters")
+    if reason is not None and len(reason) > REASON_CHARS:
+        raise UsageError(f"the reason is longer than {REASON_CHARS} characters")
+
+
 class Review:
     """The release manager's operations on one spool and its canonical repository."""
 
@@ -351,6 +360,7 @@ class Review:
         self, sid: str, actor: str, contract: bytes | None = None, reason: str | None = None
     ) -> Verdict:
         """Run the held candidate through the fence again under a re-issued contract."""
+        _check_text(actor, reason)
         if self.engine is None:
             raise UsageError("approve needs the integration engine")
         with self._exclusive():
@@ -363,6 +373,9 @@ class Review:
 
     def reject(self, sid: str, actor: str, reason: str) -> None:
         """Archive a held candidate with the reason; nothing is integrated."""
+        _check_text(actor, reason)
+        if not reason.strip():
+            raise UsageError("a rejection needs a reason")
         with self._exclusive():
             held = self.get(sid)
             self._record(held, "reject", actor, reason, None, held.verdict.contract_digest)

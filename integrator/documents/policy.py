@@ -21,6 +21,7 @@ from integrator.documents.contract import parse_resource
 from integrator.documents.digests import digest_of
 from integrator.errors import ConfigurationError
 from integrator.fence import paths
+from integrator.fence.limits import POLICY_BYTES
 
 POLICY_SCHEMA = "integrator.policy.v1"
 
@@ -163,6 +164,8 @@ def default_policy_text() -> str:
 
 def parse_policy(text: str, *, source: str = "policy") -> Policy:
     """Parse a TOML policy; raises ConfigurationError naming every problem."""
+    if len(text) > POLICY_BYTES:
+        raise ConfigurationError(f"{source}: more than the limit of {POLICY_BYTES} characters")
     try:
         data: dict[str, Any] = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:

@@ -32,6 +32,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from integrator.documents.contract import Resource, refname_problem
 from integrator.errors import UsageError
 from integrator.fence import paths
+from integrator.fence.limits import TASK_FILE_BYTES
 
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _KEY_RE = re.compile(r"^(?P<key>[A-Za-z_][A-Za-z0-9_-]*)\s*:(?:\s+(?P<value>.*))?$")
@@ -307,6 +308,8 @@ def _render(err: ValidationError, where: str) -> str:
 def parse_task(text: str, source: Path | None = None) -> Task:
     """Parse one task file; raises TaskFileError naming the file, line or key at fault."""
     where = str(source) if source else "task"
+    if len(text) > TASK_FILE_BYTES:
+        raise TaskFileError(f"{where}: more than the limit of {TASK_FILE_BYTES} characters")
     lines, body, first = _split_front_matter(text, where)
     data = {k: v for k, v in parse_front_matter(lines, where, first).items() if v is not None}
     try:
@@ -318,6 +321,11 @@ def parse_task(text: str, source: Path | None = None) -> Task:
 
 def load_task(path: Path) -> Task:
     try:
+        size = path.stat().st_size
+        if size > TASK_FILE_BYTES:
+            raise TaskFileError(
+                f"task file {path} is {size} bytes, more than the limit of {TASK_FILE_BYTES}"
+            )
         text = path.read_text("utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise TaskFileError(f"cannot read task file {path}: {err}") from err
