@@ -401,18 +401,20 @@ class Daemon:
         """
         repo = self.canonical.repo
         holds = [op for op in ops if op.verb != "delete"]
-        deletions = [op for op in ops if op.verb == "delete"]
+        deletions = [op for op in ops if op.verb == "delete"]  # quarantine: this repo's own
         durable = git.durable(repo)
         if holds:
             if durable:
                 git.sync_objects(repo)  # records on disk before refs name them
-            if durable and git.HAS_SYNCFS:
+            if self.canonical.remote is not None:
+                self.canonical.remote.apply(holds)  # held records live on the server
+            elif durable and git.HAS_SYNCFS:
                 self.canonical.bulk_updater.apply(holds)
                 git.sync_refs(repo)
             else:
                 self.canonical.updater.apply(holds)
         if deletions:
-            self.canonical.updater.apply(deletions)
+            self.canonical.local_updater.apply(deletions)
 
     def _summary(self, o: Outcome) -> None:
         """The one event per decision: everything a person or a shipper needs to find it."""

@@ -389,6 +389,7 @@ class Review:
         verdict: Verdict | None,
         digest: str | None,
     ) -> None:
+        self.canonical.refresh()
         now = self.clock()
         canonical = self.canonical
         old = canonical.ref(held_ref(held.sid))
