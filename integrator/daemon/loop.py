@@ -28,10 +28,10 @@ import watchfiles
 
 from integrator.daemon.bundles import import_bundle, quarantine_prefix
 from integrator.daemon.health import Metrics
+from integrator.daemon.held import hold_op
 from integrator.daemon.mirror import Mirror, MirrorWorker
 from integrator.daemon.notify import Notifier
 from integrator.daemon.records import codes_of, decision_record
-from integrator.daemon.review import hold_op
 from integrator.daemon.settings import Settings
 from integrator.daemon.spool import (
     REJECTION_FILE,
