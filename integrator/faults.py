@@ -9,7 +9,9 @@ SIGSTOP (a pause another process can exploit, resumed with SIGCONT). Points:
 - `after-prepare`: the ref transaction is prepared (refs locked), not committed;
 - `after-commit`: the ref transaction committed, nothing reported yet;
 - `after-push`: (remote mode) the server applied an atomic push, the mirror not yet moved;
-- `before-publish`: (intake) a verdict is filed in the spool, not yet published.
+- `before-publish`: (intake) a verdict is filed in the spool, not yet published;
+- `before-claim-transaction`: a claim operation read the claims and wrote its commits,
+  no ref moved yet.
 
 Unset (the normal case), a point costs one dictionary lookup.
 """
@@ -28,6 +30,7 @@ POINTS = (
     "after-commit",
     "after-push",
     "before-publish",
+    "before-claim-transaction",
 )
 _ACTIONS = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP}
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from integrator import faults
 from integrator.documents.claim import Claim, claim_state
 from integrator.documents.contract import (
     CONTRACT_SCHEMA,
@@ -202,6 +203,7 @@ class Claims:
     def apply(self, ops: list[transaction.RefOp]) -> None:
         if git.durable(self.canonical.repo):
             git.sync_objects(self.canonical.repo)
+        faults.point("before-claim-transaction")
         self.canonical.updater.apply(ops)
 
     def go_live(
