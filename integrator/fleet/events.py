@@ -19,7 +19,7 @@ from typing import Literal
 from integrator.fleet.patches import PatchError, parse_patch, resolve
 from integrator.fleet.shell import APPLY_PATCH_NAMES, ShellError, invocation_paths, shell_patches
 
-Dialect = Literal["claude", "gemini"]
+Dialect = Literal["claude", "codex", "gemini"]
 
 WRITE_FIELDS = ("file_path", "notebook_path", "path", "filePath", "absolute_path", "target_file")
 READ_ONLY_TOOLS = frozenset(
@@ -140,6 +140,8 @@ def _event(data: bytes, default_cwd: Path) -> tuple[Dialect, str, dict[str, obje
     if name not in dialects:
         raise GuardInputError(f"hook_event_name {name!r} is not PreToolUse or BeforeTool")
     dialect = dialects[name]
+    if dialect == "claude" and "turn_id" in event:
+        dialect = "codex"  # Codex sends Claude's wire format, plus the turn it runs in
     tool, tool_input = event.get("tool_name"), event.get("tool_input")
     if not isinstance(tool, str) or not tool or not isinstance(tool_input, dict):
         raise GuardInputError("hook input lacks tool_name or a tool_input object", dialect)

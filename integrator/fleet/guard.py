@@ -43,6 +43,7 @@ from integrator.fence import paths
 from integrator.fleet.events import Dialect, GuardInputError, Write, parse_event
 from integrator.fleet.patches import lexical
 from integrator.fleet.workspace import (
+    binding_record,
     bound_contract,
     worktree_id,
     worktree_root,
@@ -283,6 +284,38 @@ def evaluate(
     return decide(contract, claim, worktree_id(root), now, located, in_place=in_place)
 
 
+def bound_status(
+    cwd: Path, now: datetime, *, in_place_task: str | None = None
+) -> dict[str, object]:
+    """`guard show --json`: the contract this checkout writes under (bound here, or the live
+    in-place one of `in_place_task`), its live claim, and whether the guard lets it write."""
+    root = worktree_root(cwd)
+    contract = bound_contract(root)
+    in_place = contract is None and bool(in_place_task)
+    task = contract.task_id if contract is not None else in_place_task
+    live = read_claim(root, task) if task else None
+    if contract is None and live is not None:
+        contract = live.contract
+    view = live.view if live is not None else None
+    problem = contract_problem(contract, view, worktree_id(root), now, in_place=in_place)
+    return {
+        "worktree": str(root),
+        "worktreeId": worktree_id(root),
+        "task": task,
+        "binding": binding_record(root) or None,
+        "contract": contract.wire() if contract is not None else None,
+        "live": None if view is None else {
+            "generation": view.generation,
+            "attemptId": view.attempt_id,
+            "state": view.state,
+            "leaseExpiresAt": view.lease_expires_at.isoformat(),
+            "contractDigest": view.contract_digest,
+        },
+        "writable": problem is None,
+        "problem": problem,
+    }  # fmt: skip
+
+
 def staged_paths(root: Path) -> list[str]:
     """Paths staged for the next commit; a rename counts as both its ends."""
     proc = git.run_git(["diff", "--cached", "--name-only", "--no-renames", "-z"], cwd=root)
@@ -298,8 +331,10 @@ class HookAnswer:
 
 def answer(dialect: Dialect | None, decision: GuardDecision) -> HookAnswer:
     """The hook protocol's answer. Unknown dialect (unreadable input): exit 2, which every
-    supported tool treats as a block, with the reason on stderr."""
-    if dialect is None:
+    supported tool treats as a block, with the reason on stderr. Codex is denied the same
+    way: it runs hooks under the user's login shell, whose profile may print to stdout,
+    and a deny JSON it cannot parse would let the call through; exit 2 reads stderr only."""
+    if dialect is None or (dialect == "codex" and not decision.allowed):
         return HookAnswer(2, "", visible(decision.reason) + "\n")
     if dialect == "gemini":
         body: dict[str, object] = {} if decision.allowed else {
