@@ -65,15 +65,28 @@ def submitter(repo: Path) -> Submitter:
 
 
 def run(args: argparse.Namespace) -> int:
-    data = read_input(args.contract)
+    spool = Spool(args.spool)
+    doc = publish(spool, read_input(args.contract), args.candidate, Path(args.repo), args.bundle)
+    sid = str(doc["submission"])
+    if args.wait is None:
+        if args.json:
+            print_json(doc)
+        else:
+            print(sid)
+        return 0
+    return wait_for(spool, sid, args.wait, as_json=args.json)
+
+
+def publish(spool: Spool, data: bytes, rev: str, repo: Path, bundle: bool) -> dict[str, object]:
+    """Write one submission into the spool; the `--json` document `submit` prints (the MCP
+    server's `submit` returns the same document)."""
     contract = parse_contract(data)  # refuse locally what the gate would fence anyway
     document = json.loads(data)
-    repo_path = Path(args.repo).resolve()
-    candidate = git.rev_parse_commit(repo_path, args.candidate)
-    spool = Spool(args.spool)
+    repo_path = repo.resolve()
+    candidate = git.rev_parse_commit(repo_path, rev)
     now = datetime.now(UTC)
     with spool.draft(now) as draft:
-        if args.bundle:
+        if bundle:
             create_bundle(repo_path, candidate, contract.base_commit, draft / BUNDLE_FILE)
         submission = Submission.model_validate(
             {
@@ -82,19 +95,11 @@ def run(args: argparse.Namespace) -> int:
                 "candidate": candidate,
                 "submitter": submitter(repo_path),
                 "submittedAt": now,
-                "bundle": BUNDLE_FILE if args.bundle else None,
+                "bundle": BUNDLE_FILE if bundle else None,
             }
         )
         sid = spool.publish(draft, submission)
-    if args.wait is None:
-        if args.json:
-            print_json(
-                {"submission": sid, "candidate": candidate, "path": str(spool.folder("new") / sid)}
-            )
-        else:
-            print(sid)
-        return 0
-    return wait_for(spool, sid, args.wait, as_json=args.json)
+    return {"submission": sid, "candidate": candidate, "path": str(spool.folder("new") / sid)}
 
 
 def wait_for(spool: Spool, sid: str, timeout: float, *, as_json: bool) -> int:
@@ -102,10 +107,9 @@ def wait_for(spool: Spool, sid: str, timeout: float, *, as_json: bool) -> int:
     deadline = time.monotonic() + timeout
     delay = 0.02
     while True:
-        for folder in FILED:
-            path = spool.folder(folder) / sid
-            if path.is_dir():
-                return _report(sid, folder, path, as_json=as_json)
+        found = filed(spool, sid)
+        if found is not None:
+            return _report(sid, *found, as_json=as_json)
         if time.monotonic() >= deadline:
             raise InfrastructureError(
                 f"no verdict for {sid} within {timeout:g} s; it is still queued (is the daemon "
@@ -115,21 +119,40 @@ def wait_for(spool: Spool, sid: str, timeout: float, *, as_json: bool) -> int:
         delay = min(delay * 1.5, 0.5)
 
 
-def _report(sid: str, folder: str, path: Path, *, as_json: bool) -> int:
+def filed(spool: Spool, sid: str) -> tuple[str, Path] | None:
+    """The folder the daemon filed `sid` in, and its path; None while it is still queued."""
+    for folder in FILED:
+        path = spool.folder(folder) / sid
+        if path.is_dir():
+            return folder, path
+    return None
+
+
+def verdict_document(sid: str, folder: str, path: Path) -> tuple[dict[str, Any], int]:
+    """The `--wait --json` document of a filed submission, and the exit code it means."""
     if folder == "rejected":
-        doc = json.loads((path / REJECTION_FILE).read_bytes())
-        if as_json:
-            print_json(doc)
-        else:
-            print(f"{sid} REJECTED: {doc.get('reason')}")
-        return EXIT_USAGE
+        return json.loads((path / REJECTION_FILE).read_bytes()), EXIT_USAGE
     from integrator.documents.verdict import (
         Verdict,  # only when waiting: keeps submit's start-up short
     )
 
     verdict = Verdict.model_validate_json((path / VERDICT_FILE).read_bytes())
+    return {"submission": sid, "folder": folder, "verdict": verdict.wire()}, verdict.exit_code
+
+
+def _report(sid: str, folder: str, path: Path, *, as_json: bool) -> int:
+    doc, code = verdict_document(sid, folder, path)
+    if folder == "rejected":
+        if as_json:
+            print_json(doc)
+        else:
+            print(f"{sid} REJECTED: {doc.get('reason')}")
+        return code
+    from integrator.documents.verdict import Verdict
+
+    verdict = Verdict.model_validate(doc["verdict"])
     if as_json:
-        print_json({"submission": sid, "folder": folder, "verdict": verdict.wire()})
+        print_json(doc)
     else:
         codes = ", ".join(dict.fromkeys(v.code.value for v in verdict.violations))
         print(f"{sid} {verdict.decision.value}" + (f" ({codes})" if codes else ""))
