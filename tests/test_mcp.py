@@ -16,6 +16,7 @@ import anyio
 import jsonschema
 import pytest
 from mcp import Client, StdioServerParameters
+from mcp_types import TextContent
 
 from integrator.fleet.assignments import Fleet
 from integrator.fleet.taskqueue import Queue
@@ -73,8 +74,15 @@ def session(tools: AgentTools, body: Callable[[Client], Awaitable[None]]) -> Non
     anyio.run(run)
 
 
+def text(result: Any) -> str:
+    """The text of a tool result's first content block."""
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
 def structured(result: Any) -> dict[str, Any]:
-    assert not result.is_error, result.content[0].text
+    assert not result.is_error, text(result)
     doc = result.structured_content
     assert isinstance(doc, dict)
     return doc
@@ -155,9 +163,9 @@ def test_claim_task_returns_the_claim_document_and_refuses_as_the_cli_does(tmp_p
         assert bad.is_error and bad.meta is not None and bad.meta["integrator/exitCode"] == 2
         assert bad.structured_content is not None
         documents["error"] = bad.structured_content["error"]
-        assert bad.content[0].text == refused.stderr.strip()
+        assert text(bad) == refused.stderr.strip()
         lease = await client.call_tool("claim_task", {"lease": "forever"})
-        assert lease.is_error and "lease" in lease.content[0].text
+        assert lease.is_error and "lease" in text(lease)
         claimed = await client.call_tool("claim_task", {"task": "DOCS"})
         documents["claim"] = structured(claimed)
         jsonschema.validate(documents["claim"], listed["claim_task"].output_schema)
@@ -190,9 +198,9 @@ def test_request_expansion_grants_and_binds_or_goes_to_review_like_contract_expa
         answers["granted"] = structured(granted)
         conflict = await client.call_tool("request_expansion", {"add_paths": ["docs/**"]})
         assert conflict.is_error and conflict.meta is not None
-        answers["conflict"] = (conflict.meta["integrator/exitCode"], conflict.content[0].text)
+        answers["conflict"] = (conflict.meta["integrator/exitCode"], text(conflict))
         bad = await client.call_tool("request_expansion", {"add_resources": ["nonsense"]})
-        assert bad.is_error and "invalid expansion request" in bad.content[0].text
+        assert bad.is_error and "invalid expansion request" in text(bad)
         after = await client.call_tool("check_paths", {"paths": ["tests/t.py"]})
         answers["after"] = structured(after)["decision"]
 
@@ -285,13 +293,13 @@ def test_submit_and_verdict_refuse_without_a_spool_or_a_binding(tmp_path: Path) 
         ):
             result = await client.call_tool(name, arguments)
             assert result.is_error and result.meta is not None, name
-            assert result.meta["integrator/exitCode"] == 2, (name, result.content[0].text)
+            assert result.meta["integrator/exitCode"] == 2, (name, text(result))
 
     session(AgentTools(worktree, transport=SpoolTransport(spool)), body)
 
     async def no_spool(client: Client) -> None:
         result = await client.call_tool("submit", {})
-        assert result.is_error and "no spool" in result.content[0].text
+        assert result.is_error and "no spool" in text(result)
 
     session(AgentTools(worktree), no_spool)
 

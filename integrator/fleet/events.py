@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from integrator.fleet.patches import PatchError, parse_patch, resolve
+from integrator.fleet.patches import PatchError, parse_patch, readings, resolve
 from integrator.fleet.shell import APPLY_PATCH_NAMES, ShellError, invocation_paths, shell_patches
 
 Dialect = Literal["claude", "codex", "gemini"]
@@ -82,7 +82,7 @@ def patch_paths(patch: str, dialect: Dialect | None = None) -> list[str]:
 
 
 def _patch_writes(patch: str, cwd: Path, dialect: Dialect) -> tuple[Write, ...]:
-    return tuple(Write(p, resolve(p, cwd)) for p in patch_paths(patch, dialect))
+    return tuple(Write(p, r) for p in patch_paths(patch, dialect) for r in readings(p, cwd))
 
 
 def _shell_script(value: object) -> str | None:

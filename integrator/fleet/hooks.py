@@ -66,10 +66,11 @@ CODEX_EVENT_KEYS = {"PreToolUse": "pre_tool_use"}  # Codex's snake-case event la
 
 
 def hook_command(python: str, *, agent: str = "claude") -> str:
-    # `|| exit 2`: should the guard itself fail to start, the tool still blocks the write.
+    # Exit 2 is the guard's own block; any other failure (it could not start, it crashed)
+    # is turned into one, with a reason, so the tool still blocks the write.
     inner = (
-        f"{shlex.quote(python)} {GUARD_MARK} || "
-        "{ echo 'integrator guard failed; the write is blocked (fail closed)' >&2; exit 2; }"
+        f"{shlex.quote(python)} {GUARD_MARK} || {{ rc=$?; [ $rc -eq 2 ] || "
+        "echo 'integrator guard failed; the write is blocked (fail closed)' >&2; exit 2; }"
     )
     if agent == "codex":
         # Codex runs hooks as `$SHELL -lc COMMAND`; a login shell of another family (fish)

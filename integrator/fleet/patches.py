@@ -175,9 +175,23 @@ def lexical(path: str) -> str:
 
 
 def resolve(path: str, base: Path, *, home: str | None = None) -> str:
-    """Where Codex writes `path` given relative to `base`: `~` and `~/…` are $HOME."""
+    """Where `path`, given relative to `base`, lands with `~` and `~/…` read as $HOME (how
+    Codex's own patch runtime resolves it); other paths are joined and folded."""
     home = os.environ.get("HOME") if home is None else home
-    if home and (path == "~" or path.startswith("~/")):
+    if home and is_home_path(path):
         path = home + "/" + path[1:].lstrip("/")
     joined = path if path.startswith("/") else f"{base}/{path}"
     return lexical(joined)
+
+
+def is_home_path(path: str) -> bool:
+    return path == "~" or path.startswith("~/")
+
+
+def readings(path: str, base: Path, *, home: str | None = None) -> list[str]:
+    """Every place a patch path may land: a `~` path is $HOME to Codex's runtime but a
+    folder named `~` to the standalone `apply_patch` program (measured), so both count."""
+    found = [resolve(path, base, home=home)]
+    if is_home_path(path):
+        found.append(lexical(f"{base}/{path}"))
+    return list(dict.fromkeys(found))

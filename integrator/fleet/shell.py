@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from integrator.fleet.patches import lexical, parse_patch, resolve
+from integrator.fleet.patches import is_home_path, lexical, parse_patch, readings, resolve
 
 APPLY_PATCH_NAMES = ("apply_patch", "applypatch")  # the names Codex's binary answers to
 
@@ -312,13 +312,17 @@ def shell_patches(script: str, cwd: Path) -> list[Invocation]:
 
 
 def invocation_paths(invocation: Invocation) -> Iterator[tuple[str, str | None]]:
-    """(given, absolute) for every path the invocation's patches touch; absolute is None
-    when the path is relative and the folder unknown. Raises PatchError."""
+    """(given, absolute) for every place the invocation's patches may write (see
+    `patches.readings`); absolute is None when the path is relative and the folder
+    unknown. Raises PatchError."""
     for text in invocation.patches:
         for hunk in parse_patch(text):
             for given in hunk.paths():
-                absolute = given.startswith("/") or given == "~" or given.startswith("~/")
-                if invocation.cwd is None and not absolute:
-                    yield given, None
+                if invocation.cwd is not None or given.startswith("/"):
+                    for where in readings(given, invocation.cwd or Path("/")):
+                        yield given, where
+                elif is_home_path(given):
+                    yield given, resolve(given, Path("/"))
+                    yield given, None  # also a folder named `~` under the unknown cwd
                 else:
-                    yield given, resolve(given, invocation.cwd or Path("/"))
+                    yield given, None
