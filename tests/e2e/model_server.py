@@ -7,7 +7,8 @@ It speaks just enough of three wire formats for one agent turn each:
 - Anthropic Messages (`POST /v1/messages`, SSE) for Claude Code: `tool_use` Write;
 - Gemini `:streamGenerateContent` (SSE) for Gemini CLI: `functionCall` write_file.
 
-The script is a JSON list of steps, each `{"tool": NAME, "input": {...}}`. The server
+The script is a JSON list of steps, each `{"tool": NAME, "input": {...}}` (`*SUFFIX` names
+the offered tool ending so, for MCP tools the client prefixes). The server
 answers step N to a request that already carries N tool results, and plain text once the
 script is done; side requests (no tools offered) get text too. Every request and the
 tool results it carried are appended to a JSON-lines log, so a test can read what the
@@ -39,8 +40,29 @@ class Script:
         with self.lock, self.log.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(entry) + "\n")
 
-    def step(self, done: int) -> dict[str, Any] | None:
-        return self.steps[done] if done < len(self.steps) else None
+    def step(self, done: int, offered: list[str]) -> dict[str, Any] | None:
+        """Step `done`; a tool named `*SUFFIX` is the offered tool whose name ends so (MCP
+        tools get a client-chosen prefix)."""
+        if done >= len(self.steps):
+            return None
+        step = dict(self.steps[done])
+        if step["tool"].startswith("*"):
+            names = [n for n in offered if n.endswith(step["tool"][1:])]
+            step["tool"] = names[0] if names else step["tool"][1:]
+        return step
+
+
+def offered(tools: object) -> list[str]:
+    """Tool names a request offers, in any of the three formats (nested ones too)."""
+    names: list[str] = []
+    if isinstance(tools, list):
+        for tool in tools:
+            if isinstance(tool, dict):
+                if isinstance(tool.get("name"), str):
+                    names.append(tool["name"])
+                for key in ("functionDeclarations", "tools"):
+                    names += offered(tool.get(key))
+    return names
 
 
 def sse(events: list[dict[str, Any]], *, named: bool) -> bytes:
@@ -58,7 +80,7 @@ def codex_reply(body: dict[str, Any], script: Script) -> tuple[bytes, list[str]]
         for i in items
         if i.get("type") in ("function_call_output", "custom_tool_call_output")
     ]
-    step = script.step(len(results))
+    step = script.step(len(results), offered(body.get("tools")))
     call_id = f"call_{len(results) + 1}"
     if step is None:
         item: dict[str, Any] = {
@@ -73,11 +95,12 @@ def codex_reply(body: dict[str, Any], script: Script) -> tuple[bytes, list[str]]
             "call_id": call_id,
         }
     else:
-        arguments = json.dumps({"cmd": step["input"]["command"]})
+        shell = step["tool"] == "exec_command"
+        arguments = {"cmd": step["input"]["command"]} if shell else step["input"]
         item = {
             "type": "function_call",
-            "name": "exec_command",
-            "arguments": arguments,
+            "name": step["tool"],
+            "arguments": json.dumps(arguments),
             "call_id": call_id,
         }
     usage = {"input_tokens": 1, "input_tokens_details": None, "output_tokens": 1,
@@ -98,8 +121,8 @@ def claude_reply(body: dict[str, Any], script: Script) -> tuple[bytes, list[str]
         for block in message["content"]
         if isinstance(block, dict) and block.get("type") == "tool_result"
     ]
-    tools = {t.get("name") for t in body.get("tools") or []}
-    step = script.step(len(results)) if "Write" in tools else None
+    tools = offered(body.get("tools"))
+    step = script.step(len(results), tools) if "Write" in tools else None
     model = body.get("model", "claude")
     start = {"type": "message_start", "message": {
         "id": "msg_1", "type": "message", "role": "assistant", "model": model, "content": [],
@@ -140,7 +163,7 @@ def gemini_reply(body: dict[str, Any], script: Script) -> tuple[bytes, list[str]
         for part in content.get("parts", [])
         if isinstance(part, dict) and "functionResponse" in part
     ]
-    step = script.step(len(results)) if body.get("tools") else None
+    step = script.step(len(results), offered(body.get("tools"))) if body.get("tools") else None
     if step is None:
         parts: list[dict[str, Any]] = [{"text": "done"}]
     else:
@@ -193,7 +216,8 @@ def handler(script: Script) -> type[BaseHTTPRequestHandler]:
                 script.record({"method": "POST", "path": self.path, "unknown": True})
                 self.send(404, b'{"error": "unknown path"}', "application/json")
                 return
-            script.record({"method": "POST", "path": self.path, "results": results})
+            tools = offered(body.get("tools"))
+            script.record({"method": "POST", "path": self.path, "results": results, "tools": tools})
             streaming = data.startswith((b"event:", b"data:"))
             self.send(200, data, "text/event-stream" if streaming else "application/json")
 

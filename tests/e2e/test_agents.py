@@ -284,3 +284,55 @@ def test_the_guard_parses_hostile_headers_as_real_codex_applies_them(
         assert all(set(places) & changed for places in where.values()), changed
     else:  # parsed, then failed to apply (a context line that is not in the file)
         assert "Failed to find" in proc.stdout + proc.stderr and changed <= named
+
+
+# --- the MCP server, driven by each client -------------------------------------------------
+
+SERVER = {"command": sys.executable, "args": ["-m", "integrator", "mcp"]}
+
+
+def checked_through_mcp(served: Model, prefix: str) -> None:
+    """The client offered the server's tools and relayed check_paths' deny document."""
+    log = [json.loads(line) for line in served.log.read_text().splitlines()]
+    offered = {name for entry in log for name in entry.get("tools") or []}
+    assert f"{prefix}check_paths" in offered and f"{prefix}claim_task" in offered, offered
+    answer = [r for r in served.results() if "docs/x.md" in r]
+    assert (answer and '\\"decision\\": \\"deny\\"' in json.dumps(answer[0])) or "deny" in answer[0]
+
+
+def test_claude_code_uses_the_mcp_server(tmp_path: Path, model: Any) -> None:
+    """Claude Code starts `integrator mcp` from --mcp-config and calls check_paths."""
+    worktree = make_bound(tmp_path)
+    served = model([{"tool": "*check_paths", "input": {"paths": ["docs/x.md"]}}])
+    proc = run(
+        [str(binary("claude")), "-p", "check", "--output-format", "json",
+         "--mcp-config", json.dumps({"mcpServers": {"integrator": SERVER}}),
+         "--allowedTools", "mcp__integrator__check_paths"],
+        worktree,
+        {**agent_env(tmp_path / "home"), "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{served.port}",
+         "ANTHROPIC_API_KEY": "sk-ant-e2e", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+         "ENABLE_TOOL_SEARCH": "false"},  # offer MCP tools directly, not behind a search tool
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    checked_through_mcp(served, "mcp__integrator__")
+
+
+def test_gemini_cli_uses_the_mcp_server(tmp_path: Path, model: Any) -> None:
+    """Gemini CLI starts `integrator mcp` from its user settings and calls check_paths."""
+    worktree = make_bound(tmp_path)
+    served = model([{"tool": "*check_paths", "input": {"paths": ["docs/x.md"]}}])
+    env = agent_env(tmp_path / "home")
+    settings = Path(env["HOME"]) / ".gemini"
+    settings.mkdir()
+    (settings / "settings.json").write_text(json.dumps({
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "mcpServers": {"integrator": {**SERVER, "cwd": str(worktree)}},
+    }))  # fmt: skip
+    proc = run(
+        [str(binary("gemini")), "-p", "check", "--yolo", "-m", "gemini-2.5-flash"],
+        worktree,
+        {**env, "GEMINI_API_KEY": "e2e", "GOOGLE_GEMINI_BASE_URL": f"http://127.0.0.1:{served.port}",
+         "GEMINI_CLI_TRUST_WORKSPACE": "true"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    checked_through_mcp(served, "mcp_integrator_")
