@@ -150,7 +150,7 @@ def _report(sid: str, folder: str, path: Path, *, as_json: bool) -> int:
         return code
     from integrator.documents.verdict import Verdict
 
-    verdict = Verdict.model_validate(doc["verdict"])
+    verdict = Verdict.model_validate_json((path / VERDICT_FILE).read_bytes())
     if as_json:
         print_json(doc)
     else:
