@@ -570,3 +570,21 @@ def test_show_reports_the_bound_contract_and_whether_it_may_write(bound: Path) -
     doc = json.loads(proc.stdout)
     assert doc["task"] == "CODE" and doc["writable"] and doc["problem"] is None
     assert doc["contract"]["paths"] == ["src/**"] and doc["live"]["generation"] == 1
+
+
+def test_calls_that_write_nothing_are_answered_without_the_contract_models(bound: Path) -> None:
+    """A plain shell command or a read is allowed by the hook's own parser alone (no pydantic
+    loaded), in each dialect's allow form; the command lists the same agents as the installer."""
+    from integrator.commands.guard import AGENTS
+    from integrator.fleet.hooks import AGENTS as INSTALLED
+    from tests.test_api import _modules_loaded
+
+    assert AGENTS == INSTALLED
+    plain = codex_shell("ls -la && git status", bound)
+    assert "pydantic" not in _modules_loaded(["guard"], plain)
+    assert "pydantic" in _modules_loaded(
+        ["guard"], codex_shell(heredoc("*** Delete File: x"), bound)
+    )
+    assert hook(plain, bound).stdout == b""
+    read = hook(gemini("read_file", {"file_path": "docs/x.md"}, bound), bound)
+    assert read.returncode == 0 and json.loads(read.stdout) == {}

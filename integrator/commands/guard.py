@@ -17,16 +17,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from integrator.clock import utcnow
 from integrator.errors import EXIT_FENCED, EXIT_OK, UsageError
-from integrator.fleet import guard
-from integrator.fleet.hooks import AGENTS, TRUST_STEPS, install
-from integrator.fleet.workspace import worktree_root
 from integrator.report.escape import visible
 
 # In a shared checkout (`task claim --in-place`) nothing is bound to the worktree; the
 # agent's environment names its task instead, and hooks inherit that environment.
 TASK_ENV = "INTEGRATOR_TASK"
+# integrator.fleet.hooks.AGENTS, spelled here so that a hook call that writes nothing (a
+# plain shell command, a read) is answered without loading the contract models (a test
+# pins that the two agree).
+AGENTS = ("claude", "codex", "gemini")
 
 
 def register(sub: Any) -> None:
@@ -127,6 +127,10 @@ def _agents(text: str | None) -> list[str] | None:
 def run(args: argparse.Namespace) -> int:
     if not args.path and not args.staged:
         return run_hook(args)
+    from integrator.clock import utcnow
+    from integrator.fleet import guard
+    from integrator.fleet.workspace import worktree_root
+
     cwd = Path.cwd()
     if args.staged:
         targets, relative = guard.staged_paths(worktree_root(cwd)), True
@@ -158,6 +162,13 @@ def run_hook(args: argparse.Namespace) -> int:
     except Exception as err:  # fail closed: even an unreadable stdin blocks
         print(f"integrator guard: cannot read the hook input: {err}", file=sys.stderr)
         return 2
+    quick = _unmediated(data)
+    if quick is not None:
+        sys.stdout.write(quick)
+        return 0
+    from integrator.clock import utcnow
+    from integrator.fleet import guard
+
     answer, _decision = guard.run_hook(
         data,
         cwd=Path(os.getcwd()),
@@ -171,7 +182,24 @@ def run_hook(args: argparse.Namespace) -> int:
     return answer.exit_code
 
 
+def _unmediated(data: bytes) -> str | None:
+    """The allow answer for a call that writes nothing the guard mediates (a read, a shell
+    command that runs no apply_patch), read with the hook's own parser; None for anything
+    else, which the full guard decides (and denies when in doubt)."""
+    from integrator.fleet.events import parse_event
+
+    try:
+        call = parse_event(data, default_cwd=Path(os.getcwd()))
+    except Exception:
+        return None
+    if call.mediated:
+        return None
+    return "{}\n" if call.dialect == "gemini" else ""
+
+
 def run_install(args: argparse.Namespace) -> int:
+    from integrator.fleet.hooks import install
+
     installed = install(args.worktree, agents=_agents(args.agents) or list(AGENTS))
     for path in installed.written:
         print(visible(str(path)))
@@ -183,7 +211,9 @@ def run_install(args: argparse.Namespace) -> int:
 
 
 def run_trust(args: argparse.Namespace) -> int:
+    from integrator.fleet.hooks import TRUST_STEPS
     from integrator.fleet.trust import codex_trust_plan, gemini_trust_plan
+    from integrator.fleet.workspace import worktree_root
 
     agents = _agents(args.agents)
     if agents is None:
@@ -207,6 +237,7 @@ def run_trust(args: argparse.Namespace) -> int:
 
 def run_doctor(args: argparse.Namespace) -> int:
     from integrator.fleet.doctor import doctor, dumps, report_json
+    from integrator.fleet.workspace import worktree_root
 
     root = worktree_root(args.worktree)
     reports = doctor(root, os.environ, _agents(args.agents))
@@ -227,6 +258,9 @@ def run_doctor(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    from integrator.clock import utcnow
+    from integrator.fleet import guard
+
     document = guard.bound_status(
         args.worktree.resolve(), utcnow(), in_place_task=os.environ.get(TASK_ENV)
     )
