@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: venv test lint typecheck demo drills drills-quick bench bench-quick schema e2e clean
+.PHONY: venv test lint typecheck demo drills drills-quick bench bench-quick schema e2e screenshots soak clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,14 @@ test: lint typecheck
 e2e: $(STAMP)
 	bash tests/e2e/install.sh
 	$(PY) -m pytest -q -m e2e tests/e2e
+
+# Heavier race runs: 20 trials of eight coordinators per claim operation.
+soak: $(STAMP)
+	INTEGRATOR_RACE_TRIALS=20 $(PY) -m pytest -q -n 0 tests/test_claim_races.py
+
+# The review page's screenshots in docs/review/, taken by its browser tests.
+screenshots: $(STAMP)
+	INTEGRATOR_SCREENSHOTS=docs/review $(PY) -m pytest -q -n 0 tests/test_web_browser.py
 
 demo: $(STAMP)
 	$(PY) -m integrator.demo

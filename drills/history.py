@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from drills.repo import POLICY, QUEUE, first_parent_chain, git, message, rev
-from integrator.daemon.spool import SUBMISSION_FILE, VERDICT_FILE
+from integrator.daemon.spool import SUBMISSION_FILE, VERDICT_FILE, submitted
 from integrator.documents.policy import PolicyState, parse_policy
 from integrator.fence.paths import PathMatcher
 from integrator.landing.trailers import trailers
@@ -94,7 +94,7 @@ class World:
                 verdict_file = sub / VERDICT_FILE
                 if not verdict_file.exists():
                     continue
-                submission = json.loads((sub / SUBMISSION_FILE).read_text())
+                submission = json.loads((submitted(sub) / SUBMISSION_FILE).read_text())
                 verdict = json.loads(verdict_file.read_text())
                 out.append(Recorded(submission["contract"], verdict, verdict_file))
         for path in sorted((self.root / "verdicts").glob("*.json")):

@@ -106,17 +106,20 @@ def gate(
     *,
     policy: Policy | None = None,
     now: datetime | None = None,
+    static: bool = False,
 ) -> Verdict:
     """The one-shot gate (what CI runs): the verdict on `candidate`; no ref moves.
 
     `policy` replaces the repository's policy (for a repository without `integrator
-    init`; the live claim checks are then skipped, as with `integrator gate --policy`).
+    init`, as with `integrator gate --policy`). In a repository without claim refs the
+    verdict carries CLAIM_UNVERIFIED (review) unless `static` asks for the contract's own
+    rules only.
     """
     with Canonical(repo) as canonical:
         override = None
         if policy is not None:
             override = PolicyState(policy, 0, "")
-        engine = Integrator(canonical, policy_override=override)
+        engine = Integrator(canonical, policy_override=override, static=static)
         return engine.evaluate(_contract_bytes(contract), candidate, now=now).verdict
 
 

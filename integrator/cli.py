@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from integrator import __version__, commands
 from integrator.errors import EXIT_INFRA, IntegratorError
+from integrator.report.escape import visible
 
 DESCRIPTION = """\
 A fencing integration gate for repositories that many coding agents write at once.
@@ -76,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.func(args)
     except IntegratorError as err:
-        print(f"integrator: error: {err}", file=sys.stderr)
+        print(f"integrator: error: {visible(str(err))}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         return 130
@@ -85,8 +86,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as err:  # the last resort: say what broke, never a silent exit 0
         import structlog
 
-        structlog.get_logger("integrator").exception("unexpected error")
-        print(f"integrator: unexpected error: {type(err).__name__}: {err}", file=sys.stderr)
+        # On standard error, whatever the logging setup: standard output may be carrying
+        # a document (gate --format sarif …) that a traceback would corrupt.
+        log = structlog.wrap_logger(structlog.PrintLogger(file=sys.stderr))
+        log.exception("unexpected error")
+        print(
+            f"integrator: unexpected error: {type(err).__name__}: {visible(str(err))}",
+            file=sys.stderr,
+        )
         return EXIT_INFRA
     return code
 

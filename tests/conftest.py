@@ -5,7 +5,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.daemon_world import world
 from tests.gitutil import GIT_ENV
+
+__all__ = ["world"]  # a fixture for every module: a canonical repository, a spool, serve
 
 
 @pytest.fixture(autouse=True)

@@ -68,7 +68,7 @@ class Gate:
 
     def run_raw(self, data: bytes, candidate: str) -> Verdict:
         with self.canonical() as canonical:
-            engine = Integrator(canonical, policy_override=self.policy)
+            engine = Integrator(canonical, policy_override=self.policy, static=True)
             return engine.check(data, candidate)
 
 

@@ -138,8 +138,10 @@ def test_forced_reclaim(canon: Canon) -> None:
     assert new.ownership_generation == 2
 
 
-def _request(contract_digest: str, generation: int, **kw: object) -> ExpansionRequest:
+def _request(canon: Canon, contract_digest: str, generation: int, **kw: object) -> ExpansionRequest:
+    """A request from a clean workspace at the contract's base (the queue head)."""
     doc = {
+        "workspaceTree": canon.tree_of("refs/integrator/queue/main"),
         "schema": "integrator.expansion.v1",
         "taskId": "billing",
         "contractDigest": contract_digest,
@@ -157,7 +159,7 @@ def test_expand_issues_next_generation_with_full_write_set(canon: Canon) -> None
     """An expansion that conflicts with nothing issues generation + 1 with old ∪ added paths."""
     contract = canon.issue("billing", ["billing/**"])
     with canon.open() as canonical:
-        expanded = Expansions(canonical).expand(_request(contract.digest, 1))
+        expanded = Expansions(canonical).expand(_request(canon, contract.digest, 1))
     assert expanded.ownership_generation == 2
     assert expanded.paths == ["billing/**", "docs/billing.md"]
     assert expanded.attempt_id == contract.attempt_id
@@ -170,8 +172,8 @@ def test_expand_on_stale_digest_goes_to_review_and_writes_nothing(canon: Canon) 
     """A CAS mismatch on generation or digest leaves the claim alone and records the request."""
     contract = canon.issue("billing", ["billing/**"])
     before = canon.ref("refs/integrator/claims/billing")
-    stale_digest = _request("sha256:" + "c" * 64, 1)
-    stale_generation = _request(contract.digest, 5)
+    stale_digest = _request(canon, "sha256:" + "c" * 64, 1)
+    stale_generation = _request(canon, contract.digest, 5)
     with canon.open() as canonical, pytest.raises(ReviewRequired, match="claim was not changed"):
         Expansions(canonical).expand(stale_digest)
     with canon.open() as canonical, pytest.raises(ReviewRequired, match="expected generation 5"):
@@ -191,7 +193,7 @@ def test_expand_conflicting_with_other_claim_goes_to_review(canon: Canon) -> Non
     contract = canon.issue("billing", ["billing/**"])
     canon.issue("docs", ["docs/**"])
     before = canon.ref("refs/integrator/claims/billing")
-    request = _request(contract.digest, 1)
+    request = _request(canon, contract.digest, 1)
     with canon.open() as canonical, pytest.raises(ReviewRequired, match=request.request_id):
         Expansions(canonical).expand(request)
     assert canon.ref("refs/integrator/claims/billing") == before
@@ -206,7 +208,7 @@ def test_refused_twice_appends_to_one_chain(canon: Canon) -> None:
     """The same request refused again adds a commit to its own ref rather than a second entry."""
     contract = canon.issue("billing", ["billing/**"])
     canon.issue("docs", ["docs/**"])
-    request = _request(contract.digest, 1)
+    request = _request(canon, contract.digest, 1)
     for _ in range(2):
         with canon.open() as canonical, pytest.raises(ReviewRequired):
             Expansions(canonical).expand(request)
@@ -221,7 +223,7 @@ def test_granting_a_pending_request_closes_it(canon: Canon) -> None:
     """Once the conflict is gone, re-running the request grants it and marks its record granted."""
     contract = canon.issue("billing", ["billing/**"])
     canon.issue("docs", ["docs/**"])
-    request = _request(contract.digest, 1)
+    request = _request(canon, contract.digest, 1)
     with canon.open() as canonical, pytest.raises(ReviewRequired):
         Expansions(canonical).expand(request)
     with canon.open() as canonical:
@@ -237,7 +239,7 @@ def test_granting_a_pending_request_closes_it(canon: Canon) -> None:
 def test_dismiss_closes_a_pending_request_without_touching_the_claim(canon: Canon) -> None:
     """`dismiss` records the request as dismissed; the claim stays; a second dismiss is refused."""
     canon.issue("billing", ["billing/**"])
-    request = _request("sha256:" + "c" * 64, 1)
+    request = _request(canon, "sha256:" + "c" * 64, 1)
     with canon.open() as canonical, pytest.raises(ReviewRequired):
         Expansions(canonical).expand(request)
     before = canon.ref("refs/integrator/claims/billing")
@@ -260,7 +262,7 @@ def test_expand_on_a_revoked_claim_is_recorded(canon: Canon) -> None:
         Claims(canonical).revoke("billing")
     before = canon.ref("refs/integrator/claims/billing")
     with canon.open() as canonical, pytest.raises(ReviewRequired, match="the claim is revoked"):
-        Expansions(canonical).expand(_request(contract.digest, 1))
+        Expansions(canonical).expand(_request(canon, contract.digest, 1))
     assert canon.ref("refs/integrator/claims/billing") == before
     with canon.open() as canonical:
         (entry,) = expansions(canonical, pending_only=True)
@@ -275,10 +277,10 @@ def test_expand_on_a_revoked_claim_is_recorded(canon: Canon) -> None:
         ("contractDigest", "md5:" + "a" * 64),
     ],
 )
-def test_expansion_request_digests_are_validated(field: str, value: str) -> None:
+def test_expansion_request_digests_are_validated(canon: Canon, field: str, value: str) -> None:
     """Tree, diff and contract digests of a request must be sha256:<64 lowercase hex>."""
     with pytest.raises(ValidationError, match="sha256:<64 hex digits>"):
-        _request("sha256:" + "c" * 64, 1, **{field: value})
+        _request(canon, "sha256:" + "c" * 64, 1, **{field: value})
 
 
 def test_expand_cli_with_a_bad_digest_exits_2_and_writes_nothing(
@@ -287,7 +289,7 @@ def test_expand_cli_with_a_bad_digest_exits_2_and_writes_nothing(
     """`contract expand` refuses a malformed treeDigest with a clear message, nothing recorded."""
     contract = canon.issue("billing", ["billing/**"])
     before = canon.ref("refs/integrator/claims/billing")
-    doc = json.loads(_request(contract.digest, 1).to_json())
+    doc = json.loads(_request(canon, contract.digest, 1).to_json())
     doc["treeDigest"] = "sha256:00"
     path = tmp_path / "request.json"
     path.write_text(json.dumps(doc))
@@ -303,7 +305,7 @@ def test_expand_cli_routes_to_review_and_list_shows_it(
     """Exit 3 on conflict, and `contract list`/`show`/`dismiss` find the pending request."""
     contract = canon.issue("billing", ["billing/**"])
     canon.issue("docs", ["docs/**"])
-    request = _request(contract.digest, 1)
+    request = _request(canon, contract.digest, 1)
     path = tmp_path / "request.json"
     path.write_text(request.to_json())
     repo = str(canon.path)

@@ -15,179 +15,31 @@ import signal
 import socket
 import sqlite3
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
-import pygit2
 import pytest
 import structlog
 from structlog.testing import capture_logs
 
 from integrator.daemon import logs
 from integrator.daemon.health import parse_bind
-from integrator.daemon.loop import Daemon, Settings, load_settings
+from integrator.daemon.loop import Daemon
 from integrator.daemon.mirror import for_spool
 from integrator.daemon.notify import Notifier, notify
-from integrator.daemon.spool import ID_RE, REJECTION_FILE, SUBMISSION_FILE, VERDICT_FILE, Spool
-from integrator.documents.submission import Submission
+from integrator.daemon.settings import Settings, load_settings
+from integrator.daemon.spool import ID_RE, REJECTION_FILE, SUBMISSION_FILE, Spool
 from integrator.documents.verdict import Decision, Verdict
 from integrator.errors import ConfigurationError, InfrastructureError, UsageError
+from integrator.repo import git as repo_git
 from integrator.repo.canonical import Canonical
-from integrator.repo.claims import Claims, IssueRequest
 from tests.canon import make_canon
+from tests.daemon_world import PYTHON, World, submission, wait_until
 from tests.gitutil import git
-
-PYTHON = sys.executable
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
-
-
-@dataclass
-class Served:
-    """A daemon process and its JSON-lines log."""
-
-    proc: subprocess.Popen[bytes]
-    log: Path
-
-    def events(self, name: str | None = None) -> list[dict[str, Any]]:
-        out = []
-        for line in self.log.read_text(errors="replace").splitlines():
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if name is None or event.get("event") == name:
-                out.append(event)
-        return out
-
-    def wait_event(self, name: str, count: int = 1, timeout: float = 15.0) -> list[dict[str, Any]]:
-        def seen() -> list[dict[str, Any]] | None:
-            if self.proc.poll() is not None and len(self.events(name)) < count:
-                raise AssertionError(
-                    f"daemon exited {self.proc.returncode}: {self.log.read_text()}"
-                )
-            found = self.events(name)
-            return found if len(found) >= count else None
-
-        result: list[dict[str, Any]] = wait_until(seen, timeout, f"{count} {name} events")
-        return result
-
-    def signal(self, signum: int) -> None:
-        self.proc.send_signal(signum)
-
-    def wait(self, timeout: float = 15.0) -> int:
-        return self.proc.wait(timeout=timeout)
-
-
-@dataclass
-class World:
-    """A canonical repository, a spool, and helpers to make candidates and run the daemon."""
-
-    tmp: Path
-    repo: Path
-    spool: Spool
-    candidates: dict[str, str] = field(default_factory=dict)
-    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
-
-    def canonical(self) -> Canonical:
-        return Canonical(self.repo)  # the real clock, like the daemon's
-
-    def candidate(self, task: str, files: dict[str, str] | None = None) -> tuple[bytes, str]:
-        """Issue a claim for `work/<task>/**` and commit a candidate on its base."""
-        with self.canonical() as canonical:
-            contract = Claims(canonical).issue(
-                IssueRequest(task_id=task, paths=(f"work/{task}/**",), lease=timedelta(hours=2))
-            )
-            repo = canonical.repo
-            base = canonical.commit(contract.base_commit)
-            index = pygit2.Index()
-            index.read_tree(base.tree)
-            for path, text in (files or {f"work/{task}/f.txt": f"{task}\n"}).items():
-                blob = repo.create_blob(text.encode())
-                index.add(pygit2.IndexEntry(path, blob, pygit2.enums.FileMode.BLOB))
-            tree = index.write_tree(repo)
-            sig = pygit2.Signature("agent", "agent@example.invalid", 1767225600, 0)
-            oid = str(repo.create_commit(None, sig, sig, f"work on {task}", tree, [base.id]))
-        self.candidates[task] = oid
-        return contract.to_json().encode(), oid
-
-    def submit(self, task: str, files: dict[str, str] | None = None) -> str:
-        data, oid = self.candidate(task, files)
-        return self.spool.submit(submission(json.loads(data), oid))
-
-    def serve(self, *args: str, env: dict[str, str] | None = None, name: str = "serve") -> Served:
-        log = self.tmp / f"{name}-{len(self.procs)}.log"
-        proc = subprocess.Popen(
-            [PYTHON, "-m", "integrator", "serve", "--repo", str(self.repo),
-             "--spool", str(self.spool.root), "--poll", "0.2", "--log-format", "json", *args],
-            stdout=log.open("wb"),
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})},
-        )  # fmt: skip
-        self.procs.append(proc)
-        return Served(proc, log)
-
-    def once(self, *args: str, env: dict[str, str] | None = None) -> Served:
-        served = self.serve("--once", *args, env=env, name="once")
-        served.wait(60)
-        return served
-
-    def landed(self) -> list[str]:
-        """Candidate ids in the order the queue took them (oldest first)."""
-        out = git(
-            "log", "--first-parent", "--reverse", "--format=%(trailers:key=Integrator-Candidate,valueonly)",
-            "refs/integrator/queue/main", cwd=self.repo,
-        )  # fmt: skip
-        return [line.strip() for line in out.splitlines() if line.strip()]
-
-    def verdict(self, folder: str, sid: str) -> Verdict:
-        return Verdict.model_validate_json(
-            (self.spool.folder(folder) / sid / VERDICT_FILE).read_bytes()
-        )
-
-    def config(self, text: str) -> Path:
-        path = self.tmp / "integrator.toml"
-        path.write_text(text)
-        return path
-
-
-def submission(contract: dict[str, Any], candidate: str) -> Submission:
-    return Submission.model_validate(
-        {
-            "schema": "integrator.submission.v1",
-            "contract": contract,
-            "candidate": candidate,
-            "submitter": {"user": "agent", "host": "test"},
-            "submittedAt": datetime.now(UTC),
-        }
-    )
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
-    canon = make_canon(tmp_path)
-    w = World(tmp_path, canon.path, Spool(tmp_path / "spool").ensure())
-    yield w
-    for proc in w.procs:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
 
 
 def test_submissions_land_in_order_with_health_and_metrics(world: World) -> None:
@@ -465,22 +317,51 @@ def submit_fake(spool: Spool, n: int) -> list[str]:
     return [spool.submit(submission({"taskId": f"t{i}"}, f"{i:040x}")) for i in range(n)]
 
 
-def test_infrastructure_error_keeps_the_batch_and_its_place(tmp_path: Path) -> None:
-    """A retryable failure leaves the undecided batch in work/; the next drain retries it first."""
+def test_host_trouble_keeps_the_batch_and_its_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure while the host is in trouble leaves the undecided batch in work/, blaming
+    no submission; the next drain retries it first."""
     engine = FakeEngine(failures={f"{1:040x}": [InfrastructureError("disk full")]})
     daemon, spool, canonical = fake_daemon(tmp_path, engine)
+    probes: list[str] = []
+
+    def full_disk(repo: object, need: int = 0) -> str:
+        probes.append(str(repo))
+        return "disk full"
+
+    monkeypatch.setattr(repo_git, "host_trouble", full_disk)
     sids = submit_fake(spool, 3)
     with capture_logs() as logs:
         daemon.drain()
+    assert probes  # the host was asked, not the error's text
     assert spool.entries("accepted") == []
     assert spool.entries("work") == sids
-    assert daemon.last_error == "disk full"
+    assert [spool.attempts(sid) for sid in sids] == [0, 0, 0]
+    assert daemon.last_error == "disk full (InfrastructureError: disk full)"
     assert any(e["event"] == "daemon.retry_later" for e in logs)
+    monkeypatch.undo()
     spool.submit(submission({"taskId": "later"}, "f" * 40))
     daemon.drain()
     assert spool.entries("accepted")[:3] == sids
     assert engine.calls == [f"{i:040x}" for i in (0, 1, 0, 1, 2)] + ["f" * 40]
     assert daemon.last_error is None
+    canonical.close()
+
+
+def test_a_failing_submission_does_not_hold_up_those_behind_it(tmp_path: Path) -> None:
+    """On a healthy host, an error of one submission is counted on it; the rest are decided."""
+    says_full: list[Exception] = [InfrastructureError("no space left, says git") for _ in "ab"]
+    engine = FakeEngine(failures={f"{1:040x}": says_full})  # once in the batch, once alone
+    daemon, spool, canonical = fake_daemon(tmp_path, engine)
+    sids = submit_fake(spool, 3)
+    with capture_logs():
+        daemon.drain()
+        assert spool.entries("accepted") == [sids[0], sids[2]]
+        assert spool.entries("work") == [sids[1]]
+        assert spool.attempts(sids[1]) == 1
+        daemon.drain()
+    assert spool.entries("accepted") == sids
     canonical.close()
 
 
@@ -490,12 +371,39 @@ def test_a_crashing_candidate_is_rejected_after_bounded_retries(tmp_path: Path) 
     daemon, spool, canonical = fake_daemon(tmp_path, engine)
     sids = submit_fake(spool, 3)
     with capture_logs():
-        for _ in range(3):
+        daemon.drain()
+        assert spool.entries("accepted") == [sids[0], sids[2]]
+        for _ in range(2):
             daemon.drain()
-    assert spool.entries("accepted") == [sids[0], sids[2]]
     assert spool.entries("rejected") == [sids[1]]
     reason = json.loads((spool.folder("rejected") / sids[1] / REJECTION_FILE).read_text())["reason"]
-    assert "RuntimeError: bug (3 times)" in reason
+    assert "integrate raised RuntimeError 3 times" in reason and ": bug." in reason
+    canonical.close()
+
+
+def test_the_crash_count_survives_restarts(tmp_path: Path) -> None:
+    """`serve --once` runs (fresh daemons) share the count: the third attempt, whichever run
+    makes it, rejects the poison (a run retries work/ once at start and once draining)."""
+    engine = FakeEngine(poison={f"{0:040x}"})
+    _, spool, canonical = fake_daemon(tmp_path, engine)
+    (sid,) = submit_fake(spool, 1)
+
+    def once() -> Daemon:
+        return Daemon(
+            spool=spool,
+            canonical=canonical,
+            engine=engine,
+            mirror=for_spool(spool.root),
+            settings=Settings(watch=False),
+        )
+
+    with capture_logs():
+        with pytest.raises(InfrastructureError):
+            once().run(once=True)
+        assert spool.attempts(sid) == 1
+        assert once().run(once=True) == 0
+    assert spool.entries("rejected") == [sid]
+    assert engine.calls.count(f"{0:040x}") == 2 * 3  # each attempt: the batch, then alone
     canonical.close()
 
 

@@ -685,3 +685,49 @@ def test_shallow_clone_of_canonical_repo_reports_base_missing(repo: Path, tmp_pa
     git("config", "integrator.repoId", doc["repo"], cwd=clone)
     configured = Gate(clone).run_raw(json.dumps(doc).encode(), tip)
     assert codes(configured) == [Code.BASE_MISSING]
+
+
+OBSERVE_CI = """
+[enforcement]
+ci = "observe"
+
+[categories]
+ci = ["ci/**"]
+"""
+
+
+def test_a_gitlink_moved_into_an_observed_folder_is_still_fenced(repo: Path) -> None:
+    """Moving an unowned gitlink into an observed category deletes it where it was: that
+    end is decided by its own (enforced) category, so the move is FENCED."""
+    gate = Gate(repo, OBSERVE_CI)
+    base = base_of(repo)
+    cand = change(repo, {"vendor/lib": None, "ci/lib": (SUB_A, "g")})
+    verdict = gate.run(base, cand, paths=["docs/**"])
+    assert verdict.decision is Decision.FENCED
+    modes = {(v.code, v.path): v.mode for v in verdict.violations}
+    assert modes == {
+        (Code.SUBMODULE_NOT_OWNED, "vendor/lib"): "enforce",
+        (Code.SUBMODULE_NOT_OWNED, "ci/lib"): "observe",
+    }
+
+
+def test_a_gitlink_moved_out_of_an_observed_folder_is_fenced(repo: Path) -> None:
+    """The other way round: the new end, outside every observed category, is enforced."""
+    gate = Gate(repo, OBSERVE_CI)
+    base = commit_files(repo, {"vendor/lib": None, "ci/lib": (SUB_A, "g")}, "move", ref="HEAD")
+    cand = change(repo, {"ci/lib": None, "vendor/lib": (SUB_A, "g")})
+    verdict = gate.run(base, cand, paths=["docs/**"])
+    assert verdict.decision is Decision.FENCED
+    modes = {v.path: v.mode for v in verdict.violations}
+    assert modes == {"ci/lib": "observe", "vendor/lib": "enforce"}
+
+
+def test_a_rename_into_an_observed_folder_needs_its_old_end(repo: Path) -> None:
+    """Both ends of a rename are decided by their own categories."""
+    gate = Gate(repo, OBSERVE_CI)
+    base = base_of(repo)
+    cand = change(repo, {"src/util.py": None, "ci/util.py": "x = 1\n"})
+    verdict = gate.run(base, cand, paths=["docs/**"])
+    assert verdict.decision is Decision.FENCED
+    modes = {v.path: v.mode for v in verdict.violations if v.code is Code.RENAME_NOT_OWNED}
+    assert modes == {"src/util.py": "enforce", "ci/util.py": "observe"}

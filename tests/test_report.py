@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from integrator.documents.verdict import (
 from integrator.errors import UsageError
 from integrator.fence.diff import MODE_BLOB, MODE_EXEC, Change, Status
 from integrator.report.common import fingerprint
+from integrator.report.escape import write_text
 from integrator.report.formats import FORMATS, append_github_summary, render
 from integrator.report.github import github_step_summary
 from integrator.report.hints import HINTS, hint
@@ -165,11 +167,18 @@ def test_github_escaping_is_exact() -> None:
 
 
 def test_github_levels_and_pathless_violations() -> None:
-    """Enforced violations are errors (first), observed ones warnings, and no path means no file=."""
+    """Enforced violations are errors (first), observed ones warnings; a resource names the
+    path that touched it, and a claim-level violation has no file= unless the contract's."""
     lines = render(make_verdict(), "github").splitlines()
     assert lines[0].startswith("::error file=a%2Cb%3Ac%25.txt,title=PATH_NOT_OWNED::line1%0Aline2")
     assert "::error title=STALE_GENERATION::claim is at generation 4, not 3" in lines
-    assert "::error title=RESOURCE_UNKNOWN::owner unresolved (resource api:billing)" in lines
+    assert (
+        "::error file=api/b.yaml,title=RESOURCE_UNKNOWN::owner unresolved (resource api:billing)"
+    ) in lines
+    with_contract = render(make_verdict(), "github", contract_path="ci/contract.json")
+    assert (
+        "::error file=ci/contract.json,title=STALE_GENERATION::claim is at generation 4, not 3"
+    ) in with_contract.splitlines()
     assert lines[-1] == "::warning file=docs/x.md,title=MERGE_CONFLICT::[observe] conflict"
     assert not any(line.startswith("::notice") for line in lines)
 
@@ -235,15 +244,35 @@ def test_sarif_rules_one_per_code_and_results_reference_them() -> None:
 
 
 def test_sarif_locations_are_encoded_uris() -> None:
-    """A path becomes a percent-encoded relative URI; a path-less violation has no physical location."""
+    """A path becomes a percent-encoded relative URI; a claim-level violation sits at the
+    contract file (or the first changed path), a resource-only one at its resource's path."""
     results = json.loads(render(make_verdict(), "sarif"))["runs"][0]["results"]
-    uri = results[0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+
+    def physical(result: dict[str, Any]) -> dict[str, Any]:
+        located: dict[str, Any] = result["locations"][0]["physicalLocation"]
+        return located
+
+    uri = physical(results[0])["artifactLocation"]["uri"]
     assert uri == "a%2Cb%3Ac%25.txt"
     assert unquote(uri) == ODD_PATH
-    assert "locations" not in results[1]
+    assert physical(results[1]) == {
+        "artifactLocation": {"uri": "a%2Cb%3Ac%25.txt", "uriBaseId": "%SRCROOT%"},
+        "region": {"startLine": 1},
+    }
+    assert results[1]["properties"]["anchor"] == "changed"
     assert results[3]["locations"] == [
-        {"logicalLocations": [{"name": "api:billing", "kind": "resource"}]}
+        {
+            "physicalLocation": {
+                "artifactLocation": {"uri": "api/b.yaml", "uriBaseId": "%SRCROOT%"},
+                "region": {"startLine": 1},
+            },
+            "logicalLocations": [{"name": "api:billing", "kind": "resource"}],
+        }
     ]
+    at_contract = json.loads(render(make_verdict(), "sarif", contract_path="c t.json"))
+    stale = at_contract["runs"][0]["results"][1]
+    assert physical(stale)["artifactLocation"]["uri"] == "c%20t.json"
+    assert stale["properties"]["anchor"] == "contract"
 
 
 def test_fingerprints_stable_and_candidate_independent() -> None:
@@ -278,6 +307,7 @@ def test_fingerprints_stable_and_candidate_independent() -> None:
 def test_junit_failures_typed_and_observed_skipped() -> None:
     """JUnit has suite integrator.gate, FENCED/REVIEW failure types and observed cases skipped."""
     root = ET.fromstring(render(make_verdict(), "junit"))
+    assert root.attrib == {}
     (suite,) = root.findall("testsuite")
     assert suite.get("name") == "integrator.gate"
     cases = suite.findall("testcase")
@@ -290,7 +320,8 @@ def test_junit_failures_typed_and_observed_skipped() -> None:
     first = cases[0].find("failure")
     assert first is not None
     assert first.get("message") == "line1\nline2"
-    assert cases[0].get("file") == ODD_PATH
+    assert f"path: {ODD_PATH}" in (first.text or "")
+    assert "file" not in cases[0].attrib
     assert cases[4].find("skipped") is not None
 
 
@@ -300,7 +331,9 @@ def test_junit_single_passing_case_when_accepted() -> None:
     cases = list(root.iter("testcase"))
     assert len(cases) == 1
     assert list(cases[0]) == []
-    assert root.get("failures") == "0"
+    suite = root.find("testsuite")
+    assert suite is not None
+    assert suite.get("failures") == "0"
 
 
 def test_junit_survives_control_characters() -> None:
@@ -310,7 +343,7 @@ def test_junit_survives_control_characters() -> None:
     )
     root = ET.fromstring(render(verdict, "junit"))
     (case,) = root.iter("testcase")
-    assert case.get("file") == "bad\\x01\\x1b.txt"
+    assert case.get("name") == "UNSAFE_PATH bad\\x01\\x1b.txt"
 
 
 def test_junit_fails_a_non_accepted_verdict_without_enforced_violations() -> None:
@@ -320,12 +353,15 @@ def test_junit_fails_a_non_accepted_verdict_without_enforced_violations() -> Non
         violations=[Violation(code=Code.MERGE_CONFLICT, detail="x", mode="observe")],
     )
     root = ET.fromstring(render(verdict, "junit"))
-    assert root.get("failures") == "1"
+    suite = root.find("testsuite")
+    assert suite is not None
+    assert suite.get("failures") == "1"
     assert [f.get("type") for f in root.iter("failure")] == ["REVIEW"]
 
 
 def test_codequality_issues() -> None:
-    """Code Quality issues carry check_name, severity by mode and kind, and '.' for no path."""
+    """Code Quality issues carry check_name, severity by mode and kind, and a real path for a
+    violation without one (the contract file, else the first changed path)."""
     issues = json.loads(render(make_verdict(), "codequality"))
     assert [i["check_name"] for i in issues] == [
         "PATH_NOT_OWNED",
@@ -336,7 +372,10 @@ def test_codequality_issues() -> None:
     ]
     assert [i["severity"] for i in issues] == ["blocker", "blocker", "blocker", "major", "info"]
     assert issues[0]["location"] == {"path": ODD_PATH, "lines": {"begin": 1}}
-    assert issues[1]["location"]["path"] == "."
+    assert issues[1]["location"]["path"] == ODD_PATH
+    assert issues[3]["location"]["path"] == "api/b.yaml"
+    placed = json.loads(render(make_verdict(), "codequality", contract_path="c.json"))
+    assert placed[1]["location"]["path"] == "c.json"
     assert issues[0]["description"] == "PATH_NOT_OWNED: line1\nline2"
     assert json.loads(render(accepted(), "codequality")) == []
 
@@ -348,3 +387,18 @@ def test_text_says_an_accepted_gate_verdict_is_not_merged_yet() -> None:
     assert "not merged yet" in gate_text
     landed = make_verdict(decision=Decision.ACCEPTED, violations=[], staging_commit="b" * 40)
     assert "not merged yet" not in render(landed, "text")
+
+
+def test_text_writes_changed_paths_like_the_verdict() -> None:
+    """A changed path that is not UTF-8 is shown in git's quoted form, as in the verdict."""
+    changes = [Change(Status.ADDED, None, "bad\udcff.txt", None, MODE_BLOB, None, "e" * 40)]
+    out = render(accepted(), "text", changes=changes)
+    assert 'A    "bad\\377.txt"  100644' in out
+    out.encode("utf-8")
+
+
+def test_write_text_never_fails_to_encode() -> None:
+    """A character that cannot be encoded is written as a backslash escape, never raised."""
+    stream = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict")
+    write_text('{"x": "\udcff"}\n', stream, "utf-8")
+    assert stream.buffer.getvalue() == b'{"x": "\\udcff"}\n'

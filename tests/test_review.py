@@ -11,7 +11,7 @@ import pytest
 
 from integrator.cli import main
 from integrator.daemon.bundles import create_bundle
-from integrator.daemon.loop import Daemon, Settings
+from integrator.daemon.loop import Daemon
 from integrator.daemon.mirror import for_spool
 from integrator.daemon.review import (
     Held,
@@ -21,6 +21,7 @@ from integrator.daemon.review import (
     history,
     pending_expansions,
 )
+from integrator.daemon.settings import Settings
 from integrator.daemon.spool import BUNDLE_FILE, Spool
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.expansion import ExpansionRequest
@@ -75,6 +76,9 @@ class Desk:
                         "expectedGeneration": self.contract.ownership_generation,
                         "treeDigest": "sha256:" + "0" * 64,
                         "diffDigest": "sha256:" + "0" * 64,
+                        "workspaceTree": run(
+                            "rev-parse", f"{self.contract.base_commit}^{{tree}}", cwd=self.repo
+                        ),
                         "addPaths": list(paths),
                     }
                 )

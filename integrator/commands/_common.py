@@ -12,6 +12,7 @@ from typing import Any
 from integrator.clock import parse_duration, parse_timestamp
 from integrator.errors import UsageError
 from integrator.files import atomic_write
+from integrator.report.escape import visible, write_text
 
 
 def duration(text: str) -> timedelta:
@@ -54,7 +55,21 @@ def add_json(parser: argparse.ArgumentParser) -> None:
 
 
 def print_json(document: Any) -> None:
-    print(json.dumps(document, indent=2, ensure_ascii=False, default=str))
+    """A document on stdout as JSON (ASCII escapes only when it holds undecodable bytes)."""
+    text = json.dumps(document, indent=2, ensure_ascii=False, default=str)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(document, indent=2, ensure_ascii=True, default=str)
+    write_text(text + "\n")
+
+
+def say(text: object = "", *, end: str = "\n", err: bool = False) -> None:
+    """A line for a person on stdout (or stderr): every control and format character in it
+    spelled out, since names, reasons and patch text come from agents (a terminal escape
+    could erase the line above)."""
+    line = visible(str(text), keep_newlines=True, keep_tabs=True) + end
+    write_text(line, sys.stderr if err else sys.stdout)
 
 
 def write_output(text: str, output: str | None) -> None:

@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from integrator.commands._common import say
 from integrator.fleet.commit import commit_task
 from integrator.fleet.workspace import worktree_root
 
@@ -34,7 +35,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     result = commit_task(worktree_root(args.repo), args.task, args.message)
     if args.json:
-        print(
+        say(
             json.dumps(
                 {
                     "task": result.task,
@@ -49,16 +50,16 @@ def run(args: argparse.Namespace) -> int:
         )
         return 0
     if result.commit is None:
-        print(f"nothing to commit for task {result.task}")
+        say(f"nothing to commit for task {result.task}")
     elif result.base is not None:
-        print(
+        say(
             f"candidate {result.commit} for task {result.task} on base {result.base[:12]}: "
             f"{', '.join(result.paths)}\n"
             f"submit it: integrator submit --spool DIR --contract CONTRACT --candidate "
             f"{result.commit}"
         )
     else:
-        print(f"committed {result.commit[:12]} for task {result.task}: {', '.join(result.paths)}")
+        say(f"committed {result.commit[:12]} for task {result.task}: {', '.join(result.paths)}")
     if result.left_alone:
-        print(f"left {len(result.left_alone)} changes outside task {result.task} untouched")
+        say(f"left {len(result.left_alone)} changes outside task {result.task} untouched")
     return 0

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
@@ -16,12 +16,17 @@ from integrator.commands._common import (
     duration,
     print_json,
     read_input,
+    say,
     timestamp,
     write_output,
 )
 from integrator.documents.claim import Claim
+from integrator.documents.contract import parse_contract
 from integrator.documents.expansion import ExpansionRequest
 from integrator.errors import ConfigurationError, UsageError
+from integrator.fence.limits import EXPANSION_BYTES
+from integrator.fleet.expansion import build_request
+from integrator.fleet.workspace import bound_contract, worktree_root
 from integrator.repo.canonical import Canonical
 from integrator.repo.claims import (
     DEFAULT_MAX_PATCH_BYTES,
@@ -43,6 +48,7 @@ def register(sub: Any) -> None:
     inner = parser.add_subparsers(dest="contract_command", metavar="ACTION", required=True)
     _register_issue(inner)
     _register_changes(inner)
+    _register_request(inner)
     _register_reading(inner)
 
 
@@ -73,6 +79,41 @@ def _register_issue(inner: Any) -> None:
     issue.add_argument("--force-shared", action="store_true", help="allow overlap with live claims")
     issue.add_argument("-o", "--output", metavar="FILE", help="write the contract here")
     issue.set_defaults(func=run_issue)
+
+
+def _register_request(inner: Any) -> None:
+    request = inner.add_parser(
+        "request-expansion",
+        help="(agent) write an expansion request integrator can verify, from the workspace",
+        description="Write an integrator.expansion.v1 request for the contract bound to the "
+        "worktree (or --contract FILE): what to add, and the workspace's whole current "
+        "state (tracked and untracked files) as a git tree id with its HEAD, so that "
+        "`contract expand` can verify the workspace has not already written what it asks "
+        "for. Ask before writing: a request whose workspace already changed an added path "
+        "is routed to review, nothing granted.",
+    )
+    request.add_argument("--worktree", type=Path, default=Path(), metavar="PATH")
+    request.add_argument("--contract", metavar="FILE", help="the contract (default: the bound one)")
+    request.add_argument("--add-path", action="append", default=[], metavar="GLOB")
+    request.add_argument("--add-resource", action="append", default=[], metavar="KIND:NAME")
+    request.add_argument("-o", "--output", metavar="FILE", help="write the request here")
+    request.set_defaults(func=run_request)
+
+
+def run_request(args: argparse.Namespace) -> int:
+    if not args.add_path and not args.add_resource:
+        raise UsageError("name what to add: --add-path GLOB and/or --add-resource KIND:NAME")
+    root = worktree_root(args.worktree)
+    if args.contract:
+        contract = parse_contract(read_input(args.contract))
+    else:
+        bound = bound_contract(root)
+        if bound is None:
+            raise UsageError(f"no contract is bound to {root}; pass --contract FILE")
+        contract = bound
+    request = build_request(root, contract, args.add_path, args.add_resource)
+    write_output(request.to_json(), args.output)
+    return 0
 
 
 def _register_changes(inner: Any) -> None:
@@ -180,10 +221,10 @@ def run_issue(args: argparse.Namespace) -> int:
             contract = Claims(canonical).issue(request, force_shared=args.force_shared)
         else:
             contract = build_contract(canonical, request, 1, canonical.clock())
-            print(
+            say(
                 "integrator: note: repository not initialized; the claim was not registered "
                 "(run integrator init to enforce live claims)",
-                file=sys.stderr,
+                err=True,
             )
     write_output(contract.to_json(), args.output)
     return 0
@@ -203,7 +244,7 @@ def run_renew(args: argparse.Namespace) -> int:
     if args.json:
         print_json(summary)
     else:
-        print(f"renewed {args.task} generation {summary['generation']} until {until.isoformat()}")
+        say(f"renewed {args.task} generation {summary['generation']} until {until.isoformat()}")
     return 0
 
 
@@ -218,6 +259,8 @@ def run_reclaim(args: argparse.Namespace) -> int:
 
 def run_expand(args: argparse.Namespace) -> int:
     data = read_input(args.request)
+    if len(data) > EXPANSION_BYTES:
+        raise UsageError(f"the expansion request is more than {EXPANSION_BYTES} bytes")
     try:
         request = ExpansionRequest.model_validate_json(data)
     except ValidationError as err:
@@ -237,7 +280,7 @@ def run_dismiss(args: argparse.Namespace) -> int:
     if args.json:
         print_json(entry.summary())
     else:
-        print(f"dismissed expansion request {args.id} of {entry.record.task_id}: {args.reason}")
+        say(f"dismissed expansion request {args.id} of {entry.record.task_id}: {args.reason}")
     return 0
 
 
@@ -247,7 +290,7 @@ def run_revoke(args: argparse.Namespace) -> int:
     if args.json:
         print_json(_summary(claim))
     else:
-        print(f"revoked {args.task} generation {claim.view.generation}: {args.reason}")
+        say(f"revoked {args.task} generation {claim.view.generation}: {args.reason}")
     return 0
 
 
@@ -269,15 +312,15 @@ def run_show(args: argparse.Namespace) -> int:
         print_json(doc)
         return 0
     for key, value in summary.items():
-        print(f"{key:>15}: {value}")
-    print("\nhistory (newest first):")
+        say(f"{key:>15}: {value}")
+    say("\nhistory (newest first):")
     for commit, state, message in events:
-        print(f"  {commit[:12]}  {state.get('state', '?'):9} {message.splitlines()[0]}")
+        say(f"  {commit[:12]}  {state.get('state', '?'):9} {message.splitlines()[0]}")
     if requests:
-        print("\nexpansion requests (oldest first):")
+        say("\nexpansion requests (oldest first):")
         for entry in requests:
-            print(f"  {entry.describe()}")
-    print("\ncontract:")
+            say(f"  {entry.describe()}")
+    say("\ncontract:")
     print(json.dumps(claim.contract.wire(), indent=2))
     return 0
 
@@ -300,18 +343,18 @@ def run_list(args: argparse.Namespace) -> int:
         print_json(rows)
         return 0
     if not rows:
-        print("no claims")
+        say("no claims")
         return 0
-    print(f"{'TASK':24} {'GEN':>4} {'STATE':9} {'LEASE UNTIL':26} PATHS")
+    say(f"{'TASK':24} {'GEN':>4} {'STATE':9} {'LEASE UNTIL':26} PATHS")
     for row in rows:
         paths = ", ".join(str(p) for p in row["paths"])  # type: ignore[attr-defined]
-        print(
+        say(
             f"{row['taskId']!s:24} {row['generation']!s:>4} {row['state']!s:9} "
             f"{row['leaseExpiresAt']!s:26} {paths}"
         )
     if pending:
-        print(f"\n{len(pending)} expansion request(s) waiting for review:")
+        say(f"\n{len(pending)} expansion request(s) waiting for review:")
         for entry in pending:
-            print(f"  {entry.describe()}")
-        print("  (re-run `contract expand` to grant one, `contract dismiss ID` to close it)")
+            say(f"  {entry.describe()}")
+        say("  (re-run `contract expand` to grant one, `contract dismiss ID` to close it)")
     return 0

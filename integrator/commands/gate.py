@@ -13,7 +13,13 @@ from integrator.documents.policy import PolicyState, load_policy_file
 from integrator.landing.engine import Integrator
 from integrator.landing.evaluation import Evaluation
 from integrator.repo.canonical import Canonical
-from integrator.report.formats import FORMATS, append_github_summary, render
+from integrator.report.formats import (
+    FORMATS,
+    append_github_summary,
+    contract_in_worktree,
+    render,
+    write_document,
+)
 
 GATE_HELP = """\
 Check one candidate against its ownership contract without moving any ref: the contract
@@ -21,6 +27,11 @@ parses (v1, strict), the live claim (when the repository has claims) is current,
 is an ancestor, and the diff recomputed from base to candidate stays inside the contract —
 every path, both ends of every rename, modes, symlinks, submodules, collisions, patch
 size and semantic resources. Every violation is reported, not only the first.
+
+A clone without claim refs cannot tell whether the contract is the authorized one: the
+verdict then carries CLAIM_UNVERIFIED (review). Fetch the claims first —
+  git fetch origin '+refs/integrator/*:refs/integrator/*'
+— or pass --static to check the contract's own rules only.
 
 exit codes: 0 ACCEPTED, 1 FENCED, 3 REVIEW, 2 usage or configuration error, 4 retryable.
 """
@@ -60,7 +71,13 @@ def register(sub: Any) -> None:
         type=Path,
         metavar="FILE",
         help="policy TOML to use instead of the repository's (for repositories without "
-        "integrator init; disables live claim checks)",
+        "integrator init)",
+    )
+    gate.add_argument(
+        "--static",
+        action="store_true",
+        help="check the contract's own rules, not that it is the authorized one (no claim "
+        "refs needed; the verdict says static: true)",
     )
     gate.set_defaults(func=run_gate)
     integrate: argparse.ArgumentParser = sub.add_parser(
@@ -73,12 +90,14 @@ def register(sub: Any) -> None:
     integrate.set_defaults(func=run_integrate)
 
 
-def _emit(args: argparse.Namespace, evaluation: Evaluation) -> int:
+def _emit(args: argparse.Namespace, evaluation: Evaluation, worktree: str | None = None) -> int:
     verdict = evaluation.verdict
     fmt = "json" if args.json else args.format
     changes = evaluation.diff.changes if evaluation.diff is not None else ()
     color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
-    print(render(verdict, fmt, changes=changes, color=color))
+    anchor = contract_in_worktree(args.contract, worktree)
+    text = render(verdict, fmt, changes=changes, color=color, contract_path=anchor)
+    write_document(text, fmt)
     if fmt == "github":
         append_github_summary(verdict, os.environ)
     return verdict.exit_code
@@ -91,8 +110,8 @@ def run_gate(args: argparse.Namespace) -> int:
         if args.policy is not None:
             policy = load_policy_file(args.policy)
             override = PolicyState(policy, 0, args.policy.read_text("utf-8"))
-        engine = Integrator(canonical, policy_override=override)
-        return _emit(args, engine.evaluate(data, args.candidate))
+        engine = Integrator(canonical, policy_override=override, static=args.static)
+        return _emit(args, engine.evaluate(data, args.candidate), canonical.repo.workdir)
 
 
 def run_integrate(args: argparse.Namespace) -> int:
@@ -100,4 +119,4 @@ def run_integrate(args: argparse.Namespace) -> int:
     with Canonical(args.repo) as canonical:
         engine = Integrator(canonical)
         verdict = engine.integrate(data, args.candidate)
-        return _emit(args, Evaluation(verdict))
+        return _emit(args, Evaluation(verdict), canonical.repo.workdir)

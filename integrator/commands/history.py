@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sqlite3
-import sys
 from pathlib import Path
 from typing import Any
 
-from integrator.commands._common import print_json
+from integrator.commands._common import print_json, say
 from integrator.daemon import logs
 from integrator.daemon.mirror import REGISTRY_FILE, for_spool
 from integrator.daemon.spool import Spool
@@ -49,10 +48,10 @@ def run(args: argparse.Namespace) -> int:
             try:
                 mirror.flush(retry=False)
             except InfrastructureError as err:
-                print(f"integrator: warning: {err}", file=sys.stderr)
+                say(f"integrator: warning: {err}", err=True)
             waiting = mirror.backlog.depth()
             if waiting:
-                print(f"integrator: {waiting} records are not mirrored yet", file=sys.stderr)
+                say(f"integrator: {waiting} records are not mirrored yet", err=True)
         try:
             records = mirror.registry.history(task=args.task, limit=args.limit)
         except sqlite3.Error as err:
@@ -66,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         what = r.action or r.kind
         outcome = r.decision or "-"
         codes = ",".join(dict.fromkeys(r.codes)) or "-"
-        print(
+        say(
             f"{r.at.isoformat(timespec='seconds')}  {r.submission}  {what:<8} {outcome:<8} "
             f"{r.task_id or '-':<16} gen {r.generation if r.generation is not None else '-':<3} "
             f"{codes}" + (f"  {r.reason}" if r.reason else "")

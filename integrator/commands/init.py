@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from integrator.commands._common import add_json, add_repo, print_json
+from integrator.commands._common import add_json, add_repo, print_json, say
 from integrator.errors import ConfigurationError
 from integrator.repo.canonical import Canonical
 from integrator.repo.prepare import prepare
@@ -54,6 +54,6 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         for action in actions:
-            print(action)
-        print(f"policy generation {state.generation}, digest {state.digest}")
+            say(action)
+        say(f"policy generation {state.generation}, digest {state.digest}")
     return 0

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from integrator.commands._common import say
 from integrator.documents.policy import Policy, default_policy, load_policy_file
 from integrator.errors import ConfigurationError
 from integrator.fleet.planner import Edge, Plan, PlanError, build_plan
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.format == "dot":
         print(dot(plan), end="")
     else:
-        print(text(plan), end="")
+        say(text(plan), end="")
     return 0
 
 

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from integrator.commands._common import add_json, add_repo, print_json
+from integrator.commands._common import add_json, add_repo, print_json, say
 from integrator.documents.policy import default_policy_text, load_policy_file
 from integrator.errors import ConfigurationError
 from integrator.repo.canonical import Canonical
@@ -49,7 +49,7 @@ def run_show(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"generation": state.generation, "digest": state.digest, "text": state.text})
     else:
-        print(f"# generation {state.generation}, digest {state.digest}")
+        say(f"# generation {state.generation}, digest {state.digest}")
         print(state.text, end="")
     return 0
 
@@ -63,6 +63,6 @@ def run_set(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"generation": state.generation, "digest": state.digest, "revoked": revoked})
     else:
-        print(f"policy generation {state.generation} ({state.digest})")
-        print(f"revoked {len(revoked)} live claim(s): {', '.join(revoked) or '-'}")
+        say(f"policy generation {state.generation} ({state.digest})")
+        say(f"revoked {len(revoked)} live claim(s): {', '.join(revoked) or '-'}")
     return 0

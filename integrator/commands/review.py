@@ -1,4 +1,4 @@
-"""`integrator review list|show|approve|reject` — the release manager's work on held candidates."""
+"""`integrator review list|show|approve|reject|web` — the release manager's work on held candidates."""
 
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from integrator.commands._common import print_json, read_input
+from integrator.commands._common import print_json, read_input, say
 from integrator.daemon import logs
 from integrator.daemon.mirror import for_spool
 from integrator.daemon.review import (
     FileDiff,
     Held,
     Review,
+    ReviewAction,
     default_actor,
     expansion_lines,
     history,
@@ -27,6 +28,7 @@ from integrator.documents.verdict import Verdict
 from integrator.errors import EXIT_OK, UsageError
 from integrator.landing.engine import Integrator
 from integrator.repo.canonical import Canonical
+from integrator.report.escape import visible, write_text
 
 RED, GREEN, CYAN, YELLOW, BOLD, RESET = (
     "\033[31m", "\033[32m", "\033[36m", "\033[33m", "\033[1m", "\033[0m",
@@ -85,15 +87,56 @@ def register(sub: Any) -> None:
     reject.add_argument("--actor", default=None, help="who rejects (default: user@host)")
     reject.set_defaults(func=run_reject)
 
+    web = inner.add_parser(
+        "web",
+        help="serve the review pages (read-only unless --token-file is given)",
+        description="Held candidates, each beside its contract and recomputed diff, the "
+        "queue, and approve/reject forms, on http://127.0.0.1:8787/ by default. Pages only "
+        "read; approving or rejecting needs the token in --token-file (log in on the page, "
+        "or send `Authorization: Bearer TOKEN`) and goes through the same code as the "
+        "commands above. A non-loopback --http is refused without a token. "
+        "/api/held and /api/held/ID return what `list --json` and `show ID --json` print.",
+    )
+    web.add_argument("--spool", required=True, type=Path, metavar="DIR", help="the spool")
+    web.add_argument(
+        "--repo", type=Path, metavar="PATH", help="canonical repo (default: the daemon's)"
+    )
+    web.add_argument("--mirror", type=Path, metavar="FILE", help="SQLite registry")
+    web.add_argument(
+        "--http",
+        default="127.0.0.1:8787",
+        metavar="HOST:PORT",
+        help="where to listen (default 127.0.0.1:8787; port 0 picks a free one)",
+    )
+    web.add_argument(
+        "--token-file",
+        type=Path,
+        metavar="FILE",
+        help="a file holding the review token (not readable by other users)",
+    )
+    web.add_argument(
+        "--actor", default=None, help="who the token acts as in the records (default: user@host)"
+    )
+    web.set_defaults(func=run_web)
+
 
 @contextlib.contextmanager
 def _review(args: argparse.Namespace, *, engine: bool = False) -> Iterator[Review]:
     logs.configure(stream=logs.STDERR)
-    spool = Spool(args.spool).existing()
-    repo = args.repo or spool.repo_path()
+    with open_review(args.spool, args.repo, args.mirror, engine=engine) as review:
+        yield review
+
+
+@contextlib.contextmanager
+def open_review(
+    spool_dir: Path, repo: Path | None, mirror_file: Path | None, *, engine: bool = False
+) -> Iterator[Review]:
+    """The `Review` every action runs on (with the real integration engine to approve)."""
+    spool = Spool(spool_dir).existing()
+    repo = repo or spool.repo_path()
     if repo is None:
         raise UsageError(f"{spool.root} does not record its repository yet; pass --repo")
-    mirror = for_spool(spool.root, args.mirror)
+    mirror = for_spool(spool.root, mirror_file)
     with Canonical(repo) as canonical:
         try:
             yield Review(spool, canonical, mirror, engine=Integrator(canonical) if engine else None)
@@ -110,23 +153,24 @@ def run_list(args: argparse.Namespace) -> int:
     spool = Spool(args.spool).existing()
     items = pending(spool)
     if args.json:
-        print_json([_summary(h) for h in items])
+        print_json([summary_document(h) for h in items])
         return EXIT_OK
     requests = expansion_lines(spool, args.repo)
     if not items and not requests:
-        print("nothing is held for review")
+        say("nothing is held for review")
     for h in items:
         v = h.verdict
-        print(
+        say(
             f"{h.sid}  {v.decision.value:<7} {v.task_id or '-':<20} gen {v.generation or '-':<3} "
             f"{h.submission.candidate[:12]}  {_codes(v)}"
         )
     for line in requests:
-        print(line)
+        say(line)
     return EXIT_OK
 
 
-def _summary(h: Held) -> dict[str, Any]:
+def summary_document(h: Held) -> dict[str, Any]:
+    """One held candidate as `review list --json` prints it."""
     v = h.verdict
     return {
         "submission": h.sid,
@@ -142,35 +186,46 @@ def _summary(h: Held) -> dict[str, Any]:
     }
 
 
+def show_document(review: Review, held: Held) -> dict[str, Any]:
+    """A held candidate with its verdict, history and diff, as `review show --json` prints it."""
+    base, files = review.diff(held)
+    records = history(review.canonical, held.sid)
+    return _show_document(held, base, files, records)
+
+
+def _show_document(
+    held: Held, base: str | None, files: list[FileDiff], records: list[tuple[str, ReviewAction]]
+) -> dict[str, Any]:
+    return {
+        **summary_document(held),
+        "verdict": held.verdict.wire(),
+        "diffBase": base,
+        "history": [{"commit": c, **a.wire()} for c, a in records],
+        "files": [
+            {
+                "path": f.path,
+                "oldPath": f.old_path,
+                "status": f.status,
+                "violations": [v.wire() for v in f.violations],
+                "patch": f.patch,
+            }
+            for f in files
+        ],
+    }
+
+
 def run_show(args: argparse.Namespace) -> int:
     with _review(args) as review:
         held = review.get(args.id)
         base, files = review.diff(held)
         records = history(review.canonical, held.sid)
     if args.json:
-        print_json(
-            {
-                **_summary(held),
-                "verdict": held.verdict.wire(),
-                "diffBase": base,
-                "history": [{"commit": c, **a.wire()} for c, a in records],
-                "files": [
-                    {
-                        "path": f.path,
-                        "oldPath": f.old_path,
-                        "status": f.status,
-                        "violations": [v.wire() for v in f.violations],
-                        "patch": f.patch,
-                    }
-                    for f in files
-                ],
-            }
-        )
+        print_json(_show_document(held, base, files, records))
         return EXIT_OK
     color = args.color == "always" or (
         args.color == "auto" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     )
-    sys.stdout.write(render_show(held, base, files, [a.wire() for _, a in records], color=color))
+    write_text(render_show(held, base, files, [a.wire() for _, a in records], color=color))
     return EXIT_OK
 
 
@@ -182,42 +237,50 @@ def render_show(
     *,
     color: bool,
 ) -> str:
-    """Violations first, then each file's patch under the violations that name it."""
+    """Violations first, then each file's patch under the violations that name it.
+
+    Every piece of data (names, details, reasons, patch lines) is spelled out with
+    `visible` before any colour of ours is added: an escape in a patch line cannot erase
+    the line above it, a bidirectional override cannot reorder it.
+    """
 
     def paint(code: str, text: str) -> str:
         return f"{code}{text}{RESET}" if color else text
 
+    def v_(value: object) -> str:
+        return visible(str(value))
+
     v = held.verdict
+    who = held.submission.submitter
     out = [
         paint(BOLD, f"submission {held.sid}  {v.decision.value}  ({held.folder}/)"),
-        f"task {v.task_id}  attempt {v.attempt_id}  generation {v.generation}",
-        f"candidate {held.submission.candidate}  base {v.base or '-'}",
-        f"submitted by {held.submission.submitter.user}@{held.submission.submitter.host} "
-        f"at {held.submission.submitted_at.isoformat()}",
+        f"task {v_(v.task_id)}  attempt {v_(v.attempt_id)}  generation {v.generation}",
+        f"candidate {v_(held.submission.candidate)}  base {v_(v.base or '-')}",
+        f"submitted by {v_(who.user)}@{v_(who.host)} at {held.submission.submitted_at.isoformat()}",
         "",
         paint(BOLD, "violations"),
     ]
     in_diff = {id(x) for f in files for x in f.violations}
     for x in v.violations:
         where = "" if id(x) in in_diff else "  (not in the diff)" if x.path else ""
-        out.append(paint(RED, f"  ✗ {x.code.value:<20} {x.subject}: {x.detail}{where}"))
+        line = f"  ✗ {x.code.value:<20} {v_(x.subject)}: {v_(x.detail)}{where}"
+        out.append(paint(RED, line))
     if not v.violations:
         out.append("  none")
     out += ["", paint(BOLD, "history")]
     for a in actions:
-        out.append(
-            f"  {a['at']}  {a['action']:<8} by {a['actor']}: "
-            f"{a.get('decision') or ''} {' '.join(a.get('codes', []))} {a.get('reason') or ''}".rstrip()
-        )
-    out += ["", paint(BOLD, f"diff {base or '(empty tree)'}..{held.submission.candidate}")]
+        codes = " ".join(a.get("codes", []))
+        line = f"  {a['at']}  {a['action']:<8} by {a['actor']}: {a.get('decision') or ''} {codes} {a.get('reason') or ''}"
+        out.append(v_(line.rstrip()))
+    out += ["", paint(BOLD, f"diff {v_(base or '(empty tree)')}..{v_(held.submission.candidate)}")]
     if not files and base is None:
         out.append("  the candidate's objects are not in the repository")
     for f in files:
         out.append("")
         for x in f.violations:
-            out.append(paint(RED, f"✗ {x.code.value}: {x.detail}"))
+            out.append(paint(RED, f"✗ {x.code.value}: {v_(x.detail)}"))
         for line in f.patch.splitlines():
-            out.append(_paint_line(line, paint))
+            out.append(_paint_line(visible(line, keep_tabs=True), paint))
     return "\n".join(out) + "\n"
 
 
@@ -247,7 +310,7 @@ def run_reject(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"submission": args.id, "action": "reject", "folder": "archived"})
     else:
-        print(f"{args.id} rejected and archived: {args.reason}")
+        say(f"{args.id} rejected and archived: {args.reason}")
     return EXIT_OK
 
 
@@ -256,8 +319,27 @@ def _print_verdict(args: argparse.Namespace, sid: str, verdict: Verdict) -> None
         print_json({"submission": sid, "action": "approve", "verdict": verdict.wire()})
         return
     codes = _codes(verdict)
-    print(f"{sid} {verdict.decision.value}" + (f" ({codes})" if verdict.violations else ""))
+    say(f"{sid} {verdict.decision.value}" + (f" ({codes})" if verdict.violations else ""))
     for x in verdict.violations:
-        print(f"  {x.code.value} {x.subject}: {x.detail}")
+        say(f"  {x.code.value} {x.subject}: {x.detail}")
     if verdict.staging_commit:
-        print(f"  landed as {verdict.staging_commit}")
+        say(f"  landed as {verdict.staging_commit}")
+
+
+def run_web(args: argparse.Namespace) -> int:
+    """Serve the review pages until SIGINT or SIGTERM."""
+    from integrator.web.app import Backend, WebConfig
+    from integrator.web.security import read_token
+    from integrator.web.server import serve
+
+    logs.configure(stream=logs.STDERR)
+    token = read_token(args.token_file) if args.token_file else None
+    with open_review(args.spool, args.repo, args.mirror):
+        pass  # the spool and the repository are there before anything listens
+
+    def opener(engine: bool) -> contextlib.AbstractContextManager[Review]:
+        return open_review(args.spool, args.repo, args.mirror, engine=engine)
+
+    backend = Backend(open_review=opener, summary=summary_document, show=show_document)
+    config = WebConfig(token=token, actor=args.actor or default_actor())
+    return serve(args.http, config, backend, sys.stdout)

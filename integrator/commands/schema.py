@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from integrator.commands._common import say
 from integrator.documents import schemas
 
 
@@ -26,7 +27,7 @@ def register(sub: Any) -> None:
 
 def run_export(args: argparse.Namespace) -> int:
     for path in schemas.export(args.dir):
-        print(path)
+        say(path)
     return 0
 
 

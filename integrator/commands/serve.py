@@ -11,9 +11,10 @@ import structlog
 
 from integrator.daemon import logs
 from integrator.daemon.health import Check, HealthServer, Metrics, repository_check
-from integrator.daemon.loop import Daemon, Settings, load_settings
+from integrator.daemon.loop import Daemon
 from integrator.daemon.mirror import Mirror, for_spool
 from integrator.daemon.notify import Notifier
+from integrator.daemon.settings import Settings, load_settings
 from integrator.daemon.spool import Spool
 from integrator.errors import ConfigurationError
 from integrator.landing.engine import Integrator

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from integrator.commands._common import print_json, read_input
+from integrator.commands._common import print_json, read_input, say
 from integrator.daemon.bundles import create_bundle
 from integrator.daemon.spool import BUNDLE_FILE, DECIDED, REJECTION_FILE, VERDICT_FILE, Spool
 from integrator.documents.contract import parse_contract
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print_json(doc)
         else:
-            print(sid)
+            say(sid)
         return 0
     return wait_for(spool, sid, args.wait, as_json=args.json)
 
@@ -146,7 +146,7 @@ def _report(sid: str, folder: str, path: Path, *, as_json: bool) -> int:
         if as_json:
             print_json(doc)
         else:
-            print(f"{sid} REJECTED: {doc.get('reason')}")
+            say(f"{sid} REJECTED: {doc.get('reason')}")
         return code
     from integrator.documents.verdict import Verdict
 
@@ -155,7 +155,7 @@ def _report(sid: str, folder: str, path: Path, *, as_json: bool) -> int:
         print_json(doc)
     else:
         codes = ", ".join(dict.fromkeys(v.code.value for v in verdict.violations))
-        print(f"{sid} {verdict.decision.value}" + (f" ({codes})" if codes else ""))
+        say(f"{sid} {verdict.decision.value}" + (f" ({codes})" if codes else ""))
         for v in verdict.violations:
-            print(f"  {v.code.value} {v.subject}: {v.detail}")
+            say(f"  {v.code.value} {v.subject}: {v.detail}")
     return verdict.exit_code

@@ -8,7 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from integrator.commands._common import duration
+from integrator.commands._common import duration, say
 from integrator.errors import IntegratorError, UsageError
 from integrator.fleet.assignments import Fleet
 from integrator.fleet.hooks import install
@@ -104,7 +104,7 @@ def _print(args: argparse.Namespace, document: object, text: str) -> None:
     if getattr(args, "json", False):
         print(json.dumps(document, indent=2, ensure_ascii=False, default=str))
     else:
-        print(text)
+        say(text)
 
 
 WORKSPACES_TEMPLATE = """\
@@ -130,7 +130,7 @@ def run_init(args: argparse.Namespace) -> int:
     registry = queue.root / "workspaces.toml"
     if not registry.exists():
         registry.write_text(WORKSPACES_TEMPLATE, encoding="utf-8")
-    print(queue.root)
+    say(queue.root)
     return 0
 
 
@@ -141,7 +141,7 @@ def run_add(args: argparse.Namespace) -> int:
             text = path.read_text("utf-8")
         except OSError as err:
             raise UsageError(f"cannot read {path}: {err.strerror}") from err
-        print(queue.add(text, source=path))
+        say(queue.add(text, source=path))
     return 0
 
 

@@ -1,18 +1,24 @@
 """Bundles: candidates from clones that do not share the canonical object store.
 
 `integrator submit --bundle` packs the candidate (minus what its base already has) into the
-submission; the daemon verifies the bundle and fetches it into
-`refs/integrator/quarantine/<submission>/`, fsck'ing every object, and nothing reaches a
-real ref unless the candidate lands.
+submission; the daemon copies the bundle into a folder of its own, verifies the copy and
+fetches it into `refs/integrator/quarantine/<submission>/`, fsck'ing every object, and
+nothing reaches a real ref unless the candidate lands.
+
+A bundle is the submitter's: its ref names and its pack can make git fail with any message
+they like. So a failed import is classified by probing this host (free space, a writable
+object store), never by reading git's message: a healthy host means the bundle is bad.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from integrator.errors import InfrastructureError, UsageError
+from integrator.fence.paths import escape_undecodable
 from integrator.repo import git, transaction
 
 if TYPE_CHECKING:
@@ -22,16 +28,10 @@ if TYPE_CHECKING:
 OUTGOING_PREFIX = "refs/integrator/outgoing/"
 DEFAULT_BUNDLE_MAX_BYTES = 256 * 1024 * 1024
 _HEADER_LIMIT = 1024 * 1024
-# Failures of *this* machine while importing (retried later), as git words them.
-_LOCAL_TROUBLE = (
-    "No space left",
-    "Permission denied",
-    "Read-only file system",
-    "Disk quota",
-    "Unable to create",
-    "cannot lock ref",
-    "Too many open files",
-)
+_MAX_BUNDLE_REFS = 64
+# A bundle's ref names are spelled by its submitter and end up in git's messages and in
+# our refspecs: only plain names are accepted.
+_REF_NAME = re.compile(r"^(?:HEAD|refs/(?:[A-Za-z0-9._-]+/)*[A-Za-z0-9._-]+)$")
 _OID = re.compile(r"^[0-9a-f]{40}([0-9a-f]{24})?$")
 
 
@@ -67,11 +67,15 @@ def bundle_refs(path: Path) -> list[tuple[str, str]]:
         if line.startswith(("-", "@")):
             continue  # prerequisites and v3 capabilities
         oid, _, name = line.partition(" ")
-        if not _OID.match(oid) or not name.startswith(("refs/", "HEAD")):
+        if not _OID.match(oid):
             raise UsageError(f"the bundle header has an unreadable line {line[:80]!r}")
+        if not _REF_NAME.match(name) or ".." in name or name.endswith((".lock", ".")):
+            raise UsageError(f"the bundle names a ref that is not a plain ref name: {name[:80]!r}")
         refs.append((oid, name))
     if not refs:
         raise UsageError("the bundle holds no refs")
+    if len(refs) > _MAX_BUNDLE_REFS:
+        raise UsageError(f"the bundle holds {len(refs)} refs, more than {_MAX_BUNDLE_REFS}")
     return refs
 
 
@@ -89,14 +93,18 @@ def import_bundle(
     fetch of a bundle that verified is an InfrastructureError (retried later).
     """
     cwd = repo.path
-    size = bundle.stat().st_size
+    size = os.lstat(bundle).st_size
     if size > max_bytes:
         raise UsageError(f"the bundle is {size} bytes, more than the limit of {max_bytes}")
     refs = bundle_refs(bundle)
-    try:
-        git.run_git(["bundle", "verify", "--quiet", str(bundle)], cwd=cwd)
-    except InfrastructureError as err:
-        raise UsageError(f"the bundle does not verify against the repository: {err}") from err
+    verified = git.run_git(["bundle", "verify", "--quiet", str(bundle)], cwd=cwd, check=False)
+    if verified.returncode != 0:
+        trouble = git.host_trouble(repo, size)
+        if trouble is not None:
+            raise InfrastructureError(f"importing the bundle failed: {trouble}")
+        why = escape_undecodable(verified.stderr.decode("utf-8", "replace").strip())
+        summary = "; ".join(why.splitlines()[-2:])[:300]
+        raise UsageError(f"the bundle does not verify against the repository: {summary}")
     prefix = quarantine_prefix(sid)
     specs = [f"+{name}:{prefix}{i}" for i, (_, name) in enumerate(refs)]
     # fsck every object on the way in: a fenced candidate stays reachable (its held ref),
@@ -105,12 +113,13 @@ def import_bundle(
              "--no-write-fetch-head", "--no-auto-maintenance"]  # fmt: skip
     proc = git.run_git([*fetch, str(bundle), *specs], cwd=cwd, check=False)
     if proc.returncode != 0:
-        message = proc.stderr.decode("utf-8", "replace").strip()
-        summary = "; ".join(message.splitlines()[-2:]) or f"exit {proc.returncode}"
-        if any(sign in message for sign in _LOCAL_TROUBLE):
-            raise InfrastructureError(f"importing the bundle failed: {summary}")
-        # `bundle verify` checks the header and prerequisites, not the pack: a pack that
-        # does not unpack is the submission's fault.
+        trouble = git.host_trouble(repo, size)
+        if trouble is not None:
+            raise InfrastructureError(f"importing the bundle failed: {trouble}")
+        # `bundle verify` checks the header and prerequisites, not the pack: on a healthy
+        # host, a pack that does not unpack (or fails fsck) is the submission's fault.
+        message = escape_undecodable(proc.stderr.decode("utf-8", "replace").strip())
+        summary = "; ".join(message.splitlines()[-2:])[:300] or f"exit {proc.returncode}"
         raise UsageError(f"the bundle's objects could not be imported: {summary}")
     if not git.has_object(repo, candidate):
         raise UsageError(f"the bundle does not contain the candidate {candidate}")

@@ -14,6 +14,8 @@ from typing import Literal, TextIO
 import structlog
 from structlog.typing import Processor
 
+from integrator.report.escape import visible
+
 Format = Literal["auto", "json", "console"]
 
 
@@ -47,6 +49,12 @@ STDERR = LateStream("stderr")
 LEVELS = ("debug", "info", "warning", "error")
 
 
+def _visible_values(
+    logger: object, method: str, event: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    return {k: visible(v) if isinstance(v, str) else v for k, v in event.items()}
+
+
 def configure(
     *, fmt: Format = "auto", level: str = "info", stream: TextIO | LateStream | None = None
 ) -> None:
@@ -65,7 +73,8 @@ def configure(
     ]
     renderer: list[Processor]
     if console:
-        renderer = [structlog.dev.ConsoleRenderer(colors=out.isatty())]
+        # Values come from submissions (reasons, names): a terminal must not obey them.
+        renderer = [_visible_values, structlog.dev.ConsoleRenderer(colors=out.isatty())]
     else:
         renderer = [
             structlog.processors.format_exc_info,

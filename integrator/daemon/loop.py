@@ -17,79 +17,49 @@ from __future__ import annotations
 import signal
 import threading
 import time
-import tomllib
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from types import FrameType
-from typing import Any, Protocol
+from typing import Protocol
 
 import structlog
 import watchfiles
 
-from integrator.daemon.bundles import DEFAULT_BUNDLE_MAX_BYTES, import_bundle, quarantine_prefix
+from integrator.daemon.bundles import import_bundle, quarantine_prefix
 from integrator.daemon.health import Metrics
 from integrator.daemon.mirror import Mirror, MirrorWorker
 from integrator.daemon.notify import Notifier
 from integrator.daemon.records import codes_of, decision_record
 from integrator.daemon.review import hold_op
+from integrator.daemon.settings import Settings
 from integrator.daemon.spool import (
     REJECTION_FILE,
     VERDICT_FILE,
     Spool,
+    WorkFolder,
     folder_for,
     rejection_document,
 )
+from integrator.daemon.submitted import copy_submitted
 from integrator.documents.verdict import Decision, Verdict
-from integrator.errors import ConfigurationError, InfrastructureError, IntegratorError, UsageError
+from integrator.errors import (
+    ConfigurationError,
+    InfrastructureError,
+    IntegratorError,
+    RefLockedError,
+    UsageError,
+)
+from integrator.fence.paths import escape_undecodable
 from integrator.repo import git, transaction
 from integrator.repo.canonical import Canonical
 from integrator.repo.packs import ObjectBuffer, maybe_repack
 
+BUNDLE_COPY = "bundle.copy"  # the daemon's copy of a submission's bundle, in its folder
+
 # An unexpected exception on one submission is retried this often, then the submission is
 # rejected with the error, so one poison candidate cannot stop the queue forever.
 CRASH_LIMIT = 3
-
-
-@dataclass(frozen=True)
-class Settings:
-    """What `--config FILE` ([serve] table) may set; SIGHUP reads the file again."""
-
-    poll: float = 2.0
-    watch: bool = True
-    batch_size: int = 64
-    batch_seconds: float = 0.25
-    bundle_max_bytes: int = DEFAULT_BUNDLE_MAX_BYTES
-    log_level: str = "info"
-    max_backoff: float = 30.0
-    mirror_timeout: float = 0.5  # SQLite busy timeout; read at start only
-
-
-def load_settings(path: Path | None, base: Settings) -> Settings:
-    """`base` overridden by the `[serve]` table of a TOML file (keys in kebab-case)."""
-    if path is None:
-        return base
-    try:
-        doc = tomllib.loads(path.read_text("utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as err:
-        raise ConfigurationError(f"cannot read configuration {path}: {err}") from err
-    table = doc.get("serve", {})
-    known = {f.name.replace("_", "-"): f for f in fields(Settings)}
-    changes: dict[str, Any] = {}
-    for key, value in table.items():
-        field = known.get(key)
-        if field is None:
-            raise ConfigurationError(f"{path}: unknown setting serve.{key}; known: {sorted(known)}")
-        kind = type(getattr(base, field.name))
-        ok = isinstance(value, kind) or (kind is float and type(value) is int)
-        if not ok or (kind is not bool and isinstance(value, bool)):
-            raise ConfigurationError(f"{path}: serve.{key} must be of type {kind.__name__}")
-        changes[field.name] = kind(value)
-    settings = replace(base, **changes)
-    if settings.poll <= 0 or settings.batch_size < 1 or settings.batch_seconds < 0:
-        raise ConfigurationError(f"{path}: poll and batch-size must be positive")
-    return settings
 
 
 class Engine(Protocol):
@@ -159,7 +129,6 @@ class Daemon:
         self._wake = threading.Event()
         self._stopping = False
         self._reload_requested = False
-        self._crashes: dict[str, int] = {}
         self._backoff = 0.0
         self._watcher: Generator[set[tuple[watchfiles.Change, str]], None, None] | None = None
         self._worker: MirrorWorker | None = None
@@ -316,13 +285,22 @@ class Daemon:
             submission, raw = self.spool.load(claimed.path)
             if submission.bundle is not None:
                 bundle = True
-                import_bundle(
-                    self.canonical.repo, sid, claimed.path / submission.bundle,
-                    submission.candidate, self.settings.bundle_max_bytes,
-                )  # fmt: skip
+                self._import(claimed, submission.bundle, submission.candidate)
         except UsageError as err:
             return Outcome(sid, None, str(err), b"", time.perf_counter() - started, bundle)
         return Ready(sid, submission.contract_bytes(), submission.candidate, raw, started, bundle)
+
+    def _import(self, claimed: WorkFolder, name: str, candidate: str) -> None:
+        """Import the submission's bundle from a copy in the daemon's own folder: git never
+        opens a path inside the submitter's folder."""
+        copy = claimed.path / BUNDLE_COPY
+        try:
+            copy_submitted(claimed.submitted, name, copy, self.settings.bundle_max_bytes)
+            import_bundle(
+                self.canonical.repo, claimed.sid, copy, candidate, self.settings.bundle_max_bytes
+            )
+        finally:
+            copy.unlink(missing_ok=True)
 
     def _integrate(self, ready: list[Ready]) -> tuple[list[Outcome], IntegratorError | None]:
         """All of `ready` through the engine at once: one ref transaction lands the batch."""
@@ -330,10 +308,15 @@ class Daemon:
             return [], None
         try:
             verdicts = self.engine.integrate_many([(p.contract, p.candidate) for p in ready])
-        except IntegratorError as err:
-            return [], err
-        except Exception:  # a bug in the engine: find the submission that triggers it
-            self.log.exception("integrate.crashed", submissions=[p.sid for p in ready])
+        except (RefLockedError, ConfigurationError) as err:
+            return [], err  # the host's or the operator's trouble: nothing is anyone's fault
+        except Exception as err:
+            trouble = git.host_trouble(self.canonical.repo)
+            if trouble is not None:  # the host's trouble (asked of the host, not the error)
+                return [], InfrastructureError(f"{trouble} ({type(err).__name__}: {err})")
+            self.log.warning(  # find the submission that triggers it
+                "integrate.batch_failed", submissions=[p.sid for p in ready], error=repr(err)
+            )
             return self._one_by_one(ready)
         done = time.perf_counter()
         outcomes = [
@@ -343,28 +326,40 @@ class Daemon:
         return outcomes, None
 
     def _one_by_one(self, ready: list[Ready]) -> tuple[list[Outcome], IntegratorError | None]:
-        """Integrate singly, so an engine crash is pinned on the submission that causes it."""
+        """Integrate singly, so a failure is pinned on the submission that causes it.
+
+        One that fails while the host is healthy is counted (in its folder, so the count
+        survives restarts and `serve --once` runs) and rejected at CRASH_LIMIT; the others
+        are decided meanwhile, so one poison submission never holds up those behind it.
+        """
         outcomes: list[Outcome] = []
+        first: IntegratorError | None = None
         for p in ready:
-            reason = None
             try:
-                verdict: Verdict | None = self.engine.integrate(p.contract, p.candidate)
-            except IntegratorError as err:
-                return outcomes, err  # what was decided is filed; the rest is retried
-            except Exception as err:  # bounded retries, then reject so the queue moves
-                count = self._crashes[p.sid] = self._crashes.get(p.sid, 0) + 1
+                verdict = self.engine.integrate(p.contract, p.candidate)
+            except (RefLockedError, ConfigurationError) as err:
+                return outcomes, first or err  # the rest is retried as it is
+            except Exception as err:
+                trouble = git.host_trouble(self.canonical.repo)
+                if trouble is not None:
+                    return outcomes, first or InfrastructureError(trouble)
+                count = self.spool.record_attempt(p.sid, repr(err))
                 self.log.exception("integrate.crashed", submission=p.sid, attempt=count)
                 if count < CRASH_LIMIT:
-                    return outcomes, _infra(err)
-                verdict = None
+                    first = first or _infra(err)
+                    continue  # stays in work/; retried, after the others are decided
                 reason = (
-                    f"integrate raised {type(err).__name__}: {err} ({count} times); the log "
-                    "has the traceback. Resubmitting is safe: integrate never lands a "
-                    "candidate twice"
+                    f"integrate raised {type(err).__name__} {count} times (the log has the "
+                    f"error and its traceback): {escape_undecodable(str(err))[:500]}. "
+                    "Resubmitting is safe: integrate never lands a candidate twice"
                 )
+                outcomes.append(
+                    Outcome(p.sid, None, reason, p.raw, time.perf_counter() - p.started, p.bundle)
+                )
+                continue
             latency = time.perf_counter() - p.started
-            outcomes.append(Outcome(p.sid, verdict, reason, p.raw, latency, p.bundle))
-        return outcomes, None
+            outcomes.append(Outcome(p.sid, verdict, None, p.raw, latency, p.bundle))
+        return outcomes, first
 
     def _commit(self, outcomes: list[Outcome]) -> None:
         """Hold, record, then file: the order that makes a crash at any point harmless."""
@@ -392,7 +387,6 @@ class Daemon:
             else:
                 doc = rejection_document(o.sid, o.reason or "malformed", now)
                 self.spool.file(o.sid, o.folder, REJECTION_FILE, doc)
-            self._crashes.pop(o.sid, None)
             self.decided += 1
             self._summary(o)
         if self._worker is not None:

@@ -28,7 +28,15 @@ from pydantic import Field, ValidationError
 
 from integrator.daemon.mirror import Mirror
 from integrator.daemon.records import codes_of, review_record
-from integrator.daemon.spool import SUBMISSION_FILE, VERDICT_FILE, Spool, folder_for
+from integrator.daemon.spool import (
+    SUBMISSION_FILE,
+    SUBMISSION_LIMIT,
+    VERDICT_FILE,
+    Spool,
+    folder_for,
+    submitted,
+)
+from integrator.daemon.submitted import read_at_most_path, read_submitted
 from integrator.documents.contract import Model
 from integrator.documents.submission import Submission
 from integrator.documents.verdict import Code, Decision, Verdict, Violation
@@ -49,6 +57,7 @@ log = structlog.get_logger("integrator.review")
 ARCHIVED_PREFIX = "refs/integrator/archived/"
 REVIEW_FILE = "review.json"
 REVIEW_LOCK = "review.lock"
+VERDICT_LIMIT = 16 << 20  # a verdict the daemon wrote; a bigger one is damage
 HELD_FOLDERS = ("fenced", "review")
 
 Action = Literal["hold", "approve", "reject"]
@@ -213,10 +222,10 @@ def read_held(spool: Spool, folder: str, sid: str) -> Held:
     """A held submission and its verdict; ConfigurationError when the folder is damaged."""
     path = spool.folder(folder) / sid
     try:
-        raw = (path / SUBMISSION_FILE).read_bytes()
-        verdict = Verdict.model_validate_json((path / VERDICT_FILE).read_bytes())
+        raw = read_submitted(submitted(path), SUBMISSION_FILE, SUBMISSION_LIMIT)
+        verdict = Verdict.model_validate_json(read_at_most_path(path / VERDICT_FILE, VERDICT_LIMIT))
         submission = Submission.model_validate_json(raw)
-    except (OSError, ValidationError) as err:
+    except (OSError, ValidationError, IntegratorError) as err:
         raise ConfigurationError(
             f"{path} is not a complete held submission ({type(err).__name__}); "
             "move it out of the spool and look at it by hand"
@@ -421,8 +430,13 @@ class Review:
             with contextlib.suppress(InfrastructureError):
                 self.mirror.flush(retry=False)  # else the backlog keeps it for the daemon
 
-    def diff(self, held: Held) -> tuple[str | None, list[FileDiff]]:
-        """(base used, per-file patches with the violations that name each file)."""
+    def diff(self, held: Held, *, patches: bool = True) -> tuple[str | None, list[FileDiff]]:
+        """(base used, per-file patches with the violations that name each file).
+
+        With `patches=False` only the changed paths, statuses and modes are read (no blob
+        contents beyond rename detection), so a caller can weigh a candidate before
+        rendering its patch.
+        """
         repo = self.canonical.repo
         candidate = held.submission.candidate
         if not git.has_object(repo, candidate):
@@ -438,18 +452,37 @@ class Review:
             found = cand.tree.diff_to_tree(swap=True)  # a root commit: everything is added
         found.find_similar()
         out = []
-        for patch in found:
-            if patch is None:
-                continue
-            delta = patch.delta
+        entries = (
+            [(p.delta, p.text or "") for p in found if p is not None]
+            if patches
+            else [(delta, "") for delta in found.deltas]
+        )
+        for delta, text in entries:
             path, old = delta.new_file.path, delta.old_file.path
             named = [v for v in held.verdict.violations if v.path in (path, old)]
             out.append(
                 FileDiff(
-                    path, old if old != path else None, delta.status_char(), patch.text or "", named
+                    path,
+                    old if old != path else None,
+                    delta.status_char(),
+                    text,
+                    named,
+                    delta.old_file.mode,
+                    delta.new_file.mode,
+                    _blob_size(repo, delta.old_file) + _blob_size(repo, delta.new_file),
                 )
             )
         return base, out
+
+
+def _blob_size(repo: pygit2.Repository, side: pygit2.DiffFile) -> int:
+    """A side's blob size from its object header (0 for an absent side or a gitlink)."""
+    if side.mode in (0, 0o160000) or side.id.raw == bytes(20):
+        return 0
+    try:
+        return int(repo.odb.read_header(side.id)[1])
+    except (KeyError, pygit2.GitError):
+        return 0
 
 
 @dataclass(frozen=True)
@@ -459,3 +492,6 @@ class FileDiff:
     status: str
     patch: str
     violations: list[Violation]
+    old_mode: int = 0  # 0: the path did not exist on that side
+    new_mode: int = 0
+    size: int = 0  # old + new blob bytes, read from object headers (what a patch would show)

@@ -1,10 +1,16 @@
 """The spool: a Maildir-style folder tree through which agents hand candidates to the daemon.
 
 A producer builds a submission folder in `tmp/`, fsyncs it and `rename()`s it into `new/`;
-the daemon claims it by renaming it into `work/`, and files it (with its verdict beside it)
-under `accepted/`, `fenced/`, `review/` or `rejected/`. Every move is one atomic rename of
-one folder, so a submission is never half in one place and half in another. Folder names
-are generated here (time-sortable plus random), never taken from anything a submitter wrote.
+the daemon claims it by renaming it into a folder of its own, `work/<id>/submission/`, and
+files that folder (its verdict beside the submission, never inside it) under `accepted/`,
+`fenced/`, `review/` or `rejected/`. Every move is one atomic rename of one folder, so a
+submission is never half in one place and half in another. Folder names are generated here
+(time-sortable plus random), never taken from anything a submitter wrote.
+
+The submitter's folder stays the submitter's: it may plant links, folders or pipes in it,
+or change it after the claim. So the daemon writes nothing into it, and reads from it only
+through `read_submitted` (no links followed, regular files only, sizes checked first);
+whatever it finds wrong there rejects that submission, never the queue behind it.
 """
 
 from __future__ import annotations
@@ -26,10 +32,11 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from integrator.daemon.submitted import open_submitted, read_at_most_path, read_submitted
 from integrator.documents.submission import SUBMISSION_SCHEMA, Submission
 from integrator.documents.verdict import Decision
 from integrator.errors import ConfigurationError, InfrastructureError, UsageError
-from integrator.files import atomic_write, fsync_dir, read_at_most, write_file
+from integrator.files import atomic_write, fsync_dir, write_file
 
 SPOOL_SCHEMA = "integrator.spool.v1"
 REJECTION_SCHEMA = "integrator.rejection.v1"
@@ -39,6 +46,8 @@ VERDICT_FILE = "verdict.json"
 REJECTION_FILE = "rejection.json"
 BUNDLE_FILE = "candidate.bundle"
 STRAY_ENTRY = "stray-entry"
+SUBMITTED = "submission"  # the submitter's folder, inside the daemon's own
+ATTEMPTS_FILE = "attempts.json"
 META_FILE = "spool.json"
 LOCK_FILE = "daemon.lock"
 BACKLOG = "mirror-backlog"
@@ -78,17 +87,30 @@ def render_errors(err: ValidationError) -> list[str]:
 
 # A submission is a contract and a few ids; anything near this is not one.
 SUBMISSION_LIMIT = 1 << 20
-# Errors opening a submission's own file that are its producer's doing, not the host's.
-_PRODUCER_ERRORS = frozenset((errno.ELOOP, errno.EACCES, errno.EPERM, errno.ENXIO, errno.EISDIR))
 
 
 @dataclass(frozen=True)
 class WorkFolder:
-    """A submission folder in `work/`; `problem` says why it is not a submission at all."""
+    """The daemon's folder of one submission in `work/` (`path`), holding the submitter's
+    folder (`submitted`); `problem` says why it is not a submission at all."""
 
     sid: str
     path: Path
     problem: str | None = None
+
+    @property
+    def submitted(self) -> Path:
+        return submitted(self.path)
+
+
+def submitted(folder: Path) -> Path:
+    """The submitter's folder inside a daemon folder (the folder itself in the layout
+    before the daemon kept folders of its own)."""
+    inner = folder / SUBMITTED
+    try:
+        return inner if stat.S_ISDIR(os.lstat(inner).st_mode) else folder
+    except FileNotFoundError:
+        return folder
 
 
 class Spool:
@@ -214,7 +236,8 @@ class Spool:
         return f"{self._root}/{folder}/{name}"
 
     def claim(self, name: str) -> WorkFolder | None:
-        """Move `new/<name>` into `work/`; None when another claimer got it first.
+        """Move `new/<name>` into a daemon folder `work/<name>/`; None when another claimer
+        got it first.
 
         An entry that is not a submission folder is wrapped in a folder with a fresh id, so
         it can be filed under `rejected/` without trusting its name.
@@ -224,30 +247,52 @@ class Spool:
             is_folder = stat.S_ISDIR(os.lstat(source).st_mode)
         except FileNotFoundError:
             return None
-        if is_folder and ID_RE.match(name):
-            target = self._in("work", name)
-            try:
-                os.rename(source, target)
-            except FileNotFoundError:
-                return None
-            return WorkFolder(name, Path(target))
-        return self._wrap(source, f"entry {name!r} in new/ is not a submission folder")
+        if not (is_folder and ID_RE.match(name)):
+            return self._wrap(source, f"entry {name!r} in new/ is not a submission folder")
+        holder = self._in("work", name)
+        with contextlib.suppress(FileExistsError):  # left by a claim a crash interrupted
+            os.mkdir(holder, 0o755)
+        try:
+            os.rename(source, f"{holder}/{SUBMITTED}")
+        except FileNotFoundError:
+            with contextlib.suppress(OSError):
+                os.rmdir(holder)
+            return None
+        return WorkFolder(name, Path(holder))
 
-    def working(self, sid: str) -> WorkFolder:
-        """A folder already in `work/` (left there by a crash or a retry)."""
+    def working(self, sid: str) -> WorkFolder | None:
+        """A folder already in `work/` (left there by a crash or a retry); None when a claim
+        that a crash interrupted left nothing to decide."""
         path = Path(self._in("work", sid))
-        if ID_RE.match(sid) and path.is_dir() and not path.is_symlink():
-            if (path / STRAY_ENTRY).exists():
-                return WorkFolder(sid, path, "an entry in new/ was not a submission folder")
+        try:
+            info = os.lstat(path)
+        except FileNotFoundError:
+            return None
+        if not (ID_RE.match(sid) and stat.S_ISDIR(info.st_mode)):
+            return self._wrap(str(path), f"entry {sid!r} in work/ is not a submission folder")
+        entries = set(os.listdir(path))
+        if STRAY_ENTRY in entries:
+            return WorkFolder(sid, path, "an entry in new/ was not a submission folder")
+        if SUBMITTED in entries:
             return WorkFolder(sid, path)
-        wrapped = self._wrap(str(path), f"entry {sid!r} in work/ is not a submission folder")
-        assert wrapped is not None
-        return wrapped
+        if entries - {ATTEMPTS_FILE, VERDICT_FILE, REJECTION_FILE}:
+            return self._adopt(sid, path)  # the layout before daemon folders: wrap it now
+        # A claim interrupted between its mkdir and its rename: finish it, or forget it.
+        with contextlib.suppress(OSError):
+            os.rmdir(path)
+        return self.claim(sid)
+
+    def _adopt(self, sid: str, path: Path) -> WorkFolder:
+        aside = self._in("work", f".adopt-{sid}")
+        os.rename(path, aside)
+        os.mkdir(path, 0o755)
+        os.rename(aside, f"{path}/{SUBMITTED}")
+        return WorkFolder(sid, path)
 
     def _wrap(self, source: str, problem: str) -> WorkFolder | None:
         sid = new_id()
         holder = self._in("work", sid)
-        os.mkdir(holder)
+        os.mkdir(holder, 0o755)
         try:
             os.rename(source, f"{holder}/{STRAY_ENTRY}")
         except FileNotFoundError:
@@ -255,39 +300,37 @@ class Spool:
             return None
         return WorkFolder(sid, Path(holder), problem)
 
-    def load(self, folder: Path) -> tuple[Submission, bytes]:
-        """Parse a submission folder; UsageError says what is malformed.
+    def attempts(self, sid: str) -> int:
+        """How often deciding `sid` failed unexpectedly (kept across runs of the daemon)."""
+        try:
+            data = read_at_most_path(Path(self._in("work", sid)) / ATTEMPTS_FILE, 4096)
+            doc = json.loads(data)
+        except (OSError, ValueError):
+            return 0
+        count = doc.get("attempts") if isinstance(doc, dict) else None
+        return count if type(count) is int and count >= 0 else 0
 
-        `submission.json` must be a regular file (not a link, a folder or a pipe, which
-        would block the daemon) of at most SUBMISSION_LIMIT bytes: anything else is the
-        producer's mistake and rejects this submission only, never the queue behind it.
+    def record_attempt(self, sid: str, error: str) -> int:
+        """Count one more unexpected failure of `sid` (in its daemon folder); the new count."""
+        count = self.attempts(sid) + 1
+        doc = {"attempts": count, "lastError": error[:2000]}
+        atomic_write(
+            Path(self._in("work", sid)) / ATTEMPTS_FILE,
+            json.dumps(doc, ensure_ascii=True).encode() + b"\n",
+            sync=False,
+        )
+        return count
+
+    def load(self, folder: Path) -> tuple[Submission, bytes]:
+        """Parse the submission in a daemon folder (or a submitter's folder itself);
+        UsageError says what is malformed.
+
+        `submission.json` must be a regular file of at most SUBMISSION_LIMIT bytes and the
+        bundle it names a regular file: anything else (a link, a folder, a pipe that would
+        block the daemon) is the producer's mistake and rejects this submission only.
         """
-        path = f"{folder}/{SUBMISSION_FILE}"
-        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-        try:
-            fd = os.open(path, flags)
-        except FileNotFoundError as err:
-            raise UsageError(f"the submission folder has no {SUBMISSION_FILE}") from err
-        except OSError as err:
-            if err.errno in _PRODUCER_ERRORS:
-                raise UsageError(f"{SUBMISSION_FILE} cannot be read: {err.strerror}") from err
-            raise InfrastructureError(f"cannot read {path}: {err}") from err
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise UsageError(f"{SUBMISSION_FILE} is not a regular file")
-            if info.st_size > SUBMISSION_LIMIT:
-                raise UsageError(
-                    f"{SUBMISSION_FILE} is {info.st_size} bytes, more than the limit of "
-                    f"{SUBMISSION_LIMIT}"
-                )
-            raw = read_at_most(fd, SUBMISSION_LIMIT + 1)
-        except OSError as err:
-            raise InfrastructureError(f"cannot read {path}: {err}") from err
-        finally:
-            os.close(fd)
-        if len(raw) > SUBMISSION_LIMIT:
-            raise UsageError(f"{SUBMISSION_FILE} grew past the limit of {SUBMISSION_LIMIT} bytes")
+        inner = submitted(folder)
+        raw = read_submitted(inner, SUBMISSION_FILE, SUBMISSION_LIMIT)
         try:
             submission = Submission.model_validate_json(raw)
         except ValidationError as err:
@@ -295,8 +338,14 @@ class Spool:
             raise UsageError(
                 f"{SUBMISSION_FILE} is not an {SUBMISSION_SCHEMA}: {problems}"
             ) from err
-        if submission.bundle is not None and not (folder / submission.bundle).is_file():
-            raise UsageError(f"the submission names bundle {submission.bundle!r}, which is missing")
+        if submission.bundle is not None:
+            try:
+                os.close(open_submitted(inner, submission.bundle)[0])  # regular, readable
+            except UsageError as err:
+                raise UsageError(
+                    f"the submission names bundle {submission.bundle!r}, which is missing or "
+                    f"unusable ({err})"
+                ) from err
         return submission, raw
 
     def file(self, sid: str, destination: str, name: str, document: bytes) -> None:
@@ -328,8 +377,9 @@ class Spool:
             return None
         for name in ("new", "work", *DECIDED):
             path = self.root / name / sid
-            if path.is_dir():
-                return name, path
+            with contextlib.suppress(FileNotFoundError):
+                if stat.S_ISDIR(os.lstat(path).st_mode):
+                    return name, path
         return None
 
     # -- the daemon's lock and the spool's metadata -----------------------------------------

@@ -8,6 +8,7 @@ it). `ClaimView` is its parsed form, the input the gate's live checks decide on.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -18,6 +19,19 @@ from integrator.errors import ConfigurationError
 CLAIM_SCHEMA = "integrator.claim.v1"
 ClaimStateName = Literal["live", "revoked", "consumed"]
 _STATES: tuple[ClaimStateName, ...] = ("live", "revoked", "consumed")
+
+
+@dataclass(frozen=True)
+class Grant:
+    """Paths an expansion added at `generation`, and the workspace head it inspected: edits
+    to those paths must build on that head (written after the grant, not before)."""
+
+    generation: int
+    paths: tuple[str, ...]
+    head: str | None = None
+
+    def wire(self) -> dict[str, object]:
+        return {"generation": self.generation, "paths": list(self.paths), "head": self.head}
 
 
 @dataclass(frozen=True)
@@ -34,6 +48,7 @@ class ClaimView:
     staging_commit: str | None = None
     candidate: str | None = None
     reason: str | None = None
+    grants: tuple[Grant, ...] = ()
 
 
 def claim_state(
@@ -45,8 +60,9 @@ def claim_state(
     staging_commit: str | None = None,
     candidate: str | None = None,
     reason: str | None = None,
+    grants: Sequence[Grant] = (),
 ) -> dict[str, object]:
-    """The `claim.json` document of one claim event."""
+    """The `claim.json` document of one claim event (`grants` carried from event to event)."""
     doc: dict[str, object] = {
         "schema": CLAIM_SCHEMA,
         "event": event,
@@ -64,6 +80,8 @@ def claim_state(
         doc["candidate"] = candidate
     if reason:
         doc["reason"] = reason
+    if grants:
+        doc["grants"] = [g.wire() for g in grants]
     return doc
 
 
@@ -112,7 +130,26 @@ def view_from_state(doc: dict[str, object]) -> ClaimView:
         staging_commit=optional("stagingCommit"),
         candidate=optional("candidate"),
         reason=optional("reason"),
+        grants=_grants(doc.get("grants", [])),
     )
+
+
+def _grants(value: object) -> tuple[Grant, ...]:
+    if not isinstance(value, list):
+        raise ConfigurationError("claim.json: grants is not a list")
+    out = []
+    for item in value:
+        if not isinstance(item, dict):
+            raise ConfigurationError("claim.json: a grant is not an object")
+        generation, globs, head = item.get("generation"), item.get("paths"), item.get("head")
+        if type(generation) is not int or not isinstance(globs, list):
+            raise ConfigurationError("claim.json: a grant lacks its generation or paths")
+        if not all(isinstance(g, str) for g in globs) or not (
+            head is None or isinstance(head, str)
+        ):
+            raise ConfigurationError("claim.json: a grant's paths or head are not strings")
+        out.append(Grant(generation, tuple(globs), head))
+    return tuple(out)
 
 
 class Claim:

@@ -26,6 +26,7 @@ from pydantic.alias_generators import to_camel
 from integrator.documents.digests import digest_of
 from integrator.errors import ContractError
 from integrator.fence import paths
+from integrator.fence.limits import CONTRACT_BYTES, MAX_GLOB_LENGTH, MAX_GLOBS, MAX_RESOURCES
 from integrator.fence.paths import PathMatcher
 
 # The largest integer every JSON reader holds exactly (and RFC 8785 can canonicalise).
@@ -91,6 +92,8 @@ def _oid(value: str) -> str:
 
 
 def _glob(value: str) -> str:
+    if len(value) > MAX_GLOB_LENGTH:
+        raise ValueError(f"a path pattern is longer than {MAX_GLOB_LENGTH} characters")
     problem = paths.glob_problem(value)
     if problem:
         raise ValueError(f"path pattern {value!r}: {problem}")
@@ -157,9 +160,11 @@ class OwnershipContract(Model):
     attempt_id: RefComponent
     base_commit: ObjectId
     ownership_generation: Annotated[int, Field(ge=1, le=JSON_SAFE_INT)]
-    paths: Annotated[list[Glob], Field(min_length=1)]
-    deny: list[Glob] = Field(default_factory=list)
-    resources: list[Resource] = Field(default_factory=list)
+    paths: Annotated[list[Glob], Field(min_length=1, max_length=MAX_GLOBS)]
+    deny: Annotated[list[Glob], Field(max_length=MAX_GLOBS)] = Field(default_factory=list)
+    resources: Annotated[list[Resource], Field(max_length=MAX_RESOURCES)] = Field(
+        default_factory=list
+    )
     worktree_id: Annotated[str, Field(min_length=1, max_length=200)] | None = None
     lease: Lease
     max_patch_bytes: Annotated[int, Field(ge=0, le=JSON_SAFE_INT)]
@@ -197,12 +202,17 @@ def parse_contract(data: str | bytes) -> OwnershipContract:
     """Parse and validate a contract document; raises ContractError listing every problem.
 
     Contracts are immutable, and a flood of submissions usually repeats a few documents
-    byte for byte: those are parsed (and digested) once.
+    byte for byte: those are parsed (and digested) once. A document over CONTRACT_BYTES is
+    refused before it is parsed, which also bounds what the cache holds.
     """
-    return _parse_cached(data if isinstance(data, bytes) else data.encode("utf-8"))
+    raw = data if isinstance(data, bytes) else data.encode("utf-8")
+    if len(raw) > CONTRACT_BYTES:
+        message = f"the contract is {len(raw)} bytes, more than the limit of {CONTRACT_BYTES}"
+        raise ContractError(f"contract is invalid: {message}", [message])
+    return _parse_cached(raw)
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=256)
 def _parse_cached(data: bytes) -> OwnershipContract:
     try:
         return OwnershipContract.model_validate_json(data)

@@ -18,10 +18,12 @@ from integrator.documents.contract import (
     Digest,
     Glob,
     Model,
+    ObjectId,
     RefComponent,
     Resource,
 )
 from integrator.documents.digests import digest_of
+from integrator.fence.limits import MAX_GLOBS, MAX_RESOURCES
 
 # The pattern is in the JSON Schema too, so an agent in any language can check its request;
 # the validator gives a pydantic reader the clearer message.
@@ -32,7 +34,11 @@ class ExpansionRequest(Model):
     """The expansion request (`integrator.expansion.v1`).
 
     Sent by an agent that must touch an undeclared path *before* writing it: the contract
-    it holds (digest, generation), digests of its current tree and diff, and what to add.
+    it holds (digest, generation), digests of its current tree and diff, what to add, and —
+    so that integrator can verify nothing was written first — the git tree id of the
+    workspace's whole current state (`workspaceTree`, untracked files included, as
+    `integrator contract request-expansion` builds it) and its HEAD (`workspaceHead`). A
+    request without `workspaceTree` is never granted automatically.
     """
 
     schema_: Literal["integrator.expansion.v1"] = Field(alias="schema")
@@ -41,8 +47,12 @@ class ExpansionRequest(Model):
     expected_generation: Annotated[int, Field(ge=1, le=JSON_SAFE_INT)]
     tree_digest: RequestDigest
     diff_digest: RequestDigest
-    add_paths: list[Glob] = Field(default_factory=list)
-    add_resources: list[Resource] = Field(default_factory=list)
+    add_paths: Annotated[list[Glob], Field(max_length=MAX_GLOBS)] = Field(default_factory=list)
+    add_resources: Annotated[list[Resource], Field(max_length=MAX_RESOURCES)] = Field(
+        default_factory=list
+    )
+    workspace_tree: ObjectId | None = None
+    workspace_head: ObjectId | None = None
 
     @property
     def request_id(self) -> str:

@@ -36,6 +36,7 @@ class Code(StrEnum):
     REPO_MISMATCH = "REPO_MISMATCH"
     REPO_UNVERIFIED = "REPO_UNVERIFIED"
     CLAIM_MISSING = "CLAIM_MISSING"
+    CLAIM_UNVERIFIED = "CLAIM_UNVERIFIED"
     STALE_GENERATION = "STALE_GENERATION"
     CONTRACT_DIGEST_MISMATCH = "CONTRACT_DIGEST_MISMATCH"
     CLAIM_CONSUMED = "CLAIM_CONSUMED"
@@ -57,6 +58,7 @@ class Code(StrEnum):
     UNICODE_COLLISION = "UNICODE_COLLISION"
     UNSAFE_PATH = "UNSAFE_PATH"
     PATCH_TOO_LARGE = "PATCH_TOO_LARGE"
+    EDIT_BEFORE_GRANT = "EDIT_BEFORE_GRANT"
     RESOURCE_NOT_OWNED = "RESOURCE_NOT_OWNED"
     RESOURCE_UNKNOWN = "RESOURCE_UNKNOWN"
     RESOURCE_CONFLICT = "RESOURCE_CONFLICT"
@@ -66,7 +68,13 @@ class Code(StrEnum):
 
 # What a violation of each code decides when enforced; everything else fences.
 REVIEW_CODES: frozenset[Code] = frozenset(
-    {Code.BASE_MISSING, Code.RESOURCE_UNKNOWN, Code.LEGACY_SUBMISSION, Code.REPO_UNVERIFIED}
+    {
+        Code.BASE_MISSING,
+        Code.RESOURCE_UNKNOWN,
+        Code.LEGACY_SUBMISSION,
+        Code.REPO_UNVERIFIED,
+        Code.CLAIM_UNVERIFIED,
+    }
 )
 
 CODE_SUMMARY: dict[Code, str] = {
@@ -74,6 +82,8 @@ CODE_SUMMARY: dict[Code, str] = {
     Code.REPO_MISMATCH: "The contract was issued for another repository.",
     Code.REPO_UNVERIFIED: "The repository's identity cannot be derived here (shallow clone).",
     Code.CLAIM_MISSING: "No live claim exists for the contract's task.",
+    Code.CLAIM_UNVERIFIED: "No claim refs here: the contract's own rules were checked, not "
+    "that it is the authorized one.",
     Code.STALE_GENERATION: "A newer ownership generation was issued for the task.",
     Code.CONTRACT_DIGEST_MISMATCH: "The contract differs from the one the claim holds.",
     Code.CLAIM_CONSUMED: "The claim was already consumed by a landing.",
@@ -95,6 +105,8 @@ CODE_SUMMARY: dict[Code, str] = {
     Code.UNICODE_COLLISION: "Two paths of the result differ only in Unicode normalisation.",
     Code.UNSAFE_PATH: "A path is absolute, escapes, names .git or holds control characters.",
     Code.PATCH_TOO_LARGE: "The change is larger than the contract's maxPatchBytes.",
+    Code.EDIT_BEFORE_GRANT: "A granted path was changed before the grant: edit first, claim "
+    "afterwards is refused.",
     Code.RESOURCE_NOT_OWNED: "A touched semantic resource is not owned by the contract.",
     Code.RESOURCE_UNKNOWN: "A touched resource's owner cannot be resolved statically.",
     Code.RESOURCE_CONFLICT: "The commits since base touched the same semantic resource.",
@@ -174,6 +186,11 @@ class Verdict(Model):
     staging_commit: str | None = None
     queue_head: str | None = None
     recovered: bool | None = None
+    # True when asked for a static check: the contract's own rules, no live claim read.
+    static: bool | None = None
+
+    # A candidate or base named on a command line may hold bytes that are not UTF-8.
+    _named = field_validator("candidate", "base", mode="before")(_text)
 
     @property
     def exit_code(self) -> int:

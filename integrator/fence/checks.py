@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from integrator.documents.claim import ClaimView
+from integrator.documents.claim import ClaimView, Grant
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.policy import Category, Policy, category_of_resource
 from integrator.documents.verdict import (
@@ -51,6 +51,43 @@ def check_identity_known(repo_id: str | None) -> list[Violation]:
             )
         ]
     return []
+
+
+def check_claim_known() -> list[Violation]:
+    """A repository without claim refs (a CI clone) cannot say whether the contract is the
+    authorized one: review, unless the caller asked for a static check."""
+    return [
+        Violation(
+            code=Code.CLAIM_UNVERIFIED,
+            detail="no claim refs here (refs/integrator/claims/*), so the contract was checked "
+            "against its own rules only, not against the live claim: fetch them (git fetch "
+            "origin '+refs/integrator/*:refs/integrator/*') or pass --static to ask for "
+            "exactly that",
+        )
+    ]
+
+
+def check_grants(edits: Sequence[tuple[str, str, Grant]] | None) -> list[Violation]:
+    """Commits that changed a granted path without building on the state the grant
+    inspected (they were written before it); None: the history was too long to verify."""
+    if edits is None:
+        return [
+            Violation(
+                code=Code.EDIT_BEFORE_GRANT,
+                detail="the candidate's history is too long to verify that no granted path "
+                "was edited before its grant",
+            )
+        ]
+    return [
+        Violation(
+            code=Code.EDIT_BEFORE_GRANT,
+            path=path,
+            detail=f"commit {commit[:12]} changed {path}, which generation {grant.generation} "
+            f"granted, without building on the workspace the grant inspected "
+            f"({(grant.head or '')[:12]}): it was written before the claim allowed it",
+        )
+        for commit, path, grant in edits
+    ]
 
 
 def check_live(
@@ -278,9 +315,9 @@ def _change_violations(
         for written in change.paths
         if (problem := paths.unsafe_reason(written))
     ]
-    mode = _mode(policy, policy.category_of_path(change.path))
     if change.touches_gitlink:
-        return [*out, *_gitlink_violations(change, owner, mode)]
+        return [*out, *_gitlink_violations(change, owner, policy)]
+    mode = _mode(policy, policy.category_of_path(change.path))
     if change.status is Status.RENAMED:
         out.extend(_rename_violations(change, owner, policy))
     else:
@@ -304,13 +341,13 @@ def _change_violations(
     return out
 
 
-def _gitlink_violations(
-    change: Change, owner: _Owner, mode: Literal["enforce", "observe"]
-) -> list[Violation]:
+def _gitlink_violations(change: Change, owner: _Owner, policy: Policy) -> list[Violation]:
     """Every end where a gitlink was or is needs its path and `submodule:<end>`: moving
-    one away deletes that submodule."""
+    one away deletes that submodule. Each end is enforced or observed by its own
+    category: a gitlink moved into an observed folder still needs its old end owned."""
     out: list[Violation] = []
     for link in change.gitlink_ends:
+        mode = _mode(policy, policy.category_of_path(link))
         resource = f"submodule:{link}"
         path_ok, why = owner.cover(link)
         missing = []

@@ -20,6 +20,7 @@ from enum import StrEnum
 import pygit2
 
 from integrator.fence import paths
+from integrator.fence.limits import CANDIDATES, COMMON_LINE, MAX_CHANGES
 from integrator.fence.trees import (
     TREE_MODE,
     Leaf,
@@ -158,39 +159,24 @@ def _size(repo: pygit2.Repository, oid: pygit2.Oid, mode: int) -> int:
     return int(size)
 
 
-def _lines(repo: pygit2.Repository, oid: pygit2.Oid) -> list[bytes]:
+class TooManyChanges(Exception):
+    """The candidate changes more paths than MAX_CHANGES (the walk stopped there)."""
+
+
+def _line_counts(repo: pygit2.Repository, oid: pygit2.Oid) -> dict[bytes, int]:
     blob = repo[oid]
     if not isinstance(blob, pygit2.Blob):
         raise MalformedTree(oid, "is named by a file entry but is not a blob")
-    return blob.data.splitlines()
-
-
-def similarity(repo: pygit2.Repository, a: pygit2.Oid, b: pygit2.Oid) -> int:
-    """Percent of lines shared by two blobs (an approximation of git's score, for naming)."""
-    if a == b:
-        return 100
-    la = _lines(repo, a)
-    lb = _lines(repo, b)
-    if not la and not lb:
-        return 100
     counts: dict[bytes, int] = {}
-    for line in la:
+    for line in blob.data.splitlines():
         counts[line] = counts.get(line, 0) + 1
-    common = 0
-    for line in lb:
-        if counts.get(line, 0) > 0:
-            counts[line] -= 1
-            common += 1
-    return (100 * common) // max(len(la), len(lb))
+    return counts
 
 
-def _pair_renames(
-    repo: pygit2.Repository,
-    deleted: list[Leaf],
-    added: list[Leaf],
-    rename_limit: int,
-    threshold: int = 50,
-) -> list[tuple[Leaf, Leaf, int]]:
+def _exact_renames(
+    deleted: list[Leaf], added: list[Leaf]
+) -> tuple[list[tuple[Leaf, Leaf, int]], list[Leaf], list[Leaf]]:
+    """Deleted and added leaves with one id (and kind) paired; and the rest of each."""
     pairs: list[tuple[Leaf, Leaf, int]] = []
     by_oid: dict[tuple[pygit2.Oid, int], list[Leaf]] = {}
     for leaf in added:
@@ -205,21 +191,54 @@ def _pair_renames(
             pairs.append((leaf, target, 100))
         else:
             rest_deleted.append(leaf)
-    rest_added = [leaf for leaf in added if leaf.path not in used_new]
-    files_deleted = [leaf for leaf in rest_deleted if _kind_mode(leaf.mode) == MODE_BLOB]
-    files_added = [leaf for leaf in rest_added if _kind_mode(leaf.mode) == MODE_BLOB]
+    return pairs, rest_deleted, [leaf for leaf in added if leaf.path not in used_new]
+
+
+def _similar_renames(
+    repo: pygit2.Repository,
+    deleted: list[Leaf],
+    added: list[Leaf],
+    rename_limit: int,
+    threshold: int = 50,
+) -> list[tuple[Leaf, Leaf, int]]:
+    """Inexact renames among regular files, named by the share of lines two blobs have.
+
+    Each blob is read once. Candidate pairs are found through the lines they share, with
+    an index of the deleted files' lines: a line in more than COMMON_LINE deleted files is
+    no clue (it identifies none of them), and each added file keeps its CANDIDATES best
+    clues; only those pairs get the full score (the share of all lines they have in
+    common). So the work grows with the lines, not with deleted × added. At most
+    `rename_limit` files on either side, as git's own limit.
+    """
+    files_deleted = [leaf for leaf in deleted if _kind_mode(leaf.mode) == MODE_BLOB]
+    files_added = [leaf for leaf in added if _kind_mode(leaf.mode) == MODE_BLOB]
     if not files_deleted or not files_added:
-        return pairs
+        return []
     if max(len(files_deleted), len(files_added)) > rename_limit:
-        return pairs
-    scored = sorted(
-        (
-            (similarity(repo, d.oid, a.oid), i, j)
-            for i, d in enumerate(files_deleted)
-            for j, a in enumerate(files_added)
-        ),
-        reverse=True,
-    )
+        return []
+    gone = [_line_counts(repo, leaf.oid) for leaf in files_deleted]
+    gone_sizes = [sum(c.values()) for c in gone]
+    index: dict[bytes, list[int]] = {}
+    for i, counts in enumerate(gone):
+        for line in counts:
+            index.setdefault(line, []).append(i)
+    scored: list[tuple[int, int, int]] = []
+    for j, leaf in enumerate(files_added):
+        counts = _line_counts(repo, leaf.oid)
+        size = sum(counts.values())
+        clues: dict[int, int] = {}
+        for line in counts:
+            holders = index.get(line)
+            if holders is not None and len(holders) <= COMMON_LINE:
+                for i in holders:
+                    clues[i] = clues.get(i, 0) + 1
+        best = sorted(clues, key=lambda i: (-clues[i], i))[:CANDIDATES]
+        for i in best:
+            theirs = gone[i]
+            common = sum(min(n, theirs.get(line, 0)) for line, n in counts.items())
+            scored.append(((100 * common) // max(gone_sizes[i], size, 1), i, j))
+    scored.sort(reverse=True)
+    pairs: list[tuple[Leaf, Leaf, int]] = []
     taken_d: set[int] = set()
     taken_a: set[int] = set()
     for score, i, j in scored:
@@ -245,13 +264,61 @@ def recompute(
     *,
     rename_limit: int = 1000,
     reader: TreeReader | None = None,
+    patch_limit: int | None = None,
 ) -> RecomputedDiff:
-    """Recompute base → candidate and gather the facts the gate decides on."""
+    """Recompute base → candidate and gather the facts the gate decides on.
+
+    TooManyChanges when more than MAX_CHANGES paths change. The patch size is known once
+    exact renames are paired (an inexact rename counts both blobs, as a deletion and an
+    addition would): with `patch_limit`, a change already larger than it skips naming
+    inexact renames, which would read every blob.
+    """
+    changes, deleted, added, patch_bytes = _walk(repo, reader, base_tree, candidate_tree)
+    pairs, rest_deleted, rest_added = _exact_renames(deleted, added)
+    patch_bytes += sum(_size(repo, leaf.oid, leaf.mode) for leaf in (*rest_deleted, *rest_added))
+    if patch_limit is None or patch_bytes <= patch_limit:
+        pairs += _similar_renames(repo, rest_deleted, rest_added, rename_limit)
+    paired = {d.path for d, _, _ in pairs} | {a.path for _, a, _ in pairs}
+    for d, a, score in pairs:
+        changes.append(
+            Change(Status.RENAMED, d.path, a.path, d.mode, a.mode, str(d.oid), str(a.oid), score)
+        )
+    changes.extend(
+        Change(Status.DELETED, leaf.path, None, leaf.mode, None, str(leaf.oid), None)
+        for leaf in deleted
+        if leaf.path not in paired
+    )
+    changes.extend(
+        Change(Status.ADDED, None, leaf.path, None, leaf.mode, None, str(leaf.oid))
+        for leaf in added
+        if leaf.path not in paired
+    )
+    changes.sort(key=lambda c: (c.path, c.old_path or ""))
+    targets = symlink_targets(repo, changes)
+    new_paths = [c.new_path for c in changes if c.new_path is not None and c.new_path != c.old_path]
+    collisions = find_collisions(reader or repo, candidate_tree, new_paths)
+    non_nfc = tuple(p for p in new_paths if unicodedata.normalize("NFC", p) != p)
+    reconfigured = _reconfigured(repo, changes)
+    return RecomputedDiff(
+        tuple(changes), patch_bytes, targets, tuple(collisions), non_nfc, reconfigured
+    )
+
+
+def _walk(
+    repo: pygit2.Repository,
+    reader: TreeReader | None,
+    base_tree: pygit2.Tree | bytes,
+    candidate_tree: pygit2.Tree | bytes,
+) -> tuple[list[Change], list[Leaf], list[Leaf], int]:
+    """(changes in place, deleted leaves, added leaves, bytes of the changes in place)."""
     changes: list[Change] = []
     deleted: list[Leaf] = []
     added: list[Leaf] = []
     patch_bytes = 0
-    for old, new in changed_leaves(reader or repo, base_tree, candidate_tree):
+    walk = changed_leaves(reader or repo, base_tree, candidate_tree)
+    for count, (old, new) in enumerate(walk, 1):
+        if count > MAX_CHANGES:
+            raise TooManyChanges(f"the candidate changes more than {MAX_CHANGES} paths")
         if old is not None and new is not None:
             status = Status.MODIFIED
             if kind_of(old.mode) != kind_of(new.mode):
@@ -265,36 +332,7 @@ def recompute(
             deleted.append(old)
         elif new is not None:
             added.append(new)
-    pairs = _pair_renames(repo, deleted, added, rename_limit)
-    paired_old = {d.path for d, _, _ in pairs}
-    paired_new = {a.path for _, a, _ in pairs}
-    for d, a, score in pairs:
-        changes.append(
-            Change(Status.RENAMED, d.path, a.path, d.mode, a.mode, str(d.oid), str(a.oid), score)
-        )
-        if d.oid != a.oid:
-            patch_bytes += _size(repo, d.oid, d.mode) + _size(repo, a.oid, a.mode)
-    for leaf in deleted:
-        if leaf.path not in paired_old:
-            changes.append(
-                Change(Status.DELETED, leaf.path, None, leaf.mode, None, str(leaf.oid), None)
-            )
-            patch_bytes += _size(repo, leaf.oid, leaf.mode)
-    for leaf in added:
-        if leaf.path not in paired_new:
-            changes.append(
-                Change(Status.ADDED, None, leaf.path, None, leaf.mode, None, str(leaf.oid))
-            )
-            patch_bytes += _size(repo, leaf.oid, leaf.mode)
-    changes.sort(key=lambda c: (c.path, c.old_path or ""))
-    targets = symlink_targets(repo, changes)
-    new_paths = [c.new_path for c in changes if c.new_path is not None and c.new_path != c.old_path]
-    collisions = find_collisions(reader or repo, candidate_tree, new_paths)
-    non_nfc = tuple(p for p in new_paths if unicodedata.normalize("NFC", p) != p)
-    reconfigured = _reconfigured(repo, changes)
-    return RecomputedDiff(
-        tuple(changes), patch_bytes, targets, tuple(collisions), non_nfc, reconfigured
-    )
+    return changes, deleted, added, patch_bytes
 
 
 GITMODULES = ".gitmodules"

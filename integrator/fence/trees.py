@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import pygit2
 
+from integrator.fence.limits import MAX_TREE_BYTES, MAX_TREE_DEPTH
+
 
 @dataclass(frozen=True, slots=True)
 class Leaf:
@@ -84,11 +86,16 @@ class TreeReader:
         if cached is None:
             data = self.pending(oid) if self.pending is not None else None
             if data is None:
-                kind, data = self.repo.odb.read(pygit2.Oid(raw=oid))
+                kind, size = self.repo.odb.read_header(pygit2.Oid(raw=oid))
                 if kind != pygit2.enums.ObjectType.TREE:
                     raise MalformedTree(
                         pygit2.Oid(raw=oid), "is not a tree (a folder entry names it)"
                     )
+                if size > MAX_TREE_BYTES:  # checked before the object is read
+                    raise MalformedTree(
+                        pygit2.Oid(raw=oid), f"is {size} bytes, more than {MAX_TREE_BYTES}"
+                    )
+                data = self.repo.odb.read(pygit2.Oid(raw=oid))[1]
             found = _RECORD.findall(data)
             by_name = {name: (mode, raw) for mode, name, raw in found}
             # A tree git itself would not write could hide a change from the walk, or land
@@ -117,13 +124,58 @@ def _leaf(path: str, record: Record) -> Leaf:
     return Leaf(path, pygit2.Oid(raw=record[1]), int(record[0], 8))
 
 
-def _leaves(reader: TreeReader, oid: bytes, prefix: str) -> Iterator[Leaf]:
+@dataclass(frozen=True, slots=True)
+class _Descend:
+    """A walk level's request to walk a folder below it before going on."""
+
+    level: Iterator[_Step]
+    oid: bytes
+    path: str
+
+
+_Step = tuple[Leaf | None, Leaf | None] | Leaf | _Descend
+
+
+def _walk(top: Iterator[_Step]) -> Iterator[_Step]:
+    """Drive nested walk levels with an explicit stack, in the order recursion would give:
+    depth costs no Python stack, and a tree deeper than MAX_TREE_DEPTH is refused."""
+    stack = [top]
+    while stack:
+        try:
+            step = next(stack[-1])
+        except StopIteration:
+            stack.pop()
+            continue
+        if isinstance(step, _Descend):
+            if len(stack) > MAX_TREE_DEPTH:
+                raise MalformedTree(
+                    pygit2.Oid(raw=step.oid),
+                    f"at {step.path!r} is more than {MAX_TREE_DEPTH} folders deep",
+                )
+            stack.append(step.level)
+        else:
+            yield step
+
+
+def _leaves_level(
+    reader: TreeReader, oid: bytes, prefix: str, side: int | None = None
+) -> Iterator[_Step]:
+    """The leaves below a folder, in path order: bare (`side` None), or as one side of a
+    change pair (0: a leaf that went, 1: one that came)."""
     for name, record in sorted(reader.records(oid).items()):
         path = f"{prefix}{name_of(name)}"
         if record[0] == TREE_MODE:
-            yield from _leaves(reader, record[1], path + "/")
+            below = _leaves_level(reader, record[1], path + "/", side)
+            yield _Descend(below, record[1], path)
         else:
-            yield _leaf(path, record)
+            leaf = _leaf(path, record)
+            yield leaf if side is None else ((leaf, None) if side == 0 else (None, leaf))
+
+
+def _leaves(reader: TreeReader, oid: bytes, prefix: str) -> Iterator[Leaf]:
+    for step in _walk(_leaves_level(reader, oid, prefix)):
+        assert isinstance(step, Leaf)
+        yield step
 
 
 def _raw(tree: pygit2.Tree | bytes | None) -> bytes | None:
@@ -141,12 +193,14 @@ def changed_leaves(
     Trees are given as objects or raw ids (a raw id may be pending in the reader's buffer).
     """
     reader = repo if isinstance(repo, TreeReader) else TreeReader(repo)
-    yield from _changed(reader, _raw(old), _raw(new), prefix)
+    for step in _walk(_changed(reader, _raw(old), _raw(new), prefix)):
+        assert isinstance(step, tuple)
+        yield step
 
 
 def _changed(
     reader: TreeReader, old: bytes | None, new: bytes | None, prefix: str
-) -> Iterator[tuple[Leaf | None, Leaf | None]]:
+) -> Iterator[_Step]:
     if old == new:
         return
     a = reader.entries(old)
@@ -166,15 +220,13 @@ def _changed(
                 yield _leaf(path, ra), None
             if a_tree and not b_tree:
                 assert ra is not None
-                for leaf in _leaves(reader, ra[1], path + "/"):
-                    yield leaf, None
+                yield _Descend(_leaves_level(reader, ra[1], path + "/", 0), ra[1], path)
             elif b_tree and not a_tree:
                 assert rb is not None
-                for leaf in _leaves(reader, rb[1], path + "/"):
-                    yield None, leaf
+                yield _Descend(_leaves_level(reader, rb[1], path + "/", 1), rb[1], path)
             else:
                 assert ra is not None and rb is not None
-                yield from _changed(reader, ra[1], rb[1], path + "/")
+                yield _Descend(_changed(reader, ra[1], rb[1], path + "/"), rb[1], path)
             if rb is not None and not b_tree:
                 yield None, _leaf(path, rb)
             continue

@@ -24,8 +24,8 @@ from integrator.documents.contract import OwnershipContract
 from integrator.documents.verdict import Code, Decision, Verdict, Violation
 from integrator.errors import ConfigurationError, RefMovedError
 from integrator.fence.checks import check_diff, check_live, recovered_verdict
-from integrator.fence.diff import find_collisions, recompute
-from integrator.fence.trees import TreeReader, changed_leaves
+from integrator.fence.diff import TooManyChanges, find_collisions, recompute
+from integrator.fence.trees import MalformedTree, TreeReader, changed_leaves
 from integrator.landing.evaluation import Evaluation
 from integrator.landing.history import HEAD_SETTLE, QueueHistory
 from integrator.landing.merge import merge_onto_head, resources_touched_since_base
@@ -389,13 +389,17 @@ def _merge_effects(
             break
     else:
         return []
-    landed = recompute(
-        ctx.repo,
-        head.tree,
-        merged,
-        rename_limit=policy.policy.integration.rename_limit,
-        reader=ctx.trees,
-    )
+    try:
+        landed = recompute(
+            ctx.repo,
+            head.tree,
+            merged,
+            rename_limit=policy.policy.integration.rename_limit,
+            reader=ctx.trees,
+            patch_limit=contract.max_patch_bytes,
+        )
+    except (MalformedTree, TooManyChanges) as err:
+        return [Violation(code=Code.UNSAFE_PATH, detail=f"the merged tree: {err}")]
     violations, _ = check_diff(contract, landed, policy.policy)
     return [
         v.model_copy(

@@ -34,13 +34,19 @@ LOCK_RETRIES = 2
 class Integrator:
     """Gate and land candidates against one canonical repository."""
 
-    def __init__(self, canonical: Canonical, *, policy_override: PolicyState | None = None) -> None:
+    def __init__(
+        self,
+        canonical: Canonical,
+        *,
+        policy_override: PolicyState | None = None,
+        static: bool = False,
+    ) -> None:
         self.canonical = canonical
         self.repo = canonical.repo
         objects = ObjectBuffer(canonical.repo)
         trees = TreeReader(canonical.repo, objects.read)
         history = QueueHistory(canonical)
-        self.gate = Gate(canonical, history, trees, policy_override=policy_override)
+        self.gate = Gate(canonical, history, trees, policy_override=policy_override, static=static)
         self.landing = LandingContext(
             canonical=canonical,
             objects=objects,

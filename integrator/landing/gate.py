@@ -21,12 +21,13 @@ from integrator.documents.policy import PolicyState
 from integrator.documents.verdict import Code, Verdict, Violation
 from integrator.errors import ContractError
 from integrator.fence import checks
-from integrator.fence.diff import recompute
+from integrator.fence.diff import TooManyChanges, recompute
 from integrator.fence.trees import MalformedTree, TreeReader
 from integrator.landing.evaluation import Evaluation
 from integrator.landing.history import QueueHistory
 from integrator.repo import git
 from integrator.repo.canonical import Canonical
+from integrator.repo.edits import edits_before_grants
 
 
 def _legacy(data: bytes) -> bool:
@@ -48,8 +49,10 @@ class Gate:
         trees: TreeReader,
         *,
         policy_override: PolicyState | None = None,
+        static: bool = False,
     ) -> None:
         self.canonical = canonical
+        self.static = static
         self.repo = canonical.repo
         self.history = history
         self.trees = trees
@@ -68,12 +71,19 @@ class Gate:
             contract = parse_contract(contract_data)
         except ContractError as err:
             return Evaluation(self._unparsed(contract_data, err, candidate, policy))
-        # A shallow clone without a configured id cannot prove the repository: every
-        # verdict here then carries REPO_UNVERIFIED (review), whatever else it says.
+        # A shallow clone without a configured id cannot prove the repository, and a clone
+        # without claim refs cannot prove the contract is the authorized one: every verdict
+        # here then carries REPO_UNVERIFIED / CLAIM_UNVERIFIED (review), whatever else it
+        # says, unless a static check (the contract's own rules only) was asked for.
+        claimless = not (live or canonical.has_claims())
         unverified = checks.check_identity_known(canonical.identity)
+        if claimless and not self.static:
+            unverified += checks.check_claim_known()
 
         def stop(violations: list[Violation], **extra: Any) -> Evaluation:
             extra.setdefault("candidate", candidate)
+            if claimless and self.static:
+                extra.setdefault("static", True)
             verdict = checks.make_verdict(
                 contract, [*violations, *unverified], policy_digest=policy.digest, **extra
             )
@@ -103,11 +113,20 @@ class Gate:
                 cand.tree,
                 rename_limit=policy.policy.integration.rename_limit,
                 reader=self.trees,
+                patch_limit=contract.max_patch_bytes,
             )
         except MalformedTree as err:
-            why = f"{err}; git fsck would reject it"
+            why = f"{err}; git fsck or a checkout would refuse it"
             return stop([Violation(code=Code.UNSAFE_PATH, detail=why)], candidate=str(cand.id))
+        except TooManyChanges as err:
+            violation = Violation(code=Code.PATCH_TOO_LARGE, detail=str(err))
+            return stop([violation], candidate=str(cand.id))
         violations, resources = checks.check_diff(contract, diff, policy.policy)
+        if claim is not None and claim.view.grants:
+            edits = edits_before_grants(
+                self.repo, contract.base_commit, str(cand.id), claim.view.grants
+            )
+            violations.extend(checks.check_grants(edits))
         violations.extend(unverified)
         verdict = checks.make_verdict(
             contract,
@@ -116,6 +135,7 @@ class Gate:
             policy_digest=policy.digest,
             resources=resources,
             diff=diff,
+            static=True if claimless and self.static else None,
         )
         return Evaluation(
             verdict,

@@ -11,7 +11,10 @@ Expansion requests (grants and the record of those refused) are `integrator.repo
 from __future__ import annotations
 
 import json
+import random
 import secrets
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -24,6 +27,7 @@ from integrator.documents.contract import (
 from integrator.errors import (
     ClaimConflictError,
     ConfigurationError,
+    RefMovedError,
     UsageError,
 )
 from integrator.fence.overlap import Overlap, find_overlaps
@@ -164,8 +168,27 @@ def _refuse_overlaps(found: list[tuple[str, Overlap]]) -> None:
         )
 
 
+LIVE_RETRIES = 8  # a lost race on the claims index: check the live set again, this often
+
+
+def index_commit(
+    canonical: Canonical, parent: str | None, event: str, now: datetime, *, objects: ObjectBuffer
+) -> str:
+    """The next commit of `refs/integrator/claims-index` (no tree content: a serial)."""
+    tree = objects.add("tree", b"")
+    sig = signature(now)
+    parents = [bytes.fromhex(parent)] if parent else []
+    return objects.add("commit", commit_bytes(tree, parents, sig, sig, event + "\n")).hex()
+
+
 class Claims:
-    """The coordinator's operations on claims. Each one is a single compare-and-swap."""
+    """The coordinator's operations on claims. Each one is a single compare-and-swap.
+
+    An operation that makes a claim live (issue, reclaim, expand) checks it against every
+    other live claim and then, in one transaction, moves its claim ref *and* the claims
+    index from the values read before the check: a concurrent one that made another claim
+    live moved the index, so this one fails, reads the live set again and checks again.
+    """
 
     def __init__(self, canonical: Canonical) -> None:
         self.canonical = canonical
@@ -180,6 +203,43 @@ class Claims:
         if git.durable(self.canonical.repo):
             git.sync_objects(self.canonical.repo)
         self.canonical.updater.apply(ops)
+
+    def go_live(
+        self,
+        task_id: str,
+        commit: str,
+        parent: str | None,
+        event: str,
+        check: Callable[[], None],
+        extra: Callable[[], list[transaction.RefOp]] = list,
+        *,
+        policy: str | None,
+    ) -> None:
+        """Move the claim ref from `parent` to `commit` and the claims index in one
+        transaction, `check` (the overlap check; it raises to refuse) having seen the live
+        claims as the index read before it stood, and the policy ref still at `policy` (the
+        one the contract was built under). A lost race on the index runs `check` again; one
+        on the claim ref itself, or a policy change, is the caller's RefMovedError."""
+        for attempt in range(LIVE_RETRIES):
+            index = self.canonical.ref(git.CLAIMS_INDEX_REF)
+            check()
+            buffer = ObjectBuffer(self.canonical.repo)
+            serial = index_commit(self.canonical, index, event, self.now(), objects=buffer)
+            flush_loose(buffer)
+            ops = [
+                transaction.update(Canonical.claim_ref(task_id), commit, parent),
+                transaction.update(git.CLAIMS_INDEX_REF, serial, index),
+                *extra(),
+            ]
+            if policy is not None:
+                ops.insert(0, transaction.verify(git.POLICY_REF, policy))
+            try:
+                self.apply(ops)
+                return
+            except RefMovedError as moved:
+                if moved.ref != git.CLAIMS_INDEX_REF or attempt == LIVE_RETRIES - 1:
+                    raise
+            time.sleep(random.uniform(0.001, 0.02) * (attempt + 1))
 
     def live(self, task_id: str) -> Claim:
         claim = self.canonical.claim(task_id)
@@ -196,20 +256,25 @@ class Claims:
                 f"task {request.task_id!r} already has a live claim (generation "
                 f"{previous.view.generation}); use renew, reclaim or expand"
             )
-        if not force_shared:
-            _refuse_overlaps(
-                overlaps_with_live(
-                    self.canonical, request.task_id, request.paths, request.resources
-                )
-            )
         generation = previous.view.generation + 1 if previous else 1
+        policy = self.canonical.ref(git.POLICY_REF)
         contract = build_contract(self.canonical, request, generation, now)
         state = claim_state(
             contract, state="live", lease_expires_at=contract.lease.expires_at, event="issue"
         )
         parent = previous.oid if previous else None
         commit = write_claim_commit(self.canonical, contract, state, parent, now)
-        self._cas(request.task_id, commit, parent)
+
+        def check() -> None:
+            if not force_shared:
+                _refuse_overlaps(
+                    overlaps_with_live(
+                        self.canonical, request.task_id, request.paths, request.resources
+                    )
+                )
+
+        event = f"issue {request.task_id} generation {generation}"
+        self.go_live(request.task_id, commit, parent, event, check, policy=policy)
         return contract
 
     def renew(self, task_id: str, until: datetime) -> Claim:
@@ -231,7 +296,13 @@ class Claims:
                 f"{current.isoformat()}; renew only extends a lease (revoke or reclaim "
                 "--force ends one early)"
             )
-        state = claim_state(claim.contract, state="live", lease_expires_at=until, event="renew")
+        state = claim_state(
+            claim.contract,
+            state="live",
+            lease_expires_at=until,
+            event="renew",
+            grants=claim.view.grants,
+        )
         commit = write_claim_commit(self.canonical, claim.contract, state, claim.oid, now)
         self._cas(task_id, commit, claim.oid)
         return self.canonical.claim_at(commit)
@@ -265,6 +336,7 @@ class Claims:
             max_patch_bytes=old.max_patch_bytes,
             worktree_id=old.worktree_id,
         )
+        policy = self.canonical.ref(git.POLICY_REF)
         contract = build_contract(self.canonical, request, claim.view.generation + 1, now)
         state = claim_state(
             contract,
@@ -272,9 +344,18 @@ class Claims:
             lease_expires_at=contract.lease.expires_at,
             event="reclaim",
             reason=f"took over from attempt {old.attempt_id} (generation {old.ownership_generation})",
+            grants=claim.view.grants,
         )
         commit = write_claim_commit(self.canonical, contract, state, claim.oid, now)
-        self._cas(task_id, commit, claim.oid)
+
+        def check() -> None:
+            # A revoked or consumed claim held nothing: others may have taken its paths.
+            _refuse_overlaps(
+                overlaps_with_live(self.canonical, task_id, contract.paths, contract.resources)
+            )
+
+        event = f"reclaim {task_id} generation {contract.ownership_generation}"
+        self.go_live(task_id, commit, claim.oid, event, check, policy=policy)
         return contract
 
     def revoke(self, task_id: str, reason: str = "revoked by the coordinator") -> Claim:
@@ -293,6 +374,7 @@ class Claims:
             lease_expires_at=claim.view.lease_expires_at,
             event="revoke",
             reason=reason,
+            grants=claim.view.grants,
         )
         return write_claim_commit(self.canonical, claim.contract, state, claim.oid, now)
 
@@ -313,6 +395,7 @@ class Claims:
             event="consume",
             staging_commit=staging,
             candidate=candidate,
+            grants=claim.view.grants,
         )
         return write_claim_commit(
             self.canonical, claim.contract, state, claim.oid, now, objects=objects

@@ -16,7 +16,7 @@ from datetime import timedelta
 import structlog
 from pydantic import ValidationError
 
-from integrator.documents.claim import Claim, claim_state
+from integrator.documents.claim import Claim, Grant, claim_state
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.expansion import ExpansionRecord, ExpansionRequest
 from integrator.errors import (
@@ -35,6 +35,7 @@ from integrator.repo.claims import (
     overlaps_with_live,
     write_claim_commit,
 )
+from integrator.repo.edits import written_already
 from integrator.repo.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 
 log = structlog.get_logger("integrator.expansions")
@@ -160,17 +161,11 @@ class Expansions:
                 f"{view.contract_digest}",
             )
         old = claim.contract
+        written = written_already(self.canonical, old, request)
+        if written is not None:
+            raise self._refuse(request, claim, written)
         paths = tuple(dict.fromkeys([*old.paths, *request.add_paths]))
         resources = tuple(dict.fromkeys([*old.resources, *request.add_resources]))
-        found = overlaps_with_live(self.canonical, request.task_id, paths, resources)
-        if found:
-            lines = "; ".join(f"{task}: {o.describe()}" for task, o in found)
-            raise self._refuse(
-                request,
-                claim,
-                f"it conflicts with live claims ({lines})",
-                conflicts=sorted({task for task, _ in found}),
-            )
         now = self.claims.now()
         new_request = IssueRequest(
             task_id=request.task_id,
@@ -184,6 +179,7 @@ class Expansions:
             max_patch_bytes=old.max_patch_bytes,
             worktree_id=old.worktree_id,
         )
+        policy = self.canonical.ref(git.POLICY_REF)
         contract = build_contract(self.canonical, new_request, view.generation + 1, now)
         state = claim_state(
             contract,
@@ -191,15 +187,36 @@ class Expansions:
             lease_expires_at=contract.lease.expires_at,
             event="expand",
             reason=f"added paths {list(request.add_paths)} resources {list(request.add_resources)}"
-            f" (tree {request.tree_digest}, diff {request.diff_digest})",
+            f" (workspace tree {request.workspace_tree}, head {request.workspace_head})",
+            grants=(
+                *view.grants,
+                Grant(
+                    contract.ownership_generation,
+                    tuple(p for p in request.add_paths if p not in old.paths),
+                    request.workspace_head or old.base_commit,
+                ),
+            ),
         )
         commit = write_claim_commit(self.canonical, contract, state, claim.oid, now)
-        ops = [transaction.update(Canonical.claim_ref(request.task_id), commit, claim.oid)]
-        # The same request refused earlier (say, while another claim held the paths) is
-        # closed in the same transaction, so it never shows as pending after its grant.
-        ref = expansion_ref(request.task_id, request.request_id)
-        pending = self.canonical.ref(ref)
-        if pending is not None:
+
+        def check() -> None:
+            found = overlaps_with_live(self.canonical, request.task_id, paths, resources)
+            if found:
+                lines = "; ".join(f"{task}: {o.describe()}" for task, o in found)
+                raise self._refuse(
+                    request,
+                    claim,
+                    f"it conflicts with live claims ({lines})",
+                    conflicts=sorted({task for task, _ in found}),
+                )
+
+        def close_pending() -> list[transaction.RefOp]:
+            # The same request refused earlier (say, while another claim held the paths) is
+            # closed in the same transaction, so it never shows as pending after its grant.
+            ref = expansion_ref(request.task_id, request.request_id)
+            pending = self.canonical.ref(ref)
+            if pending is None:
+                return []
             record = ExpansionRecord(
                 task_id=request.task_id,
                 request_id=request.request_id,
@@ -210,12 +227,13 @@ class Expansions:
                 live_generation=contract.ownership_generation,
                 live_contract_digest=contract.digest,
             )
-            ops.append(
-                transaction.update(
-                    ref, write_expansion_commit(self.canonical, request, record, pending), pending
-                )
-            )
-        self.claims.apply(ops)
+            grant = write_expansion_commit(self.canonical, request, record, pending)
+            return [transaction.update(ref, grant, pending)]
+
+        event = f"expand {request.task_id} generation {contract.ownership_generation}"
+        self.claims.go_live(
+            request.task_id, commit, claim.oid, event, check, close_pending, policy=policy
+        )
         return contract
 
     def _refuse(

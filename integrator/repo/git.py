@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,9 @@ CLAIMS_PREFIX = "refs/integrator/claims/"
 HELD_PREFIX = "refs/integrator/held/"
 QUARANTINE_PREFIX = "refs/integrator/quarantine/"
 POLICY_REF = "refs/integrator/policy"
+# Moved by every operation that makes a claim live: their compare-and-swap on it covers the
+# whole set of live claims, so two overlapping claims can never both become live.
+CLAIMS_INDEX_REF = "refs/integrator/claims-index"
 
 # Settings written by `integrator init` so an accepted landing survives a power cut: git's
 # default `core.fsync` (committed,-loose-object) fsyncs neither refs nor loose objects.
@@ -178,6 +182,22 @@ def config_blob(repo_path: str | Path, oid: str) -> list[tuple[str, str]] | None
     return pairs
 
 
+def object_kind(repo: pygit2.Repository, oid: str) -> str | None:
+    """ "commit", "tree", "blob" or "tag" for an object here, None when there is none."""
+    import pygit2
+
+    try:
+        kind = repo.odb.read_header(oid)[0]
+    except (KeyError, ValueError, pygit2.GitError):
+        return None
+    return {
+        pygit2.enums.ObjectType.COMMIT: "commit",
+        pygit2.enums.ObjectType.TREE: "tree",
+        pygit2.enums.ObjectType.BLOB: "blob",
+        pygit2.enums.ObjectType.TAG: "tag",
+    }.get(kind)
+
+
 def has_object(repo: pygit2.Repository, oid: str) -> bool:
     import pygit2
 
@@ -280,6 +300,32 @@ def sync_refs(repo: pygit2.Repository) -> None:
 def set_config(repo: pygit2.Repository, values: dict[str, str]) -> None:
     for key, value in values.items():
         repo.config[key] = value
+
+
+# Free space an import or a landing needs beyond its own objects (temporary packs, indexes).
+_SPARE_BYTES = 64 * 1024 * 1024
+
+
+def host_trouble(repo: pygit2.Repository, need: int = 0) -> str | None:
+    """Why this host cannot import `need` bytes now (full disk, read-only or unwritable
+    object store), or None when it can: asked of the host, not of git's message."""
+    objects = common_dir(repo) / "objects"
+    try:
+        fs = os.statvfs(objects)
+    except OSError as err:
+        return f"cannot stat the object store: {err.strerror}"
+    if fs.f_flag & os.ST_RDONLY:
+        return "the object store is on a read-only file system"
+    free = fs.f_bavail * fs.f_frsize
+    if free < need + _SPARE_BYTES:
+        return f"only {free} bytes free for the object store"
+    try:
+        fd, probe = tempfile.mkstemp(prefix="tmp_probe_", dir=objects)
+    except OSError as err:
+        return f"cannot write to the object store: {err.strerror}"
+    os.close(fd)
+    os.unlink(probe)
+    return None
 
 
 # --- merges ------------------------------------------------------------------------------

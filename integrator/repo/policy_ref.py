@@ -11,7 +11,8 @@ import pygit2
 from integrator.documents.policy import PolicyState, parse_policy
 from integrator.repo import git, transaction
 from integrator.repo.canonical import Canonical, signature
-from integrator.repo.claims import Claims
+from integrator.repo.claims import Claims, index_commit
+from integrator.repo.packs import ObjectBuffer, flush_loose
 
 
 def write_policy_commit(
@@ -32,6 +33,9 @@ def write_policy_commit(
 def set_policy(canonical: Canonical, text: str) -> tuple[PolicyState, list[str]]:
     """Replace the policy, bump its generation, revoke every live claim; one transaction."""
     parse_policy(text)
+    # The claims index read before the live claims are: a claim made live meanwhile moves
+    # it, and this transaction fails instead of leaving that claim live under the old policy.
+    index = canonical.ref(git.CLAIMS_INDEX_REF)
     old_oid = canonical.ref(git.POLICY_REF)
     old = canonical.policy_state(old_oid)
     generation = old.generation + 1
@@ -47,5 +51,9 @@ def set_policy(canonical: Canonical, text: str) -> tuple[PolicyState, list[str]]
         revoke = claims.revoke_commit(claim, reason, now)
         ops.append(transaction.update(Canonical.claim_ref(claim.view.task_id), revoke, claim.oid))
         revoked.append(claim.view.task_id)
+    buffer = ObjectBuffer(canonical.repo)
+    serial = index_commit(canonical, index, f"policy generation {generation}", now, objects=buffer)
+    flush_loose(buffer)
+    ops.append(transaction.update(git.CLAIMS_INDEX_REF, serial, index))
     canonical.updater.apply(ops)
     return canonical.policy_state(commit), revoked

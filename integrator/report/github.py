@@ -1,4 +1,11 @@
-"""GitHub Actions: workflow commands (annotations) and the Markdown step summary."""
+"""GitHub Actions: workflow commands (annotations) and the Markdown step summary.
+
+An annotation names a file (`file=`) when the violation has a path, when its resource
+was touched by a path (the first one), or, for a claim-level violation, when the gate was
+given a contract file inside the work tree; otherwise it has no file and shows on the run.
+Data is escaped as the runner decodes it (`%`, CR, LF; and `:` `,` in properties), and
+other control characters are spelled out (`visible`) so the log cannot be driven by them.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +13,20 @@ import string
 from collections.abc import Mapping
 
 from integrator.documents.verdict import Decision, Verdict
-from integrator.report.common import distinct_codes, identity, message, needs_fallback_failure
+from integrator.report.common import (
+    AnchorKind,
+    anchor,
+    distinct_codes,
+    identity,
+    message,
+    needs_fallback_failure,
+)
 from integrator.report.escape import visible
 from integrator.report.hints import hint
 
 
 def _gh_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return visible(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _gh_property(text: str) -> str:
@@ -25,22 +39,27 @@ def _gh_command(command: str, message: str, **props: str | None) -> str:
     return f"::{command}{sep}{','.join(given)}::{_gh_data(message)}"
 
 
-def render_github(verdict: Verdict) -> str:
+_ANNOTATED = (AnchorKind.PATH, AnchorKind.RESOURCE, AnchorKind.CONTRACT)
+
+
+def render_github(verdict: Verdict, *, contract_path: str | None = None) -> str:
     """GitHub workflow commands: `::error` per enforced violation, `::warning` per observed
     one, `::notice` when accepted.
 
     Enforced violations come first because a step shows only about ten annotations.
     """
     ordered = sorted(verdict.violations, key=lambda v: not v.enforced)
-    lines = [
-        _gh_command(
-            "error" if v.enforced else "warning",
-            message(v) if v.enforced else f"[observe] {message(v)}",
-            file=v.path,
-            title=v.code.value,
+    lines = []
+    for v in ordered:
+        where = anchor(v, verdict, contract_path)
+        lines.append(
+            _gh_command(
+                "error" if v.enforced else "warning",
+                message(v) if v.enforced else f"[observe] {message(v)}",
+                file=where.path if where.kind in _ANNOTATED else None,
+                title=v.code.value,
+            )
         )
-        for v in ordered
-    ]
     summary = " ".join(f"{name} {value}" for name, value in identity(verdict))
     if verdict.decision is Decision.ACCEPTED:
         lines.append(_gh_command("notice", f"ACCEPTED {summary}", title="integrator"))
@@ -101,6 +120,6 @@ def append_github_summary(verdict: Verdict, env: Mapping[str, str]) -> bool:
     target = env.get("GITHUB_STEP_SUMMARY")
     if not target:
         return False
-    with open(target, "a", encoding="utf-8", errors="surrogateescape") as fh:
+    with open(target, "a", encoding="utf-8", errors="backslashreplace") as fh:
         fh.write(github_step_summary(verdict) + "\n")
     return True

@@ -13,6 +13,9 @@ HINTS: dict[Code, str] = {
     "or ask the coordinator for a contract for this one",
     Code.REPO_UNVERIFIED: "set integrator.repoId in this clone to the canonical "
     "repository's (git config integrator.repoId), or clone with full history",
+    Code.CLAIM_UNVERIFIED: "fetch the claims first (git fetch origin "
+    "'+refs/integrator/*:refs/integrator/*'), or pass --static to check only the "
+    "contract's own rules",
     Code.CLAIM_MISSING: "ask the coordinator to issue a contract for the task "
     "(integrator contract issue)",
     Code.STALE_GENERATION: "this attempt was superseded; fetch the live contract "
@@ -47,6 +50,8 @@ HINTS: dict[Code, str] = {
     "without .git or control characters",
     Code.PATCH_TOO_LARGE: "split the change into smaller candidates "
     "or ask the coordinator for a larger maxPatchBytes",
+    Code.EDIT_BEFORE_GRANT: "rebuild the change on the workspace state the expansion "
+    "inspected: revert the early edits, then make them again after the grant",
     Code.RESOURCE_NOT_OWNED: "ask the coordinator to add the resource to the claim "
     "(integrator contract expand) or drop the change",
     Code.RESOURCE_UNKNOWN: "a release manager decides (integrator review); "

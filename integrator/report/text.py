@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 
 from integrator.documents.verdict import REVIEW_CODES, Decision, Verdict
 from integrator.fence.diff import Change, Status
+from integrator.fence.paths import quote_path
 from integrator.report.common import distinct_codes, identity, message, short
 from integrator.report.escape import visible
 from integrator.report.hints import hint
@@ -93,10 +94,11 @@ def _change_line(change: Change) -> str:
     status = change.status.value
     if change.status is Status.RENAMED and change.similarity is not None:
         status += f"{change.similarity:03d}"
+    # Changes come from git as they are: written like the verdict's paths (`quote_path`).
     if change.old_path and change.new_path and change.old_path != change.new_path:
-        where = f"{visible(change.old_path)} -> {visible(change.new_path)}"
+        where = f"{visible(quote_path(change.old_path))} -> {visible(quote_path(change.new_path))}"
     else:
-        where = visible(change.path)
+        where = visible(quote_path(change.path))
     if change.old_mode is not None and change.new_mode is not None:
         modes = (
             f"{_mode(change.old_mode)} -> {_mode(change.new_mode)}"

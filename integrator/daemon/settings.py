@@ -1,0 +1,54 @@
+"""The daemon's settings: what `integrator serve --config FILE` ([serve] table) may set.
+
+SIGHUP reads the file again; unknown keys and wrong types are refused, naming them.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from integrator.daemon.bundles import DEFAULT_BUNDLE_MAX_BYTES
+from integrator.errors import ConfigurationError
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What `--config FILE` ([serve] table) may set; SIGHUP reads the file again."""
+
+    poll: float = 2.0
+    watch: bool = True
+    batch_size: int = 64
+    batch_seconds: float = 0.25
+    bundle_max_bytes: int = DEFAULT_BUNDLE_MAX_BYTES
+    log_level: str = "info"
+    max_backoff: float = 30.0
+    mirror_timeout: float = 0.5  # SQLite busy timeout; read at start only
+
+
+def load_settings(path: Path | None, base: Settings) -> Settings:
+    """`base` overridden by the `[serve]` table of a TOML file (keys in kebab-case)."""
+    if path is None:
+        return base
+    try:
+        doc = tomllib.loads(path.read_text("utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        raise ConfigurationError(f"cannot read configuration {path}: {err}") from err
+    table = doc.get("serve", {})
+    known = {f.name.replace("_", "-"): f for f in fields(Settings)}
+    changes: dict[str, Any] = {}
+    for key, value in table.items():
+        field = known.get(key)
+        if field is None:
+            raise ConfigurationError(f"{path}: unknown setting serve.{key}; known: {sorted(known)}")
+        kind = type(getattr(base, field.name))
+        ok = isinstance(value, kind) or (kind is float and type(value) is int)
+        if not ok or (kind is not bool and isinstance(value, bool)):
+            raise ConfigurationError(f"{path}: serve.{key} must be of type {kind.__name__}")
+        changes[field.name] = kind(value)
+    settings = replace(base, **changes)
+    if settings.poll <= 0 or settings.batch_size < 1 or settings.batch_seconds < 0:
+        raise ConfigurationError(f"{path}: poll and batch-size must be positive")
+    return settings

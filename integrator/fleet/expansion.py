@@ -1,0 +1,63 @@
+"""Asking for more, the way integrator can verify: an expansion request built from the
+workspace itself.
+
+The request carries the contract it extends and what to add, and the workspace's whole
+current state as git would commit it — tracked and untracked files, ignored ones left out
+— as a tree id (`workspaceTree`) beside its HEAD (`workspaceHead`). The coordinator's
+`contract expand` refuses a request whose workspace already changed a path it asks for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from integrator.documents.contract import OwnershipContract
+from integrator.documents.expansion import ExpansionRequest
+from integrator.repo import git
+
+
+def workspace_state(worktree: Path) -> tuple[str, str | None]:
+    """(tree id of everything git would commit from the working tree, HEAD or None).
+
+    Built in a private index, so the worktree's own index and HEAD stay as they are; the
+    blobs of untracked files are written to the object store, as `git stash` would.
+    """
+    head_proc = git.run_git(["rev-parse", "--verify", "-q", "HEAD"], cwd=worktree, check=False)
+    head = head_proc.stdout.decode().strip() or None if head_proc.returncode == 0 else None
+    with tempfile.TemporaryDirectory(prefix="integrator-expansion-") as tmp:
+        index = Path(tmp) / "index"
+        if head is not None:
+            git.run_git(["read-tree", head], cwd=worktree, index_file=index)
+        git.run_git(["add", "-A", "--", "."], cwd=worktree, index_file=index)
+        tree = git.run_git(["write-tree"], cwd=worktree, index_file=index).stdout.decode().strip()
+    return tree, head
+
+
+def build_request(
+    worktree: Path,
+    contract: OwnershipContract,
+    add_paths: Sequence[str],
+    add_resources: Sequence[str] = (),
+) -> ExpansionRequest:
+    """The `integrator.expansion.v1` request for `contract` from the workspace at `worktree`."""
+    tree, head = workspace_state(worktree)
+    diff = git.run_git(
+        ["diff-tree", "-r", "--no-renames", contract.base_commit, tree], cwd=worktree
+    ).stdout
+    return ExpansionRequest.model_validate(
+        {
+            "schema": "integrator.expansion.v1",
+            "taskId": contract.task_id,
+            "contractDigest": contract.digest,
+            "expectedGeneration": contract.ownership_generation,
+            "treeDigest": "sha256:" + hashlib.sha256(tree.encode()).hexdigest(),
+            "diffDigest": "sha256:" + hashlib.sha256(diff).hexdigest(),
+            "addPaths": list(add_paths),
+            "addResources": list(add_resources),
+            "workspaceTree": tree,
+            "workspaceHead": head,
+        }
+    )

@@ -1,0 +1,165 @@
+"""Who may act on the review pages: the token, sessions, CSRF tokens and response headers.
+
+Reading needs nothing. An action (approve, reject) needs the review token: sent as
+`Authorization: Bearer <token>`, or typed once into the login form, which starts an
+authenticated session (a random id in an HttpOnly, SameSite=Strict cookie; the token
+itself is never stored in the browser). Every form carries its session's CSRF token,
+checked on POST; a request with a bearer token carries no ambient credential and so needs
+none. Tokens are compared in constant time.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import os
+import re
+import secrets
+import stat
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from integrator.errors import ConfigurationError
+
+COOKIE = "integrator_review"
+SESSION_LIMIT = 1024  # sessions kept; the oldest is dropped first
+SESSION_TTL = 12 * 3600.0
+TOKEN_MIN = 16
+TOKEN_MAX = 4096
+ACTOR_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$")
+
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
+HEADERS = {
+    "Content-Security-Policy": CONTENT_SECURITY_POLICY,
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "same-origin",  # no-referrer would make browsers send `Origin: null`
+    "Cache-Control": "no-store",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+}
+
+
+def read_token(path: Path) -> str:
+    """The review token from `path` (surrounding whitespace dropped); refused when empty,
+    short, or readable by anyone but its owner's group."""
+    try:
+        info = os.stat(path)
+        data = path.read_bytes()[: TOKEN_MAX + 1]
+    except OSError as err:
+        raise ConfigurationError(f"cannot read --token-file {path}: {err.strerror}") from err
+    if info.st_mode & stat.S_IROTH:
+        raise ConfigurationError(
+            f"--token-file {path} is readable by every user; chmod 600 it first"
+        )
+    try:
+        token = data.decode("ascii").strip()
+    except UnicodeDecodeError as err:
+        raise ConfigurationError(f"--token-file {path} is not ASCII text") from err
+    if len(token) < TOKEN_MIN or len(token) > TOKEN_MAX or any(c.isspace() for c in token):
+        raise ConfigurationError(
+            f"--token-file {path} must hold one token of {TOKEN_MIN} to {TOKEN_MAX} "
+            "characters without spaces (e.g. `python3 -c 'import secrets; "
+            "print(secrets.token_urlsafe(32))'`)"
+        )
+    return token
+
+
+def token_matches(expected: str | None, given: str | None) -> bool:
+    """`given` is the configured token (constant time; False when none is configured)."""
+    if not expected or given is None:
+        return False
+    return hmac.compare_digest(expected.encode(), given.encode("utf-8", "surrogateescape"))
+
+
+def bearer(header: str | None) -> str | None:
+    """The token of an `Authorization: Bearer …` header."""
+    if not header:
+        return None
+    scheme, _, value = header.partition(" ")
+    return value.strip() if scheme.lower() == "bearer" and value.strip() else None
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve to anything
+
+
+def safe_actor(value: str) -> bool:
+    return bool(ACTOR_RE.match(value))
+
+
+@dataclass
+class Session:
+    sid: str
+    csrf: str
+    authenticated: bool
+    created: float
+
+
+class Sessions:
+    """Server-side sessions in memory (a restart logs everyone out), bounded in number."""
+
+    def __init__(
+        self,
+        limit: int = SESSION_LIMIT,
+        ttl: float = SESSION_TTL,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._items: OrderedDict[str, Session] = OrderedDict()
+        self._lock = threading.Lock()
+        self.limit = limit
+        self.ttl = ttl
+        self.clock = clock
+
+    def get(self, sid: str | None) -> Session | None:
+        if not sid:
+            return None
+        with self._lock:
+            found = self._items.get(sid)
+            if found is None:
+                return None
+            if self.clock() - found.created > self.ttl:
+                del self._items[sid]
+                return None
+            return found
+
+    def new(self, *, authenticated: bool = False) -> Session:
+        session = Session(
+            secrets.token_urlsafe(32), secrets.token_urlsafe(32), authenticated, self.clock()
+        )
+        with self._lock:
+            self._items[session.sid] = session
+            while len(self._items) > self.limit:
+                self._items.popitem(last=False)
+        return session
+
+    def login(self, old: Session | None) -> Session:
+        """A fresh authenticated session (a new id, so a planted cookie gains nothing)."""
+        if old is not None:
+            self.drop(old.sid)
+        return self.new(authenticated=True)
+
+    def drop(self, sid: str) -> None:
+        with self._lock:
+            self._items.pop(sid, None)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+def csrf_matches(session: Session | None, given: str | None) -> bool:
+    if session is None or not given:
+        return False
+    return hmac.compare_digest(session.csrf.encode(), given.encode("utf-8", "surrogateescape"))

@@ -1,0 +1,79 @@
+"""Serving the review pages: bind (loopback unless a token guards the actions), then uvicorn."""
+
+from __future__ import annotations
+
+import signal
+import socket
+from types import FrameType
+from typing import TextIO
+
+import uvicorn
+
+from integrator.daemon.health import parse_bind
+from integrator.errors import UsageError
+from integrator.web.app import Backend, WebConfig, create_app
+from integrator.web.security import is_loopback
+
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def listen(bind: str, *, token: bool) -> socket.socket:
+    """A listening socket on `bind`; a non-loopback address is refused without a token."""
+    host, port = parse_bind(bind)
+    if not is_loopback(host) and not token:
+        raise UsageError(
+            f"refusing to listen on {host}, which is not a loopback address, without "
+            "--token-file: anyone who reaches it could act as the release manager"
+        )
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError as err:
+        sock.close()
+        raise UsageError(f"cannot listen on {bind}: {err.strerror}") from err
+    return sock
+
+
+def url_of(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}/"
+
+
+def serve(bind: str, config: WebConfig, backend: Backend, out: TextIO) -> int:
+    """Serve until SIGINT or SIGTERM (uvicorn stops gracefully on either); exit 0."""
+    sock = listen(bind, token=config.token is not None)
+    host = sock.getsockname()[0]
+    loopback = is_loopback(host)
+    if loopback:
+        config = WebConfig(config.token, config.actor, LOOPBACK_HOSTS)
+    where = "loopback only" if loopback else "NOT loopback: reachable from the network"
+    access = "actions need the token" if config.token else "read-only (no --token-file)"
+    print(f"review pages on {url_of(sock)} ({where}; {access})", file=out, flush=True)
+    app = create_app(config, backend)
+    server = uvicorn.Server(
+        uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            server_header=False,
+            timeout_graceful_shutdown=5,
+        )
+    )
+    # uvicorn stops gracefully on SIGINT/SIGTERM, then re-raises the signal to the handler
+    # that was in place before it: a quiet one, so a requested stop exits 0.
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, _stopped)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    return 0
+
+
+def _stopped(number: int, frame: FrameType | None) -> None:
+    """The signal was already handled (uvicorn shut down); nothing is left to do."""

@@ -1,0 +1,224 @@
+"""What the review pages read from the spool and the canonical repository.
+
+Reads only, each bounded: a candidate's patch is weighed from object headers before it is
+rendered, the queue's history and the spool's folders are read up to a fixed number of
+entries, and no link in a folder a producer made is followed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import stat
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pygit2
+import structlog
+
+from integrator.daemon.review import FileDiff, Held, Review, history, pending
+from integrator.daemon.spool import ID_RE, VERDICT_FILE, Spool
+from integrator.documents.submission import Submission
+from integrator.errors import IntegratorError, UsageError
+from integrator.files import read_at_most
+from integrator.landing.trailers import TRAILER_CANDIDATE
+from integrator.repo import claims
+from integrator.repo.canonical import Canonical
+from integrator.repo.expansions import expansions
+from integrator.web import candidate as candidate_views
+from integrator.web import views
+
+log = structlog.get_logger("integrator.web")
+
+PAGE_PATCH_LIMIT = 2 * 1024 * 1024  # blob bytes a page renders a patch for
+RAW_PATCH_LIMIT = 32 * 1024 * 1024  # blob bytes the raw patch is built from
+RAW_PATCH_CAP = 8 * 1024 * 1024  # bytes of raw patch served
+WAITING_LIMIT = 200  # submissions listed per folder on the Queue page
+LANDED_LIMIT = 25  # staging commits shown
+QUEUE_WALK_LIMIT = 500  # first parents walked to find them
+ACCEPTED_SCAN = 500  # newest accepted/ verdicts read to name each landing's submission
+SMALL_FILE = 1 << 20
+
+
+def read_small(path: Path, limit: int = SMALL_FILE) -> bytes | None:
+    """A regular file's bytes (None when it is a link, not a file, or larger than `limit`)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = read_at_most(fd, limit + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data if len(data) <= limit else None
+
+
+def real_folder(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
+# -- the Candidate page ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Weighed:
+    base: str | None
+    files: list[FileDiff]
+    weight: int
+    with_patches: bool
+
+
+def weighed_diff(review: Review, held: Held, limit: int) -> Weighed:
+    """The candidate's diff; patches are rendered only when the blobs they show weigh at
+    most `limit` bytes (object headers tell, without reading the blobs)."""
+    base, files = review.diff(held, patches=False)
+    weight = sum(f.size for f in files)
+    if weight > limit or not files:
+        return Weighed(base, files, weight, False)
+    base, files = review.diff(held)
+    return Weighed(base, files, weight, True)
+
+
+def candidate_page(review: Review, sid: str) -> candidate_views.CandidateView:
+    """Read everything the Candidate page shows (UsageError when `sid` is not held)."""
+    held = review.get(sid)
+    canonical = review.canonical
+    diff = weighed_diff(review, held, PAGE_PATCH_LIMIT)
+    omitted = None
+    if not diff.with_patches and diff.files:
+        omitted = (
+            f"the changed blobs weigh {diff.weight:,} bytes, more than the "
+            f"{PAGE_PATCH_LIMIT:,} a page shows; the raw patch is capped at {RAW_PATCH_CAP:,}"
+        )
+    task, _, _ = held.subject()
+    claim_chain: list[tuple[str, dict[str, object], str]] = []
+    requests = []
+    if task:
+        try:
+            claim_chain = claims.history(canonical, task)
+        except (IntegratorError, KeyError, ValueError, pygit2.GitError) as err:
+            log.warning("web.claim_history_unreadable", task=task, error=str(err))
+        requests = expansions(canonical, task)
+    return candidate_views.candidate_view(
+        held,
+        diff.base,
+        diff.files,
+        claim_chain=claim_chain,
+        review_chain=history(canonical, held.sid),
+        expansions=requests,
+        omitted=omitted,
+    )
+
+
+def raw_patch(review: Review, sid: str) -> bytes:
+    """The candidate's patch as text, at most RAW_PATCH_CAP bytes (a last line says so)."""
+    held = review.get(sid)
+    diff = weighed_diff(review, held, RAW_PATCH_LIMIT)
+    header = f"# submission {sid}: {diff.base or '(empty tree)'}..{held.submission.candidate}\n"
+    if not diff.with_patches:
+        if not diff.files:
+            return (header + "# no changes (or the candidate's objects are missing)\n").encode()
+        return (
+            header + f"# the changed blobs weigh {diff.weight:,} bytes, more than the "
+            f"{RAW_PATCH_LIMIT:,} served here; run git diff {diff.base} "
+            f"{held.submission.candidate} in the canonical repository\n"
+        ).encode()
+    body = header.encode() + b"".join(
+        f.patch.encode("utf-8", "surrogateescape") for f in diff.files
+    )
+    if len(body) > RAW_PATCH_CAP:
+        cut = body[:RAW_PATCH_CAP]
+        return cut + f"\n# cut at {RAW_PATCH_CAP:,} of {len(body):,} bytes\n".encode()
+    return body
+
+
+def held_page(spool: Spool, canonical: Canonical, filters: views.Filters) -> views.HeldPage:
+    """The Held page: every held candidate and the expansion requests waiting."""
+    requests = []
+    with contextlib.suppress(IntegratorError):  # the held candidates are still worth listing
+        requests = expansions(canonical, pending_only=True)
+    return views.held_page(pending(spool), filters, datetime.now(UTC), requests)
+
+
+# -- the Queue page --------------------------------------------------------------------------
+
+
+def _waiting(spool: Spool, folder: str, now: datetime) -> tuple[list[views.WaitingRow], int]:
+    names = spool.entries(folder)
+    rows = []
+    for sid in names[:WAITING_LIMIT]:
+        path = spool.folder(folder) / sid
+        submission: Submission | None = None
+        problem = None
+        if not real_folder(path):
+            problem = "not a submission folder (the daemon files it under rejected/)"
+        else:
+            try:
+                submission, _ = spool.load(path)
+            except IntegratorError as err:
+                problem = str(err)
+        rows.append(views.waiting_row(folder, sid, submission, problem, now))
+    return rows, len(names)
+
+
+def _landed_sids(spool: Spool) -> dict[str, str]:
+    """Staging commit → submission id, from the newest accepted/ verdicts."""
+    out: dict[str, str] = {}
+    for sid in reversed(spool.entries("accepted")[-ACCEPTED_SCAN:]):
+        data = read_small(spool.folder("accepted") / sid / VERDICT_FILE)
+        if data is None:
+            continue
+        try:
+            staging = json.loads(data).get("stagingCommit")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(staging, str):
+            out.setdefault(staging, sid)
+    return out
+
+
+def queue_page(spool: Spool, canonical: Canonical) -> views.QueueView:
+    """What waits in new/ and work/, and the staging commits that landed last."""
+    now = datetime.now(UTC)
+    new, new_total = _waiting(spool, "new", now)
+    work, work_total = _waiting(spool, "work", now)
+    ref = canonical.queue_ref
+    head = canonical.ref(ref)
+    sids = _landed_sids(spool)
+    landed: list[views.LandedRow] = []
+    oid = head
+    for _ in range(QUEUE_WALK_LIMIT):
+        if oid is None or len(landed) >= LANDED_LIMIT:
+            break
+        try:
+            commit = canonical.commit(oid)
+        except (IntegratorError, KeyError, ValueError):
+            break
+        if f"{TRAILER_CANDIDATE}: " in commit.message:
+            at = datetime.fromtimestamp(commit.commit_time, UTC)
+            landed.append(views.landed_row(oid, commit.message, at, sids.get(oid)))
+        oid = str(commit.parent_ids[0]) if commit.parent_ids else None
+    return views.QueueView(
+        queue_ref=ref,
+        head=head or "-",
+        waiting=tuple(new + work),
+        waiting_total=new_total + work_total,
+        landed=tuple(landed),
+    )
+
+
+def check_sid(sid: str) -> str:
+    """`sid` when it is a spool id; UsageError otherwise (nothing else reaches the spool)."""
+    if not ID_RE.match(sid):
+        raise UsageError(f"{views.text(sid, 80)!r} is not a submission id")
+    return sid

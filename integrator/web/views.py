@@ -1,0 +1,277 @@
+"""View models of the Held and Queue pages: plain data shaped for templates, by pure functions.
+
+Everything an agent wrote (paths, task names, submitter fields, commit messages, contract
+text, reasons) passes through `text` here, which spells out control and format characters
+(`integrator.report.escape.visible`); the templates escape HTML on top (autoescape), so
+a path named `<script>alert(1)</script>` is shown as those characters and nothing else.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from urllib.parse import urlencode
+
+from integrator.daemon.review import Held
+from integrator.documents.submission import Submission
+from integrator.documents.verdict import Code, Verdict
+from integrator.landing.trailers import TRAILER_CANDIDATE, trailers
+from integrator.repo.expansions import ExpansionEntry
+from integrator.report.escape import visible
+
+HELD_DECISIONS = ("FENCED", "REVIEW")
+REASON_LIMIT = 160  # characters of the one-line reason on the list
+_CODES = frozenset(c.value for c in Code)
+
+
+def text(value: object, limit: int | None = None) -> str:
+    """`value` as one safe line of text (control characters spelled out, tabs kept)."""
+    shown = "\t".join(visible(part) for part in str(value).split("\t"))
+    if limit is not None and len(shown) > limit:
+        return shown[: limit - 1] + "…"
+    return shown
+
+
+def submitted_at(sid: str) -> datetime | None:
+    """The time a spool id names (the spool generates ids: UTC time to the microsecond)."""
+    try:
+        return datetime.strptime(sid[:22], "%Y%m%dT%H%M%S%fZ").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def duration(span: timedelta) -> str:
+    """`span` in the largest two units people read at a glance: 45s, 3m 12s, 2h 5m, 4d 1h."""
+    seconds = max(0, int(span.total_seconds()))
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        return f"{days}d {hours}h"
+    if hours:
+        return f"{hours}h {minutes}m"
+    if minutes:
+        return f"{minutes}m {secs}s"
+    return f"{secs}s"
+
+
+def age(sid: str, now: datetime) -> str:
+    moment = submitted_at(sid)
+    return duration(now - moment) if moment else "-"
+
+
+def codes_of(verdict: Verdict) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(v.code.value for v in verdict.violations))
+
+
+def reason_line(verdict: Verdict) -> str:
+    """The verdict in one line: the first enforced violation (else the first), shortened."""
+    first = next((v for v in verdict.violations if v.enforced), None) or next(
+        iter(verdict.violations), None
+    )
+    if first is None:
+        return "-"
+    line = first.detail if first.subject == "-" else f"{first.subject}: {first.detail}"
+    return text(line, REASON_LIMIT)
+
+
+# -- the Held page ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HeldRow:
+    sid: str
+    folder: str
+    decision: str
+    task: str
+    agent: str
+    generation: str
+    codes: tuple[str, ...]
+    age: str
+    reason: str
+    candidate: str
+    raw_task: str | None = field(default=None, repr=False)
+
+
+@dataclass(frozen=True)
+class Filters:
+    """The Held page's query: each filter is dropped when its value is not a known one."""
+
+    code: str | None = None
+    task: str | None = None
+    decision: str | None = None
+
+    @classmethod
+    def parse(cls, query: Mapping[str, str]) -> Filters:
+        code = query.get("code") or None
+        decision = (query.get("decision") or "").upper() or None
+        task = query.get("task") or None
+        return cls(
+            code if code in _CODES else None,
+            task[:200] if task else None,
+            decision if decision in HELD_DECISIONS else None,
+        )
+
+    def keep(self, row: HeldRow) -> bool:
+        return (
+            (self.code is None or self.code in row.codes)
+            and (self.task is None or self.task == row.raw_task)
+            and (self.decision is None or self.decision == row.decision)
+        )
+
+    def link(self, **changes: str | None) -> str:
+        """The query string of these filters with `changes` applied (None drops one)."""
+        values = {"code": self.code, "task": self.task, "decision": self.decision, **changes}
+        return "?" + urlencode({k: v for k, v in values.items() if v})
+
+    @property
+    def active(self) -> bool:
+        return any((self.code, self.task, self.decision))
+
+
+@dataclass(frozen=True)
+class ExpansionRow:
+    request_id: str
+    task: str
+    state: str
+    at: str
+    reason: str
+    adds: str
+
+
+@dataclass(frozen=True)
+class HeldPage:
+    rows: tuple[HeldRow, ...]
+    total: int
+    counts: tuple[tuple[str, int], ...]
+    decisions: tuple[tuple[str, int], ...]
+    tasks: tuple[str, ...]
+    filters: Filters
+    expansions: tuple[ExpansionRow, ...] = ()
+
+
+def held_row(held: Held, now: datetime) -> HeldRow:
+    task, _, generation = held.subject()
+    who = held.submission.submitter
+    return HeldRow(
+        sid=held.sid,
+        folder=held.folder,
+        decision=held.verdict.decision.value,
+        task=text(task or "-", 80),
+        agent=text(f"{who.user}@{who.host}", 80),
+        generation=str(generation) if generation is not None else "-",
+        codes=codes_of(held.verdict),
+        age=age(held.sid, now),
+        reason=reason_line(held.verdict),
+        candidate=held.submission.candidate[:12],
+        raw_task=task,
+    )
+
+
+def expansion_row(entry: ExpansionEntry) -> ExpansionRow:
+    added = [*entry.request.add_paths, *entry.request.add_resources]
+    return ExpansionRow(
+        request_id=text(entry.record.request_id),
+        task=text(entry.record.task_id, 80),
+        state=entry.record.state,
+        at=entry.record.at.isoformat(timespec="seconds"),
+        reason=text(entry.record.reason, 300),
+        adds=text(", ".join(added) or "nothing", 300),
+    )
+
+
+def held_page(
+    items: Sequence[Held],
+    filters: Filters,
+    now: datetime,
+    expansions: Sequence[ExpansionEntry] = (),
+) -> HeldPage:
+    """Every held candidate, newest first, the filtered ones shown, counts over all."""
+    rows = sorted((held_row(h, now) for h in items), key=lambda r: r.sid, reverse=True)
+    counts = Counter(code for row in rows for code in row.codes)
+    decisions = Counter(row.decision for row in rows)
+    tasks = sorted({row.raw_task for row in rows if row.raw_task})
+    return HeldPage(
+        rows=tuple(r for r in rows if filters.keep(r)),
+        total=len(rows),
+        counts=tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
+        decisions=tuple((d, decisions[d]) for d in HELD_DECISIONS if decisions[d]),
+        tasks=tuple(text(t, 80) for t in tasks),
+        filters=filters,
+        expansions=tuple(expansion_row(e) for e in expansions),
+    )
+
+
+# -- the Queue page --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class WaitingRow:
+    folder: str
+    sid: str
+    task: str
+    agent: str
+    candidate: str
+    age: str
+    problem: str | None
+
+
+@dataclass(frozen=True)
+class LandedRow:
+    commit: str
+    summary: str
+    task: str
+    attempt: str
+    generation: str
+    candidate: str
+    landed_at: str
+    in_queue: str
+    sid: str
+
+
+@dataclass(frozen=True)
+class QueueView:
+    queue_ref: str
+    head: str
+    waiting: tuple[WaitingRow, ...]
+    waiting_total: int
+    landed: tuple[LandedRow, ...]
+
+
+def waiting_row(
+    folder: str, sid: str, submission: Submission | None, problem: str | None, now: datetime
+) -> WaitingRow:
+    """A submission in new/ or work/ (or why it cannot be read as one)."""
+    if submission is None:
+        return WaitingRow(folder, text(sid, 80), "-", "-", "-", age(sid, now), text(problem or "?"))
+    task = submission.contract.get("taskId")
+    who = submission.submitter
+    return WaitingRow(
+        folder=folder,
+        sid=sid,
+        task=text(task if isinstance(task, str) else "-", 80),
+        agent=text(f"{who.user}@{who.host}", 80),
+        candidate=submission.candidate[:12],
+        age=age(sid, now),
+        problem=None,
+    )
+
+
+def landed_row(commit: str, message: str, landed_at: datetime, sid: str | None) -> LandedRow:
+    """A staging commit on the queue: its trailers, and how long its submission waited
+    (from the spool id's time to the staging commit's)."""
+    found = trailers(message)
+    queued = submitted_at(sid) if sid else None
+    return LandedRow(
+        commit=commit[:12],
+        summary=text(message.split("\n", 1)[0], 120),
+        task=text(found.get("Integrator-Task", "-"), 80),
+        attempt=text(found.get("Integrator-Attempt", "-"), 80),
+        generation=text(found.get("Integrator-Generation", "-"), 20),
+        candidate=text(found.get(TRAILER_CANDIDATE, "-"))[:12],
+        landed_at=landed_at.isoformat(timespec="seconds"),
+        in_queue=duration(landed_at - queued) if queued else "-",
+        sid=sid or "-",
+    )

@@ -1,0 +1,170 @@
+"""A daemon world for tests: a canonical repository, a spool, real `integrator serve` runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pygit2
+import pytest
+
+from integrator.daemon.spool import VERDICT_FILE, Spool
+from integrator.documents.submission import Submission
+from integrator.documents.verdict import Verdict
+from integrator.repo.canonical import Canonical
+from integrator.repo.claims import Claims, IssueRequest
+from tests.canon import make_canon
+from tests.gitutil import git
+
+PYTHON = sys.executable
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 15.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+@dataclass
+class Served:
+    """A daemon process and its JSON-lines log."""
+
+    proc: subprocess.Popen[bytes]
+    log: Path
+
+    def events(self, name: str | None = None) -> list[dict[str, Any]]:
+        out = []
+        for line in self.log.read_text(errors="replace").splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if name is None or event.get("event") == name:
+                out.append(event)
+        return out
+
+    def wait_event(self, name: str, count: int = 1, timeout: float = 15.0) -> list[dict[str, Any]]:
+        def seen() -> list[dict[str, Any]] | None:
+            if self.proc.poll() is not None and len(self.events(name)) < count:
+                raise AssertionError(
+                    f"daemon exited {self.proc.returncode}: {self.log.read_text()}"
+                )
+            found = self.events(name)
+            return found if len(found) >= count else None
+
+        result: list[dict[str, Any]] = wait_until(seen, timeout, f"{count} {name} events")
+        return result
+
+    def signal(self, signum: int) -> None:
+        self.proc.send_signal(signum)
+
+    def wait(self, timeout: float = 15.0) -> int:
+        return self.proc.wait(timeout=timeout)
+
+
+@dataclass
+class World:
+    """A canonical repository, a spool, and helpers to make candidates and run the daemon."""
+
+    tmp: Path
+    repo: Path
+    spool: Spool
+    candidates: dict[str, str] = field(default_factory=dict)
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def canonical(self) -> Canonical:
+        return Canonical(self.repo)  # the real clock, like the daemon's
+
+    def candidate(self, task: str, files: dict[str, str] | None = None) -> tuple[bytes, str]:
+        """Issue a claim for `work/<task>/**` and commit a candidate on its base."""
+        with self.canonical() as canonical:
+            contract = Claims(canonical).issue(
+                IssueRequest(task_id=task, paths=(f"work/{task}/**",), lease=timedelta(hours=2))
+            )
+            repo = canonical.repo
+            base = canonical.commit(contract.base_commit)
+            index = pygit2.Index()
+            index.read_tree(base.tree)
+            for path, text in (files or {f"work/{task}/f.txt": f"{task}\n"}).items():
+                blob = repo.create_blob(text.encode())
+                index.add(pygit2.IndexEntry(path, blob, pygit2.enums.FileMode.BLOB))
+            tree = index.write_tree(repo)
+            sig = pygit2.Signature("agent", "agent@example.invalid", 1767225600, 0)
+            oid = str(repo.create_commit(None, sig, sig, f"work on {task}", tree, [base.id]))
+        self.candidates[task] = oid
+        return contract.to_json().encode(), oid
+
+    def submit(self, task: str, files: dict[str, str] | None = None) -> str:
+        data, oid = self.candidate(task, files)
+        return self.spool.submit(submission(json.loads(data), oid))
+
+    def serve(self, *args: str, env: dict[str, str] | None = None, name: str = "serve") -> Served:
+        log = self.tmp / f"{name}-{len(self.procs)}.log"
+        proc = subprocess.Popen(
+            [PYTHON, "-m", "integrator", "serve", "--repo", str(self.repo),
+             "--spool", str(self.spool.root), "--poll", "0.2", "--log-format", "json", *args],
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+        )  # fmt: skip
+        self.procs.append(proc)
+        return Served(proc, log)
+
+    def once(self, *args: str, env: dict[str, str] | None = None) -> Served:
+        served = self.serve("--once", *args, env=env, name="once")
+        served.wait(60)
+        return served
+
+    def landed(self) -> list[str]:
+        """Candidate ids in the order the queue took them (oldest first)."""
+        out = git(
+            "log", "--first-parent", "--reverse", "--format=%(trailers:key=Integrator-Candidate,valueonly)",
+            "refs/integrator/queue/main", cwd=self.repo,
+        )  # fmt: skip
+        return [line.strip() for line in out.splitlines() if line.strip()]
+
+    def verdict(self, folder: str, sid: str) -> Verdict:
+        return Verdict.model_validate_json(
+            (self.spool.folder(folder) / sid / VERDICT_FILE).read_bytes()
+        )
+
+    def config(self, text: str) -> Path:
+        path = self.tmp / "integrator.toml"
+        path.write_text(text)
+        return path
+
+
+def submission(contract: dict[str, Any], candidate: str) -> Submission:
+    return Submission.model_validate(
+        {
+            "schema": "integrator.submission.v1",
+            "contract": contract,
+            "candidate": candidate,
+            "submitter": {"user": "agent", "host": "test"},
+            "submittedAt": datetime.now(UTC),
+        }
+    )
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    canon = make_canon(tmp_path)
+    w = World(tmp_path, canon.path, Spool(tmp_path / "spool").ensure())
+    yield w
+    for proc in w.procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
