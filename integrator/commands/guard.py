@@ -17,8 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from integrator.commands._common import print_json, say
 from integrator.errors import EXIT_FENCED, EXIT_OK, UsageError
-from integrator.report.escape import visible
 
 # In a shared checkout (`task claim --in-place`) nothing is bound to the worktree; the
 # agent's environment names its task instead, and hooks inherit that environment.
@@ -146,13 +146,13 @@ def run(args: argparse.Namespace) -> int:
         coordinator=guard.coordinator_mode(os.environ),
     )
     if args.json:
-        print(json.dumps(decision.to_json(), indent=2, ensure_ascii=False))
+        print_json(decision.to_json())
     else:
         for verdict in decision.paths:
             mark = "allow" if verdict.allowed else "deny "
-            print(visible(f"{mark} {verdict.relative or verdict.given}: {verdict.reason}"))
+            say(f"{mark} {verdict.relative or verdict.given}: {verdict.reason}")
         if not decision.allowed:
-            print(visible(decision.reason), file=sys.stderr)
+            say(decision.reason, err=True)
     return EXIT_OK if decision.allowed else EXIT_FENCED
 
 
@@ -160,7 +160,7 @@ def run_hook(args: argparse.Namespace) -> int:
     try:
         data = sys.stdin.buffer.read()
     except Exception as err:  # fail closed: even an unreadable stdin blocks
-        print(f"integrator guard: cannot read the hook input: {err}", file=sys.stderr)
+        say(f"integrator guard: cannot read the hook input: {err}", err=True)
         return 2
     quick = _unmediated(data)
     if quick is not None:
@@ -202,11 +202,11 @@ def run_install(args: argparse.Namespace) -> int:
 
     installed = install(args.worktree, agents=_agents(args.agents) or list(AGENTS))
     for path in installed.written:
-        print(visible(str(path)))
+        say(str(path))
     for warning in installed.warnings:
-        print(visible(f"warning: {warning}"), file=sys.stderr)
+        say(f"warning: {warning}", err=True)
     for step in installed.next_steps:
-        print(visible(f"next: {step}"), file=sys.stderr)
+        say(f"next: {step}", err=True)
     return 0
 
 
@@ -221,39 +221,39 @@ def run_trust(args: argparse.Namespace) -> int:
     root = worktree_root(args.worktree)
     for agent in agents:
         if agent == "claude":
-            print(visible(f"claude: nothing to write. {TRUST_STEPS['claude']}"))
+            say(f"claude: nothing to write. {TRUST_STEPS['claude']}")
             continue
         plan = (codex_trust_plan if agent == "codex" else gemini_trust_plan)(root, os.environ)
         if not plan.changed:
-            print(visible(f"{agent}: {plan.path} already trusts this checkout; nothing to write"))
+            say(f"{agent}: {plan.path} already trusts this checkout; nothing to write")
             continue
         verb = "would write" if args.dry_run else "writing"
-        print(visible(f"{agent}: {verb} {plan.path}:"))
-        print(visible(plan.diff(), keep_newlines=True), end="")
+        say(f"{agent}: {verb} {plan.path}:")
+        say(plan.diff(), end="")
         if not args.dry_run:
             plan.write()
     return 0
 
 
 def run_doctor(args: argparse.Namespace) -> int:
-    from integrator.fleet.doctor import doctor, dumps, report_json
+    from integrator.fleet.doctor import doctor, report_json
     from integrator.fleet.workspace import worktree_root
 
     root = worktree_root(args.worktree)
     reports = doctor(root, os.environ, _agents(args.agents))
     document = report_json(root, reports)
     if args.json:
-        print(dumps(document))
+        print_json(document)
     else:
         for report in reports:
             state = "runs the guard" if report.ok else "will NOT run the guard"
             if not report.installed:
                 state += " (not installed)"
-            print(visible(f"{report.agent}: {state}"))
+            say(f"{report.agent}: {state}")
             for check in report.checks:
-                print(visible(f"  {'ok ' if check.ok else 'NO '} {check.name}: {check.detail}"))
+                say(f"  {'ok ' if check.ok else 'NO '} {check.name}: {check.detail}")
             for note in report.notes:
-                print(visible(f"  note: {note}"))
+                say(f"  note: {note}")
     return EXIT_OK if document["ok"] else EXIT_FENCED
 
 
@@ -265,12 +265,10 @@ def run_show(args: argparse.Namespace) -> int:
         args.worktree.resolve(), utcnow(), in_place_task=os.environ.get(TASK_ENV)
     )
     if args.json:
-        print(json.dumps(document, indent=2, ensure_ascii=False))
+        print_json(document)
     else:
-        print(visible(f"worktree {document['worktree']} (task {document['task'] or 'none'})"))
-        print(
-            visible("writable" if document["writable"] else f"NOT writable: {document['problem']}")
-        )
+        say(f"worktree {document['worktree']} (task {document['task'] or 'none'})")
+        say("writable" if document["writable"] else f"NOT writable: {document['problem']}")
         if document["contract"] is not None:
-            print(visible(json.dumps(document["contract"], indent=2), keep_newlines=True))
+            say(json.dumps(document["contract"], indent=2))
     return EXIT_OK

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
+from integrator.commands._common import say
 from integrator.errors import UsageError
 
 
@@ -75,6 +75,6 @@ def run(args: argparse.Namespace) -> int:
     serve_http(
         server,
         *bind,
-        announce=lambda url: print(f"mcp: listening on {url}", file=sys.stderr, flush=True),
+        announce=lambda url: say(f"mcp: listening on {url}", err=True),
     )
     return 0

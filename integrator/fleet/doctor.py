@@ -7,7 +7,6 @@ the same files the agents read and reports, per agent, every condition with its 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import sys
@@ -272,7 +271,3 @@ def report_json(root: Path, reports: Sequence[AgentReport]) -> dict[str, object]
         "ok": bool(reports) and all(r.ok for r in reports),
         "agents": [r.to_json() for r in reports],
     }
-
-
-def dumps(document: object) -> str:
-    return json.dumps(document, indent=2, ensure_ascii=False)

@@ -8,7 +8,7 @@ output (output schemas in `integrator.mcp.models`):
 | `claim_task` | `integrator task claim --json` |
 | `show_contract` | `integrator guard show --json` |
 | `check_paths` | `integrator guard --path P … --json` |
-| `request_expansion` | `integrator contract expand` with a request built from the bound contract |
+| `request_expansion` | `integrator contract request-expansion`, then `contract expand` |
 | `submit` | `integrator submit --json` (the bound contract, into the server's spool) |
 | `read_verdict` | `integrator submit --wait --json` for a submission id |
 | `ready_tasks` | `integrator plan .agents --json` |

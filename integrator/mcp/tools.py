@@ -12,9 +12,7 @@ file system) implements the same two methods and is passed to `AgentTools` inste
 
 from __future__ import annotations
 
-import hashlib
 import os
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -79,24 +77,6 @@ class SpoolTransport:
                     "the daemon running?)"
                 )
             time.sleep(0.1)
-
-
-def worktree_digests(root: Path, base: str) -> tuple[str, str]:
-    """`treeDigest` and `diffDigest` of an expansion request: SHA-256 of the id of the tree
-    the worktree holds now (tracked and untracked files, ignored ones left out), and of the
-    binary diff from the contract's base to that tree."""
-    with tempfile.TemporaryDirectory(prefix="integrator-index-") as scratch:
-        index = Path(scratch) / "index"
-        git.run_git(["read-tree", base], cwd=root, index_file=index)
-        git.run_git(["add", "-A", "--", "."], cwd=root, index_file=index)
-        tree = git.run_git(["write-tree"], cwd=root, index_file=index).stdout.decode().strip()
-    diff = git.run_git(
-        ["diff", "--binary", "--full-index", "--no-renames", "--no-color", base, tree], cwd=root
-    ).stdout
-    return (
-        "sha256:" + hashlib.sha256(tree.encode()).hexdigest(),
-        "sha256:" + hashlib.sha256(diff).hexdigest(),
-    )
 
 
 class AgentTools:
@@ -171,32 +151,21 @@ class AgentTools:
     def request_expansion(
         self, add_paths: Sequence[str], add_resources: Sequence[str], worktree: str | None
     ) -> Result:
-        """Build the expansion request from the bound contract and the worktree's state, and
-        hand it to the coordinator's operation (`contract expand`); a grant is bound here."""
-        from integrator.documents.expansion import ExpansionRequest
+        """`contract request-expansion` then `contract expand`: the request is built from the
+        bound contract and the workspace's whole state, and handed to the coordinator's
+        operation; a grant is bound to the worktree."""
+        from integrator.fleet.expansion import build_request
         from integrator.repo.canonical import Canonical
         from integrator.repo.expansions import Expansions
 
+        if not add_paths and not add_resources:
+            raise UsageError("name what to add: add_paths and/or add_resources")
         root = self.worktree(worktree)
         contract = bound_contract(root)
         if contract is None:
-            raise ConfigurationError(
-                f"no contract is bound to {root}; claim a task before asking to expand it"
-            )
-        tree, diff = worktree_digests(root, contract.base_commit)
+            raise UsageError(f"no contract is bound to {root}; claim a task first")
         try:
-            request = ExpansionRequest.model_validate(
-                {
-                    "schema": "integrator.expansion.v1",
-                    "taskId": contract.task_id,
-                    "contractDigest": contract.digest,
-                    "expectedGeneration": contract.ownership_generation,
-                    "treeDigest": tree,
-                    "diffDigest": diff,
-                    "addPaths": list(add_paths),
-                    "addResources": list(add_resources),
-                }
-            )
+            request = build_request(root, contract, add_paths, add_resources)
         except ValidationError as err:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()
