@@ -588,3 +588,12 @@ def test_calls_that_write_nothing_are_answered_without_the_contract_models(bound
     assert hook(plain, bound).stdout == b""
     read = hook(gemini("read_file", {"file_path": "docs/x.md"}, bound), bound)
     assert read.returncode == 0 and json.loads(read.stdout) == {}
+
+
+def test_an_oversized_hook_event_is_denied_unread(bound: Path) -> None:
+    """A tool call past the documented 16 MiB is denied before it is parsed."""
+    from integrator.fleet.events import MAX_EVENT_BYTES
+
+    big = codex_patch(f"{B}\n*** Add File: src/n.py\n" + "+x\n" * (MAX_EVENT_BYTES // 3) + E, bound)
+    answer, decision = guard.run_hook(big, cwd=bound, now=NOW)
+    assert not decision.allowed and "16 MiB" in decision.reason and answer.exit_code == 2

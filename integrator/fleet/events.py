@@ -33,6 +33,7 @@ READ_ONLY_TOOLS = frozenset(
     }
 )  # fmt: skip
 SHELL_TOOLS = frozenset({"Bash", "run_shell_command", "shell", "exec_command", "local_shell"})
+MAX_EVENT_BYTES = 16 << 20  # a tool call bigger than this is not read: denied
 SHELL_DIR_FIELDS = ("workdir", "dir_path", "directory")  # a shell tool's own working folder
 
 
@@ -129,6 +130,8 @@ def _shell_writes(script: str, cwd: Path, dialect: Dialect) -> tuple[Write, ...]
 
 
 def _event(data: bytes, default_cwd: Path) -> tuple[Dialect, str, dict[str, object], Path]:
+    if len(data) > MAX_EVENT_BYTES:
+        raise GuardInputError(f"hook input is larger than {MAX_EVENT_BYTES >> 20} MiB")
     try:
         event = json.loads(data)
     except (ValueError, UnicodeDecodeError) as err:
