@@ -165,7 +165,9 @@ class Daemon:
             self.log.warning(
                 "mirror.left_backlog", records=self.mirror.backlog.depth(), error=str(err)
             )
-        self.log.info("daemon.drained", decided=self.decided)
+        remote = self.canonical.remote
+        pushes = {"pushes": remote.pushes} if remote is not None else {}
+        self.log.info("daemon.drained", decided=self.decided, **pushes)
         return 0
 
     def _serve(self) -> None:
