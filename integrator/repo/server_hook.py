@@ -350,7 +350,7 @@ def _judge(  # noqa: PLR0911 — one return per rule
     if rule == "invalid":
         return verdict(False, f"not a ref name this server accepts: it {detail}")
     if integrator:
-        return verdict(True, f"{who} is an integrator")
+        return verdict(True, who)
     if update.ref in symrefs:
         return verdict(
             False,
@@ -408,7 +408,7 @@ def decide(
         who = f"pusher {visible(identity.name)!r} ({identity.source})"
         who += " is an allowed integrator" if allowed else " is not in integrator.hook.allow"
     if sig.valid:
-        who = "the signed push"
+        who = "the push is signed with this server's key"
     elif sig.present:
         who += f"; the {OPTION} option was not accepted: {sig.status}"
     integrator = (allowed or sig.valid) and not problems
