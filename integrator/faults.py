@@ -7,7 +7,11 @@ SIGSTOP (a pause another process can exploit, resumed with SIGCONT). Points:
 - `after-check`: the candidate passed the gate, nothing written yet;
 - `before-transaction`: staging and consumed-claim commits written, no ref touched;
 - `after-prepare`: the ref transaction is prepared (refs locked), not committed;
-- `after-commit`: the ref transaction committed, nothing reported yet.
+- `after-commit`: the ref transaction committed, nothing reported yet;
+- `after-push`: (remote mode) the server applied an atomic push, the mirror not yet moved;
+- `before-publish`: (intake) a verdict is filed in the spool, not yet published;
+- `before-claim-transaction`: a claim operation read the claims and wrote its commits,
+  no ref moved yet.
 
 Unset (the normal case), a point costs one dictionary lookup.
 """
@@ -19,7 +23,15 @@ import os
 import signal
 
 FAULT_ENV = "INTEGRATOR_FAULT"
-POINTS = ("after-check", "before-transaction", "after-prepare", "after-commit")
+POINTS = (
+    "after-check",
+    "before-transaction",
+    "after-prepare",
+    "after-commit",
+    "after-push",
+    "before-publish",
+    "before-claim-transaction",
+)
 _ACTIONS = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP}
 
 
