@@ -865,3 +865,45 @@ def test_sign_prints_an_option_the_check_accepts(
     assert integrator(*args, cwd=server, stdin=(update + "\n").encode(), env=env).returncode == 0
     replay = integrator(*args, cwd=server, stdin=(update + "\n").encode(), env=env)
     assert replay.returncode == 1 and "the signature was used before (a replay)" in replay.stderr
+
+
+def test_settings_in_the_environment_are_ignored(served: tuple[Path, Path, str]) -> None:
+    """The check reads the repository's own config file only: an allow-list smuggled in
+    through GIT_CONFIG_PARAMETERS or GIT_CONFIG_COUNT does not make the agent an integrator."""
+    server, _work, new = served
+    assert (
+        integrator(
+            "server-hook", "install", "--repo", str(server), "--allow", "i", cwd=server
+        ).returncode
+        == 0
+    )
+    main = git("rev-parse", "refs/heads/main", cwd=server)
+    data = f"{main} {new} refs/heads/main\n".encode()
+    env = {
+        "GIT_DIR": str(server),
+        "REMOTE_USER": "agent",
+        "GIT_CONFIG_PARAMETERS": "'integrator.hook.allow'='agent'",
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "integrator.hook.allow",
+        "GIT_CONFIG_VALUE_0": "agent",
+    }
+    proc = integrator("server-hook", "check", cwd=server, stdin=data, env=env)
+    assert (
+        proc.returncode == 1
+        and "pusher 'agent' (REMOTE_USER) is not in integrator.hook.allow" in proc.stderr
+    )
+
+
+def test_install_refuses_a_shared_hooks_folder(
+    served: tuple[Path, Path, str], tmp_path: Path
+) -> None:
+    """core.hooksPath pointing outside the repository (shared by others) needs --force."""
+    server, work, _ = served
+    shared = tmp_path / "shared-hooks"
+    git("config", "core.hooksPath", str(shared), cwd=server)
+    proc = integrator("server-hook", "install", "--repo", str(server), "--allow", "i", cwd=work)
+    assert proc.returncode == 2 and "core.hooksPath" in proc.stderr and not shared.exists()
+    forced = integrator(
+        "server-hook", "install", "--repo", str(server), "--allow", "i", "--force", cwd=work
+    )
+    assert forced.returncode == 0 and (shared / "pre-receive").exists()

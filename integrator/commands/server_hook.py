@@ -25,7 +25,13 @@ from integrator.commands._common import add_json, print_json, say
 from integrator.errors import EXIT_FENCED, EXIT_OK, ConfigurationError, IntegratorError, UsageError
 from integrator.repo import git
 from integrator.repo import server_hook_run as run
-from integrator.repo.server_hook import IDENTITY_CHOICES, Update, push_option, resolve_identity
+from integrator.repo.server_hook import (
+    IDENTITY_CHOICES,
+    MAX_INPUT_BYTES,
+    Update,
+    push_option,
+    resolve_identity,
+)
 
 MARKER = "# integrator server-hook"
 CHAINED = "pre-receive.chained"
@@ -187,7 +193,7 @@ def _merged(config: dict[str, list[str]], overrides: dict[str, list[str]]) -> di
 
 def run_check(args: argparse.Namespace) -> int:
     """Fail closed: anything that goes wrong refuses the push, saying why."""
-    data = sys.stdin.buffer.read()
+    data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)  # past the limit it is refused anyway
     env = dict(os.environ)
     prefix = ""
     try:

@@ -55,9 +55,19 @@ def load_key(path: str | Path) -> bytes:
 
 
 def read_config(git_dir: Path) -> dict[str, list[str]]:
-    """Every `integrator.*` setting of the repository (names lower-cased, as git reports)."""
+    """Every `integrator.*` setting in the repository's own config file (names lower-cased,
+    as git reports them). Only that file: not the server account's global config, and not
+    settings passed in the environment (GIT_CONFIG_PARAMETERS, GIT_CONFIG_COUNT)."""
     proc = git.run_git(
-        ["--git-dir", str(git_dir), "config", "--null", "--get-regexp", r"^integrator\."],
+        [
+            "--git-dir",
+            str(git_dir),
+            "config",
+            "--local",
+            "--null",
+            "--get-regexp",
+            r"^integrator\.",
+        ],
         cwd=git_dir,
         check=False,
     )
