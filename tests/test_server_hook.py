@@ -907,3 +907,44 @@ def test_install_refuses_a_shared_hooks_folder(
         "server-hook", "install", "--repo", str(server), "--allow", "i", "--force", cwd=work
     )
     assert forced.returncode == 0 and (shared / "pre-receive").exists()
+
+
+def test_a_symbolic_ref_on_the_server_is_not_a_way_round(
+    served: tuple[Path, Path, str], tmp_path: Path
+) -> None:
+    """Pushing to a branch that is a symbolic ref to main moves main (shown on an unguarded
+    copy); with the hook installed, an agent's push to it is refused and main stays."""
+    server, work, new = served
+    git("symbolic-ref", "refs/heads/latest", "refs/heads/main", cwd=server)
+    unguarded = tmp_path / "unguarded.git"
+    git("clone", "-q", "--mirror", str(server), str(unguarded), cwd=tmp_path)
+    git("symbolic-ref", "refs/heads/latest", "refs/heads/main", cwd=unguarded)
+    assert push(work, unguarded, f"{new}:refs/heads/latest").returncode == 0
+    assert git("rev-parse", "refs/heads/main", cwd=unguarded) == new
+    assert (
+        integrator(
+            "server-hook", "install", "--repo", str(server), "--allow", "i", cwd=work
+        ).returncode
+        == 0
+    )
+    main = git("rev-parse", "refs/heads/main", cwd=server)
+    refused = push(work, server, f"{new}:refs/heads/latest")
+    assert refused.returncode == 1
+    assert (
+        "refused refs/heads/latest: is a symbolic ref on the server (to refs/heads/main)"
+        in refused.stderr
+    )
+    assert git("rev-parse", "refs/heads/main", cwd=server) == main
+
+
+def test_symbolic_refs_are_found_for_few_and_for_many_pushed_names(tmp_path: Path) -> None:
+    """The server's symbolic refs are looked up by name for small pushes and listed whole
+    for large ones; both find the same link and nothing else."""
+    repo = make_repo(tmp_path / "srv.git", bare=True)
+    commit_files(repo, {"a": "1\n"}, "one", parent=None, ref="refs/heads/main")
+    git("symbolic-ref", "refs/heads/latest", "refs/heads/main", cwd=repo)
+    few = ["refs/heads/latest", "refs/heads/main", "refs/heads/late"]
+    many = few + [f"refs/heads/agent/{i}" for i in range(run.SYMREF_PATTERNS)]
+    expected = {"refs/heads/latest": "refs/heads/main"}
+    assert run.server_symrefs(repo, few) == run.server_symrefs(repo, many) == expected
+    assert run.server_symrefs(repo, ["refs/heads/main"]) == {}

@@ -25,6 +25,7 @@ from integrator.repo.server_hook import (
     HookVerdict,
     Settings,
     decide,
+    parse_updates,
     push_options,
 )
 
@@ -35,6 +36,7 @@ CONFIG_MAX_AGE = "integrator.hook.maxAge"
 CONFIG_REQUIRE_IDENTITY = "integrator.hook.requireIdentity"
 CONFIG_TARGET = "integrator.target"
 NONCE_FOLDER = "integrator-hook"
+SYMREF_PATTERNS = 200  # pushes naming more refs list every symbolic ref instead
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0", ""}
 
@@ -118,14 +120,18 @@ def settings_from_config(config: Mapping[str, Sequence[str]]) -> Settings:
     )
 
 
-def server_symrefs(git_dir: Path) -> dict[str, str]:
-    """The server's symbolic refs (pushing to one moves the ref it points at)."""
+def server_symrefs(git_dir: Path, names: Sequence[str] | None = None) -> dict[str, str]:
+    """The server's symbolic refs (pushing to one moves the ref it points at): among `names`
+    when given (at most `SYMREF_PATTERNS` of them, else every ref is listed)."""
     fmt = "%(if)%(symref)%(then)%(refname)%00%(symref)%(end)"
-    proc = git.run_git(["--git-dir", str(git_dir), "for-each-ref", f"--format={fmt}"], cwd=git_dir)
+    patterns = list(names) if names is not None and len(names) <= SYMREF_PATTERNS else []
+    args = ["--git-dir", str(git_dir), "for-each-ref", f"--format={fmt}", "--", *patterns]
+    proc = git.run_git(args, cwd=git_dir)
     pairs = (line.split(b"\0", 1) for line in proc.stdout.split(b"\n") if b"\0" in line)
-    return {
+    found = {
         n.decode("utf-8", "surrogateescape"): t.decode("utf-8", "surrogateescape") for n, t in pairs
     }
+    return {n: t for n, t in found.items() if not patterns or n in patterns}
 
 
 class NonceStore:
@@ -186,7 +192,8 @@ def run_check(
         import pwd
 
         unix_user = pwd.getpwuid(os.geteuid()).pw_name
-    symrefs = server_symrefs(git_dir)
+    updates, _problems = parse_updates(data)
+    symrefs = server_symrefs(git_dir, [u.ref for u in updates if not ref_problem(u.ref)])
     signed = settings.key is not None and any(o.startswith(f"{OPTION}=") for o in push_options(env))
     if not signed:
         return decide(
