@@ -91,11 +91,16 @@ def register(sub: Any) -> None:
         "--python",
         default=sys.executable,
         metavar="PATH",
-        help="the Python with integrator installed that the hook runs (default: this one)",
+        help="the Python the hook runs, isolated (-I), so integrator must be installed in it "
+        "(default: this one)",
     )
     how = install.add_mutually_exclusive_group()
     how.add_argument("--chain", action="store_true", help="keep a foreign hook, run it after")
-    how.add_argument("--force", action="store_true", help="replace a foreign hook")
+    how.add_argument(
+        "--force",
+        action="store_true",
+        help="replace a foreign hook; install into a core.hooksPath other repositories share",
+    )
     add_json(install)
     install.set_defaults(func=run_install)
 
@@ -148,7 +153,10 @@ def _add_settings(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--key-file", type=Path, metavar="F", help="the shared HMAC key")
     parser.add_argument(
-        "--target", action="append", metavar="BRANCH", help="the target branch (default: main)"
+        "--target",
+        action="append",
+        metavar="BRANCH",
+        help="a protected target branch (default: integrator.target, else HEAD's branch, else main)",
     )
     parser.add_argument(
         "--identity-from",
