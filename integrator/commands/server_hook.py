@@ -156,7 +156,7 @@ def _add_settings(parser: argparse.ArgumentParser) -> None:
         "--target",
         action="append",
         metavar="BRANCH",
-        help="a protected target branch (default: integrator.target, else HEAD's branch, else main)",
+        help="a protected target branch (default: integrator.target; install records HEAD's branch when it is unset)",
     )
     parser.add_argument(
         "--identity-from",
