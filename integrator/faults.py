@@ -7,7 +7,9 @@ SIGSTOP (a pause another process can exploit, resumed with SIGCONT). Points:
 - `after-check`: the candidate passed the gate, nothing written yet;
 - `before-transaction`: staging and consumed-claim commits written, no ref touched;
 - `after-prepare`: the ref transaction is prepared (refs locked), not committed;
-- `after-commit`: the ref transaction committed, nothing reported yet.
+- `after-commit`: the ref transaction committed, nothing reported yet;
+- `archive-before-transaction`: `integrator refs archive` wrote a batch's archive commits,
+  no ref touched (neither the archive ref nor the records it folds in).
 
 Unset (the normal case), a point costs one dictionary lookup.
 """
@@ -19,7 +21,13 @@ import os
 import signal
 
 FAULT_ENV = "INTEGRATOR_FAULT"
-POINTS = ("after-check", "before-transaction", "after-prepare", "after-commit")
+POINTS = (
+    "after-check",
+    "before-transaction",
+    "after-prepare",
+    "after-commit",
+    "archive-before-transaction",
+)
 _ACTIONS = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP}
 
 

@@ -49,6 +49,7 @@ from integrator.errors import (
 from integrator.fence.limits import REASON_CHARS
 from integrator.files import atomic_write
 from integrator.repo import git, transaction
+from integrator.repo.archive_index import record_tip
 from integrator.repo.canonical import Canonical, signature
 from integrator.repo.expansions import ExpansionEntry, expansions
 from integrator.repo.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
@@ -177,7 +178,7 @@ def hold_op(
 
 def history(canonical: Canonical, sid: str) -> list[tuple[str, ReviewAction]]:
     """(commit, action) of a held or archived candidate's records, oldest first."""
-    oid = canonical.ref(held_ref(sid)) or canonical.ref(archived_ref(sid))
+    oid = canonical.ref(held_ref(sid)) or record_tip(canonical, "archived", sid)
     out: list[tuple[str, ReviewAction]] = []
     while oid:
         try:
