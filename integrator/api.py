@@ -116,6 +116,7 @@ def gate(
     rules only.
     """
     with Canonical(repo) as canonical:
+        canonical.refresh()
         override = None
         if policy is not None:
             override = PolicyState(policy, 0, "")

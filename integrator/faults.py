@@ -8,6 +8,10 @@ SIGSTOP (a pause another process can exploit, resumed with SIGCONT). Points:
 - `before-transaction`: staging and consumed-claim commits written, no ref touched;
 - `after-prepare`: the ref transaction is prepared (refs locked), not committed;
 - `after-commit`: the ref transaction committed, nothing reported yet;
+- `after-push`: (remote mode) the server applied an atomic push, the mirror not yet moved;
+- `before-publish`: (intake) a verdict is filed in the spool, not yet published;
+- `before-claim-transaction`: a claim operation read the claims and wrote its commits,
+  no ref moved yet;
 - `archive-before-transaction`: `integrator refs archive` wrote a batch's archive commits,
   no ref touched (neither the archive ref nor the records it folds in).
 
@@ -26,6 +30,9 @@ POINTS = (
     "before-transaction",
     "after-prepare",
     "after-commit",
+    "after-push",
+    "before-publish",
+    "before-claim-transaction",
     "archive-before-transaction",
 )
 _ACTIONS = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP}

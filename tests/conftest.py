@@ -7,8 +7,11 @@ import pytest
 
 from tests.daemon_world import world
 from tests.gitutil import GIT_ENV
+from tests.remote_world import remote
 
-__all__ = ["world"]  # a fixture for every module: a canonical repository, a spool, serve
+# Fixtures for every module: a canonical repository with a spool (world), and a canonical
+# repository with an intake on a real git daemon (remote).
+__all__ = ["remote", "world"]
 
 
 @pytest.fixture(autouse=True)

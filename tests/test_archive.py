@@ -18,7 +18,7 @@ import pytest
 
 from integrator.cli import main
 from integrator.commands import refs as refs_command
-from integrator.daemon import review
+from integrator.daemon import held as review
 from integrator.daemon.loop import Daemon
 from integrator.daemon.mirror import for_spool
 from integrator.daemon.settings import Settings

@@ -391,6 +391,7 @@ def test_unsynced_updater_creates_refs_and_refuses_deletions(canon: Canon) -> No
     assert head is not None
     with Canonical(canon.path) as canonical:
         bulk = canonical.bulk_updater
+        assert isinstance(bulk, transaction.RefUpdater)
         bulk.apply([transaction.update("refs/integrator/held/one", head, None)])
         proc = bulk._proc
         assert proc is not None

@@ -28,9 +28,9 @@ from typing import Any
 import pytest
 
 from integrator.cli import main
+from integrator.daemon.held import archived_ref, held_ref, history
 from integrator.daemon.loop import Daemon
 from integrator.daemon.mirror import for_spool
-from integrator.daemon.review import archived_ref, held_ref, history
 from integrator.daemon.settings import Settings
 from integrator.daemon.spool import Spool
 from integrator.documents.contract import OwnershipContract

@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from integrator.daemon.review import FileDiff, Held, ReviewAction
+from integrator.daemon.held import ReviewAction
+from integrator.daemon.review import FileDiff, Held
 from integrator.documents.submission import Submission
 from integrator.documents.verdict import Code, Decision, Verdict, Violation
 from integrator.errors import ConfigurationError, UsageError

@@ -106,6 +106,7 @@ def _emit(args: argparse.Namespace, evaluation: Evaluation, worktree: str | None
 def run_gate(args: argparse.Namespace) -> int:
     data = read_input(args.contract)
     with Canonical(args.repo) as canonical:
+        canonical.refresh()
         override = None
         if args.policy is not None:
             policy = load_policy_file(args.policy)

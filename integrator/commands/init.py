@@ -9,7 +9,7 @@ from typing import Any
 from integrator.commands._common import add_json, add_repo, print_json, say
 from integrator.errors import ConfigurationError
 from integrator.repo.canonical import Canonical
-from integrator.repo.prepare import prepare
+from integrator.repo.prepare import prepare, prepare_remote
 
 
 def register(sub: Any) -> None:
@@ -20,12 +20,20 @@ def register(sub: Any) -> None:
             "Prepare a canonical repository, bare or not: create the queue ref "
             "refs/integrator/queue/<target> at the target's head, the policy ref "
             "refs/integrator/policy (default or --policy FILE), and durable git settings "
-            "(core.fsync covering refs and objects). Running it again changes nothing."
+            "(core.fsync covering refs and objects). Running it again changes nothing. "
+            "With --remote URL the canonical repository is on a git server: --repo names a "
+            "local bare mirror (created when missing, only a cache), and the refs are "
+            "created on the server in one atomic push."
         ),
     )
     add_repo(parser)
     parser.add_argument("--target", help="the canonical branch (default: HEAD's branch, or main)")
     parser.add_argument("--policy", type=Path, help="policy TOML for a new policy ref")
+    parser.add_argument(
+        "--remote",
+        metavar="URL",
+        help="the canonical repository's git URL (any URL git can push to with --atomic)",
+    )
     add_json(parser)
     parser.set_defaults(func=run)
 
@@ -37,7 +45,12 @@ def run(args: argparse.Namespace) -> int:
             policy_text = args.policy.read_text("utf-8")
         except OSError as err:
             raise ConfigurationError(f"cannot read policy {args.policy}: {err.strerror}") from err
-    prepared = prepare(args.repo, target=args.target, policy_text=policy_text)
+    if args.remote:
+        prepared = prepare_remote(
+            args.repo, args.remote, target=args.target, policy_text=policy_text
+        )
+    else:
+        prepared = prepare(args.repo, target=args.target, policy_text=policy_text)
     with Canonical(args.repo) as canonical:
         state = canonical.policy_state()
     actions = list(prepared.actions) or ["nothing to do: already initialized"]
@@ -45,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
         print_json(
             {
                 "repo": str(Path(args.repo).resolve()),
+                "remote": args.remote,
                 "target": prepared.target,
                 "queueRef": prepared.queue_ref,
                 "policyGeneration": state.generation,

@@ -206,7 +206,7 @@ def _chain(
     """The record's commits, newest first: first parents, except that a review chain's
     first record has the candidate as its parent, so its records are followed instead."""
     if kind == "archived":
-        from integrator.daemon.review import history
+        from integrator.daemon.held import history
 
         oids = [c for c, _ in reversed(history(canonical, name))][:limit]
     else:

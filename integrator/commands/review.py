@@ -12,17 +12,9 @@ from typing import Any
 
 from integrator.commands._common import print_json, read_input, say
 from integrator.daemon import logs
+from integrator.daemon.held import ReviewAction, history
 from integrator.daemon.mirror import for_spool
-from integrator.daemon.review import (
-    FileDiff,
-    Held,
-    Review,
-    ReviewAction,
-    default_actor,
-    expansion_lines,
-    history,
-    pending,
-)
+from integrator.daemon.review import FileDiff, Held, Review, default_actor, expansion_lines, pending
 from integrator.daemon.spool import Spool
 from integrator.documents.verdict import Verdict
 from integrator.errors import EXIT_OK, UsageError

@@ -11,6 +11,7 @@ import structlog
 
 from integrator.daemon import logs
 from integrator.daemon.health import Check, HealthServer, Metrics, repository_check
+from integrator.daemon.intake import Intake
 from integrator.daemon.loop import Daemon
 from integrator.daemon.mirror import Mirror, for_spool
 from integrator.daemon.notify import Notifier
@@ -48,6 +49,12 @@ def register(sub: Any) -> None:
     )
     parser.add_argument("--config", type=Path, metavar="FILE", help="TOML with a [serve] table")
     parser.add_argument(
+        "--intake",
+        metavar="URL",
+        help="also decide submissions pushed to this git repository "
+        "(refs/integrator/submit/*), publishing verdicts there (polled every --poll, default 1 s)",
+    )
+    parser.add_argument(
         "--log-format", choices=("auto", "json", "console"), default="auto", help="default auto"
     )
     parser.set_defaults(func=run)
@@ -60,6 +67,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         if args.poll <= 0:
             raise ConfigurationError("--poll must be positive")
         settings = replace(settings, poll=args.poll)
+    elif getattr(args, "intake", None) and args.config is None:
+        settings = replace(settings, poll=1.0)
     if args.no_watch:
         settings = replace(settings, watch=False)
     return settings
@@ -71,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     log = structlog.get_logger("integrator.serve")
     spool = Spool(args.spool).ensure()
     canonical = Canonical(args.repo)
+    canonical.refresh()
     if not canonical.initialized:
         raise ConfigurationError(
             f"{args.repo} is not prepared; run `integrator init --repo {args.repo}`"
@@ -98,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
         metrics=metrics,
         notifier=Notifier(),
         reload=reload,
+        intake=Intake(canonical, spool, args.intake) if args.intake else None,
     )
     daemon.install_signal_handlers()
     server: HealthServer | None = None

@@ -14,10 +14,18 @@ from typing import Any
 
 from integrator.commands._common import print_json, read_input, say
 from integrator.daemon.bundles import create_bundle
-from integrator.daemon.spool import BUNDLE_FILE, DECIDED, REJECTION_FILE, VERDICT_FILE, Spool
+from integrator.daemon.spool import (
+    BUNDLE_FILE,
+    DECIDED,
+    REJECTION_FILE,
+    VERDICT_FILE,
+    Spool,
+    new_id,
+)
 from integrator.documents.contract import parse_contract
 from integrator.documents.submission import Submission, Submitter
-from integrator.errors import EXIT_USAGE, InfrastructureError
+from integrator.errors import EXIT_USAGE, InfrastructureError, UsageError
+from integrator.fleet import intake
 from integrator.repo import git
 
 # Where the daemon files a decided submission (archived/ is a later review step).
@@ -31,9 +39,18 @@ def register(sub: Any) -> None:
         description="Write one submission (contract, candidate commit, submitter, time) into "
         "the spool, Maildir-style (tmp/, fsync, rename into new/). Agents whose clone shares "
         "the canonical object store (worktrees) send the commit id; agents on other clones "
-        "add --bundle to ship the commits as a git bundle. Prints the submission id.",
+        "add --bundle to ship the commits as a git bundle. Agents on other machines use "
+        "--intake URL instead: one push carries the candidate and the submission to "
+        "refs/integrator/submit/<task>/<id>, and `integrator status` reads the verdict. "
+        "Prints the submission id.",
     )
-    parser.add_argument("--spool", required=True, type=Path, metavar="DIR", help="the spool")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--spool", type=Path, metavar="DIR", help="the daemon's spool folder")
+    where.add_argument(
+        "--intake",
+        metavar="URL",
+        help="a git repository the daemons serve (push to refs/integrator/submit/...)",
+    )
     parser.add_argument(
         "--contract", required=True, metavar="FILE", help="contract JSON, - for stdin"
     )
@@ -70,6 +87,8 @@ def run(args: argparse.Namespace) -> int:
     document = json.loads(data)
     repo_path = Path(args.repo).resolve()
     candidate = git.rev_parse_commit(repo_path, args.candidate)
+    if args.intake:
+        return _to_intake(args, contract.task_id, document, repo_path, candidate)
     spool = Spool(args.spool)
     now = datetime.now(UTC)
     with spool.draft(now) as draft:
@@ -97,6 +116,57 @@ def run(args: argparse.Namespace) -> int:
     return wait_for(spool, sid, args.wait, as_json=args.json)
 
 
+def _to_intake(
+    args: argparse.Namespace,
+    task_id: str,
+    document: dict[str, Any],
+    repo_path: Path,
+    candidate: str,
+) -> int:
+    if args.bundle:
+        raise UsageError("--bundle is for a spool; a push to the intake carries the objects")
+    now = datetime.now(UTC)
+    sid = new_id(now)
+    submission = Submission.model_validate(
+        {
+            "schema": "integrator.submission.v1",
+            "contract": document,
+            "candidate": candidate,
+            "submitter": submitter(repo_path),
+            "submittedAt": now,
+        }
+    )
+    message = f"submission {sid} of task {task_id}\n"
+    commit = intake.submission_commit(
+        repo_path, submission.to_json().encode() + b"\n", candidate, message
+    )
+    intake.push_submission(args.intake, repo_path, task_id, sid, commit)
+    if args.wait is None:
+        if args.json:
+            print_json({"submission": sid, "candidate": candidate, "intake": args.intake})
+        else:
+            say(sid)
+        return 0
+    return wait_intake(args.intake, repo_path, sid, args.wait, as_json=args.json)
+
+
+def wait_intake(url: str, repo: Path, sid: str, timeout: float, *, as_json: bool) -> int:
+    """Poll the intake until a verdict for `sid` is published; print it, return its code."""
+    deadline = time.monotonic() + timeout
+    delay = 0.1
+    while True:
+        found = intake.find_verdict(url, repo, sid)
+        if found is not None:
+            return report_document(sid, found.rejected, found.document, as_json=as_json)
+        if time.monotonic() >= deadline:
+            raise InfrastructureError(
+                f"no verdict for {sid} on {url} within {timeout:g} s; it is still queued (is "
+                "a daemon serving the intake?)"
+            )
+        time.sleep(delay)
+        delay = min(delay * 1.5, 1.0)
+
+
 def wait_for(spool: Spool, sid: str, timeout: float, *, as_json: bool) -> int:
     """Poll until the daemon files `sid`; print its verdict and return its exit code."""
     deadline = time.monotonic() + timeout
@@ -116,8 +186,19 @@ def wait_for(spool: Spool, sid: str, timeout: float, *, as_json: bool) -> int:
 
 
 def _report(sid: str, folder: str, path: Path, *, as_json: bool) -> int:
-    if folder == "rejected":
-        doc = json.loads((path / REJECTION_FILE).read_bytes())
+    rejected = folder == "rejected"
+    name = REJECTION_FILE if rejected else VERDICT_FILE
+    return report_document(
+        sid, rejected, (path / name).read_bytes(), as_json=as_json, folder=folder
+    )
+
+
+def report_document(
+    sid: str, rejected: bool, document: bytes, *, as_json: bool, folder: str | None = None
+) -> int:
+    """Print a filed verdict (or rejection) and return the exit code it stands for."""
+    if rejected:
+        doc = json.loads(document)
         if as_json:
             print_json(doc)
         else:
@@ -127,9 +208,12 @@ def _report(sid: str, folder: str, path: Path, *, as_json: bool) -> int:
         Verdict,  # only when waiting: keeps submit's start-up short
     )
 
-    verdict = Verdict.model_validate_json((path / VERDICT_FILE).read_bytes())
+    verdict = Verdict.model_validate_json(document)
     if as_json:
-        print_json({"submission": sid, "folder": folder, "verdict": verdict.wire()})
+        shown: dict[str, Any] = {"submission": sid, "verdict": verdict.wire()}
+        if folder is not None:
+            shown["folder"] = folder
+        print_json(shown)
     else:
         codes = ", ".join(dict.fromkeys(v.code.value for v in verdict.violations))
         say(f"{sid} {verdict.decision.value}" + (f" ({codes})" if codes else ""))

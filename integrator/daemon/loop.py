@@ -28,10 +28,11 @@ import watchfiles
 
 from integrator.daemon.bundles import import_bundle, quarantine_prefix
 from integrator.daemon.health import Metrics
+from integrator.daemon.held import hold_op
+from integrator.daemon.intake import Intake, Pending
 from integrator.daemon.mirror import Mirror, MirrorWorker
 from integrator.daemon.notify import Notifier
 from integrator.daemon.records import codes_of, decision_record
-from integrator.daemon.review import hold_op
 from integrator.daemon.settings import Settings
 from integrator.daemon.spool import (
     REJECTION_FILE,
@@ -112,6 +113,7 @@ class Daemon:
         metrics: Metrics | None = None,
         notifier: Notifier | None = None,
         reload: Callable[[], Settings] | None = None,
+        intake: Intake | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.spool = spool
@@ -122,6 +124,7 @@ class Daemon:
         self.metrics = metrics or Metrics()
         self.notifier = notifier or Notifier({})
         self.reload = reload
+        self.intake = intake
         self.clock = clock
         self.log = structlog.get_logger("integrator.daemon")
         self.decided = 0
@@ -217,8 +220,13 @@ class Daemon:
             self._wait(min(timeout, watchdog) if watchdog else timeout)
 
     def drain(self, *, only_work: bool = False) -> int:
-        """Decide everything in `work/` (then `new/`), in id order; returns how many."""
+        """Decide everything in `work/` (then `new/`), in id order; returns how many.
+
+        With an intake, its new submissions are taken into `new/` first, and the verdicts
+        of those decided are published after every batch.
+        """
         total = 0
+        pending = self._intake_take() if not only_work else []
         while not self._stopping:
             names = [("work", n) for n in self.spool.entries("work")]
             if not only_work:
@@ -227,6 +235,8 @@ class Daemon:
                 break
             done, error = self._batch(names)
             total += done
+            if pending:
+                self._intake_publish(pending)
             if self._watchdog:
                 self.notifier.watchdog()  # a long drain is progress, not a hang
             if error is not None:
@@ -237,7 +247,30 @@ class Daemon:
                 break
             self.last_error = None
             self._backoff = 0.0
+        if pending:
+            self._intake_publish(pending)  # decided by an earlier run
         return total
+
+    def _intake_take(self) -> list[Pending]:
+        """The intake's submissions (its trouble is logged: the spool goes on regardless)."""
+        if self.intake is None:
+            return []
+        try:
+            pending = self.intake.fetch()
+            taken = self.intake.take(pending)
+        except IntegratorError as err:
+            self.log.warning("intake.unavailable", error=str(err))
+            return []
+        if taken:
+            self.log.info("intake.taken", submissions=taken, waiting=len(pending))
+        return pending
+
+    def _intake_publish(self, pending: list[Pending]) -> None:
+        assert self.intake is not None
+        try:
+            self.intake.publish(pending)
+        except IntegratorError as err:
+            self.log.warning("intake.unavailable", error=str(err))
 
     def _batch(self, names: list[tuple[str, str]]) -> tuple[int, IntegratorError | None]:
         """Claim up to a batch, integrate it in one `integrate_many`, commit the outcomes."""
@@ -401,18 +434,20 @@ class Daemon:
         """
         repo = self.canonical.repo
         holds = [op for op in ops if op.verb != "delete"]
-        deletions = [op for op in ops if op.verb == "delete"]
+        deletions = [op for op in ops if op.verb == "delete"]  # quarantine: this repo's own
         durable = git.durable(repo)
         if holds:
             if durable:
                 git.sync_objects(repo)  # records on disk before refs name them
-            if durable and git.HAS_SYNCFS:
+            if self.canonical.remote is not None:
+                self.canonical.remote.apply(holds)  # held records live on the server
+            elif durable and git.HAS_SYNCFS:
                 self.canonical.bulk_updater.apply(holds)
                 git.sync_refs(repo)
             else:
                 self.canonical.updater.apply(holds)
         if deletions:
-            self.canonical.updater.apply(deletions)
+            self.canonical.local_updater.apply(deletions)
 
     def _summary(self, o: Outcome) -> None:
         """The one event per decision: everything a person or a shipper needs to find it."""

@@ -1,11 +1,7 @@
 """Held candidates and the release manager's review: list, show, approve, reject.
 
-A FENCED or REVIEW candidate is kept alive by `refs/integrator/held/<submission>`, which
-points at a chain of *record* commits: each holds `action.json` (what was done, by whom,
-why), `verdict.json` and `submission.json`, has the previous record (if any) as its first
-parent and the candidate as its last parent. So `git log` of the ref is the review history
-and the candidate's objects cannot be pruned while it waits. Once a review ends (accepted
-on approval, or rejected) the chain moves to `refs/integrator/archived/<submission>`.
+The held candidates are the spool's `fenced/` and `review/` folders; their records in git
+(`refs/integrator/held/<submission>`, the review history) are `integrator.daemon.held`.
 
 Approval never bypasses the fence: it runs the candidate through `integrate` again under
 the contract the coordinator re-issued or expanded, and reports that verdict.
@@ -20,12 +16,19 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal, Protocol
+from typing import Protocol
 
 import pygit2
 import structlog
-from pydantic import Field, ValidationError
+from pydantic import ValidationError
 
+from integrator.daemon.held import (
+    Action,
+    ReviewAction,
+    archived_ref,
+    held_ref,
+    write_record,
+)
 from integrator.daemon.mirror import Mirror
 from integrator.daemon.records import codes_of, review_record
 from integrator.daemon.spool import (
@@ -37,9 +40,8 @@ from integrator.daemon.spool import (
     submitted,
 )
 from integrator.daemon.submitted import read_at_most_path, read_submitted
-from integrator.documents.contract import Model
 from integrator.documents.submission import Submission
-from integrator.documents.verdict import Code, Decision, Verdict, Violation
+from integrator.documents.verdict import Decision, Verdict, Violation
 from integrator.errors import (
     ConfigurationError,
     InfrastructureError,
@@ -49,146 +51,15 @@ from integrator.errors import (
 from integrator.fence.limits import REASON_CHARS
 from integrator.files import atomic_write
 from integrator.repo import git, transaction
-from integrator.repo.archive_index import record_tip
-from integrator.repo.canonical import Canonical, signature
+from integrator.repo.canonical import Canonical
 from integrator.repo.expansions import ExpansionEntry, expansions
-from integrator.repo.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 
 log = structlog.get_logger("integrator.review")
 
-ARCHIVED_PREFIX = "refs/integrator/archived/"
 REVIEW_FILE = "review.json"
 REVIEW_LOCK = "review.lock"
 VERDICT_LIMIT = 16 << 20  # a verdict the daemon wrote; a bigger one is damage
 HELD_FOLDERS = ("fenced", "review")
-
-Action = Literal["hold", "approve", "reject"]
-
-
-class ReviewAction(Model):
-    """`integrator.review-action.v1`: one entry of a held candidate's history."""
-
-    schema_: Literal["integrator.review-action.v1"] = Field(
-        default="integrator.review-action.v1", alias="schema"
-    )
-    submission: str
-    action: Action
-    actor: str
-    at: datetime
-    reason: str | None = None
-    decision: Decision | None = None
-    codes: list[str] = Field(default_factory=list)
-    contract_digest: str | None = None
-    previous: str | None = None
-
-
-def held_ref(sid: str) -> str:
-    return f"{git.HELD_PREFIX}{sid}"
-
-
-def archived_ref(sid: str) -> str:
-    return f"{ARCHIVED_PREFIX}{sid}"
-
-
-def _is_commit(repo: pygit2.Repository, oid: str) -> bool:
-    try:
-        return repo.odb.read_header(oid)[0] == pygit2.enums.ObjectType.COMMIT
-    except (KeyError, ValueError, pygit2.GitError):  # absent, or not an object id
-        return False
-
-
-def write_record(
-    repo: pygit2.Repository,
-    action: ReviewAction,
-    verdict: Verdict | None,
-    submission: bytes,
-    candidate: str | None,
-    *,
-    objects: ObjectBuffer | None = None,
-) -> str:
-    """Write (objects only, no ref) the record commit for `action`.
-
-    With `objects` the record stays pending there (the daemon writes a batch's records as
-    one pack); otherwise it is written at once.
-    """
-    buffer = objects if objects is not None else ObjectBuffer(repo)
-    files = {
-        b"action.json": (b"100644", buffer.add("blob", action.to_json().encode() + b"\n")),
-        SUBMISSION_FILE.encode(): (b"100644", buffer.add("blob", submission)),
-    }
-    if verdict is not None:
-        verdict_blob = buffer.add("blob", verdict.to_json().encode() + b"\n")
-        files[VERDICT_FILE.encode()] = (b"100644", verdict_blob)
-    tree = buffer.add("tree", tree_bytes(files))
-    parents = [bytes.fromhex(action.previous)] if action.previous else []
-    if candidate and _is_commit(repo, candidate):
-        # The candidate as the record's last parent keeps its objects alive; anything but
-        # a commit there (a submission may name a blob) would break fsck, gc and clones.
-        parents.append(bytes.fromhex(candidate))
-    outcome = f"{action.decision.value} {' '.join(action.codes)}".strip() if action.decision else ""
-    message = f"{action.action} {action.submission}: {outcome or action.reason or ''}".rstrip()
-    message += "\n\n"
-    if action.reason:
-        message += f"{action.reason}\n\n"
-    message += f"Integrator-Submission: {action.submission}\nIntegrator-Review-Action: "
-    message += f"{action.action}\nIntegrator-Actor: {action.actor}\n"
-    if candidate:
-        message += f"Integrator-Candidate: {candidate}\n"
-    sig = signature(action.at)
-    commit = buffer.add("commit", commit_bytes(tree, parents, sig, sig, message)).hex()
-    if objects is None:
-        flush_loose(buffer)
-    return commit
-
-
-def hold_op(
-    canonical: Canonical,
-    sid: str,
-    verdict: Verdict,
-    submission: bytes,
-    now: datetime,
-    *,
-    objects: ObjectBuffer | None = None,
-) -> transaction.RefOp:
-    """The ref update that holds a FENCED/REVIEW candidate (appends when already held)."""
-    old = canonical.ref(held_ref(sid))
-    action = ReviewAction(
-        submission=sid,
-        action="hold",
-        actor="integrator",
-        at=now,
-        decision=verdict.decision,
-        codes=codes_of(verdict),
-        contract_digest=verdict.contract_digest,
-        previous=old,
-    )
-    # A candidate fenced for unsafe names or malformed trees is recorded, not kept
-    # reachable: objects git fsck rejects would break every clone that checks transfers.
-    unsafe = any(v.code is Code.UNSAFE_PATH for v in verdict.violations)
-    commit = write_record(
-        canonical.repo,
-        action,
-        verdict,
-        submission,
-        None if unsafe else verdict.candidate,
-        objects=objects,
-    )
-    return transaction.update(held_ref(sid), commit, old)
-
-
-def history(canonical: Canonical, sid: str) -> list[tuple[str, ReviewAction]]:
-    """(commit, action) of a held or archived candidate's records, oldest first."""
-    oid = canonical.ref(held_ref(sid)) or record_tip(canonical, "archived", sid)
-    out: list[tuple[str, ReviewAction]] = []
-    while oid:
-        try:
-            action = ReviewAction.model_validate_json(canonical.blob_at(oid, "action.json"))
-        except (KeyError, ValidationError):
-            break
-        out.append((oid, action))
-        oid = action.previous
-    out.reverse()
-    return out
 
 
 @dataclass(frozen=True)
@@ -390,6 +261,7 @@ class Review:
         verdict: Verdict | None,
         digest: str | None,
     ) -> None:
+        self.canonical.refresh()
         now = self.clock()
         canonical = self.canonical
         old = canonical.ref(held_ref(held.sid))

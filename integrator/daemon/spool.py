@@ -178,10 +178,13 @@ class Spool:
     # -- producers ------------------------------------------------------------------------
 
     @contextlib.contextmanager
-    def draft(self, now: datetime | None = None) -> Iterator[Path]:
-        """A fresh `tmp/<id>/` folder, removed again unless `publish` moved it."""
+    def draft(self, now: datetime | None = None, *, sid: str | None = None) -> Iterator[Path]:
+        """A fresh `tmp/<id>/` folder, removed again unless `publish` moved it; `sid` keeps
+        an id chosen elsewhere (the intake's), which must be a valid one."""
         self._make("tmp", "new")
-        path = self.root / "tmp" / new_id(now)
+        if sid is not None and not ID_RE.match(sid):
+            raise UsageError(f"{sid!r} is not a submission id")
+        path = self.root / "tmp" / (sid or new_id(now))
         try:
             path.mkdir()
         except OSError as err:
@@ -195,9 +198,17 @@ class Spool:
             if path.exists():
                 shutil.rmtree(path, ignore_errors=True)
 
-    def publish(self, draft: Path, submission: Submission) -> str:
-        """Write the submission into `draft`, make it durable, and rename it into `new/`."""
-        write_file(draft / SUBMISSION_FILE, submission.to_json().encode() + b"\n", sync=True)
+    def publish(self, draft: Path, submission: Submission | bytes | None) -> str:
+        """Write the submission into `draft`, make it durable, and rename it into `new/`
+        (raw bytes are written as they are, None writes nothing: the daemon's reader judges
+        what it finds)."""
+        if submission is not None:
+            data = (
+                submission
+                if isinstance(submission, bytes)
+                else submission.to_json().encode() + b"\n"
+            )
+            write_file(draft / SUBMISSION_FILE, data, sync=True)
         bundle = draft / BUNDLE_FILE
         if bundle.exists():
             with open(bundle, "rb") as fh:

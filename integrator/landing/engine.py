@@ -85,6 +85,7 @@ class Integrator:
         `update-ref` transaction that moves the queue to the last staging commit. If a ref
         moved underneath, the batch is planned again from the new refs (bounded).
         """
+        self.canonical.refresh()
         if not self.canonical.initialized:
             raise ConfigurationError(
                 f"{self.canonical.path} is not prepared for integration; run integrator init"

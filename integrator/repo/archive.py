@@ -294,6 +294,8 @@ class Archiver:
         self.max_parents = max_parents
 
     def plan(self, kind: str, now: datetime, older_than: timedelta) -> KindReport:
+        """Read every record of `kind` (fresh from the server in remote mode) and decide."""
+        self.canonical.refresh()
         report = KindReport(kind, tip=self.canonical.ref(archive_ref(kind)))
         for record in read_records(self.canonical, kind):
             decision = decide(record, now, older_than)

@@ -23,6 +23,7 @@ from integrator.documents.policy import (
 )
 from integrator.errors import ConfigurationError
 from integrator.repo import git, transaction
+from integrator.repo.remote import RemotePush
 
 SIGNATURE_NAME = "integrator"
 SIGNATURE_EMAIL = "integrator@localhost"
@@ -43,27 +44,55 @@ class Canonical:
         self._policies: dict[str, PolicyState] = {}
         self._updater: transaction.RefUpdater | None = None
         self._bulk_updater: transaction.RefUpdater | None = None
+        self._remote: RemotePush | None = None
+        self.remote_url = next(
+            (str(v) for v in self.repo.config.get_multivar("integrator.remote")), None
+        )
 
     # -- basics ---------------------------------------------------------------------------
 
     @property
-    def updater(self) -> transaction.RefUpdater:
+    def local_updater(self) -> transaction.RefUpdater:
+        """Ref transactions on this repository's own refs (in remote mode: the mirror's)."""
         if self._updater is None:
             self._updater = transaction.RefUpdater(self.repo.path)
         return self._updater
 
     @property
-    def bulk_updater(self) -> transaction.RefUpdater:
-        """An updater that only writes refs out: many creations made durable by one `sync_refs`."""
+    def remote(self) -> RemotePush | None:
+        """The server this repository mirrors (remote mode), or None."""
+        if self.remote_url is not None and self._remote is None:
+            self._remote = RemotePush(self.repo.path, self.remote_url, self.target)
+        return self._remote
+
+    @property
+    def updater(self) -> transaction.RefUpdater | RemotePush:
+        """Where authority refs move: one `update-ref --stdin` transaction here, or in
+        remote mode one atomic push to the server with a lease per moved ref."""
+        return self.remote or self.local_updater
+
+    @property
+    def bulk_updater(self) -> transaction.RefUpdater | RemotePush:
+        """An updater that only writes refs out: many creations made durable by one
+        `sync_refs` (remote mode: the server's own durability)."""
+        if self.remote is not None:
+            return self.remote
         if self._bulk_updater is None:
             self._bulk_updater = transaction.RefUpdater(self.repo.path, writeout_only=True)
         return self._bulk_updater
 
+    def refresh(self) -> None:
+        """Read authority fresh: in remote mode, fetch the target and the authority refs
+        into the mirror (every command that decides calls this first); here, nothing."""
+        if self.remote is not None:
+            self.remote.fetch()
+
     def close(self) -> None:
-        for updater in (self._updater, self._bulk_updater):
+        for updater in (self._updater, self._bulk_updater, self._remote):
             if updater is not None:
                 updater.close()
         self._updater = self._bulk_updater = None
+        self._remote = None
 
     def __enter__(self) -> Canonical:
         return self

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from integrator import faults
 from integrator.documents.claim import Claim, claim_state
 from integrator.documents.contract import (
     CONTRACT_SCHEMA,
@@ -203,6 +204,7 @@ class Claims:
     def apply(self, ops: list[transaction.RefOp]) -> None:
         if git.durable(self.canonical.repo):
             git.sync_objects(self.canonical.repo)
+        faults.point("before-claim-transaction")
         self.canonical.updater.apply(ops)
 
     def go_live(
@@ -250,6 +252,7 @@ class Claims:
 
     def issue(self, request: IssueRequest, *, force_shared: bool = False) -> OwnershipContract:
         """Issue a contract and register its claim; refuses overlap with live claims."""
+        self.canonical.refresh()
         now = self.now()
         previous = self.canonical.claim(request.task_id)
         if previous is not None and previous.view.state == "live":
@@ -289,6 +292,7 @@ class Claims:
         Never shortens it: a new expiry before the current one is refused, since a lease cut
         short would let `reclaim` take the task from an agent that is still inside its lease.
         """
+        self.canonical.refresh()
         claim = self.live(task_id)
         if claim.view.state != "live":
             raise ClaimConflictError(f"claim {task_id!r} is {claim.view.state}; cannot renew")
@@ -323,6 +327,7 @@ class Claims:
         base: str | None = None,
     ) -> OwnershipContract:
         """Take over an expired lease: generation + 1, a new attempt; the old one is fenced."""
+        self.canonical.refresh()
         claim = self.live(task_id)
         now = self.now()
         if claim.view.state == "live" and now < claim.view.lease_expires_at and not force:
@@ -365,6 +370,7 @@ class Claims:
         return contract
 
     def revoke(self, task_id: str, reason: str = "revoked by the coordinator") -> Claim:
+        self.canonical.refresh()
         claim = self.live(task_id)
         if claim.view.state != "live":
             raise ClaimConflictError(f"claim {task_id!r} is already {claim.view.state}")

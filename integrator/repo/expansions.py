@@ -164,6 +164,7 @@ class Expansions:
         When it cannot be granted the claim is left untouched, the request is recorded under
         `refs/integrator/expansions/` for the coordinator, and ReviewRequired says where.
         """
+        self.canonical.refresh()
         claim = self.claims.live(request.task_id)
         view = claim.view
         if view.state != "live":
@@ -297,6 +298,7 @@ class Expansions:
         self, request_id: str, reason: str = "dismissed by the coordinator"
     ) -> ExpansionEntry:
         """Close a pending expansion request without granting it (the claim is not touched)."""
+        self.canonical.refresh()
         entry = find_expansion(self.canonical, request_id)
         if entry is None:
             raise UsageError(f"no expansion request {request_id!r} (see integrator contract list)")

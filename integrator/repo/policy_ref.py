@@ -33,6 +33,7 @@ def write_policy_commit(
 def set_policy(canonical: Canonical, text: str) -> tuple[PolicyState, list[str]]:
     """Replace the policy, bump its generation, revoke every live claim; one transaction."""
     parse_policy(text)
+    canonical.refresh()
     # The claims index read before the live claims are: a claim made live meanwhile moves
     # it, and this transaction fails instead of leaving that claim live under the old policy.
     index = canonical.ref(git.CLAIMS_INDEX_REF)

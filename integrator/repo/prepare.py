@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from integrator.documents.policy import default_policy_text, parse_policy
-from integrator.errors import ConfigurationError
+from integrator.errors import ConfigurationError, RefMovedError
 from integrator.repo import git, transaction
 from integrator.repo.canonical import Canonical
 from integrator.repo.policy_ref import write_policy_commit
@@ -28,6 +28,7 @@ def prepare(
     before anything is written, so a refused run leaves the repository as it was.
     """
     with Canonical(path) as canonical:
+        canonical.refresh()
         repo = canonical.repo
         configured = next((str(v) for v in repo.config.get_multivar("integrator.target")), None)
         target = target or canonical.target
@@ -82,3 +83,43 @@ def prepare(
             git.sync_objects(repo)
             canonical.updater.apply(ops)
         return Preparation(target, queue_ref, tuple(actions))
+
+
+def prepare_remote(
+    mirror: str | Path,
+    url: str,
+    *,
+    target: str | None = None,
+    policy_text: str | None = None,
+) -> Preparation:
+    """Prepare a canonical repository on a git server, with a local bare mirror at `mirror`
+    (created when missing; only a cache). The queue and policy refs are created on the
+    server in one atomic push, each expected absent; a second run (from any host) changes
+    nothing. A server without atomic pushes is refused."""
+    path = Path(mirror)
+    if not path.exists():
+        git.run_git(
+            ["init", "-q", "--bare", str(path)], cwd=path.parent if path.parent.exists() else "."
+        )
+    repo = git.open_repo(path)
+    if not repo.is_bare:
+        raise ConfigurationError(f"{path} must be a bare repository (a mirror of {url})")
+    configured = next((str(v) for v in repo.config.get_multivar("integrator.remote")), None)
+    if configured is not None and configured != url:
+        raise ConfigurationError(
+            f"{path} already mirrors {configured}, not {url}; use another folder for the mirror"
+        )
+    chosen = target or next((str(v) for v in repo.config.get_multivar("integrator.target")), "main")
+    repo.config["integrator.remote"] = url
+    repo.config["integrator.target"] = chosen
+    with Canonical(path) as canonical:
+        canonical.refresh()
+        assert canonical.remote is not None
+        if canonical.ref(canonical.target_ref) is None:
+            raise ConfigurationError(f"{url} has no {canonical.target_ref}; push it first")
+        canonical.remote.check_atomic(canonical.target_ref)
+    try:
+        return prepare(path, target=chosen, policy_text=policy_text)
+    except RefMovedError:
+        # Another host prepared the server meanwhile: its refs are fetched, nothing is left.
+        return prepare(path, target=chosen, policy_text=policy_text)

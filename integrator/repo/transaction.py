@@ -40,6 +40,10 @@ class RefOp:
             return f"update {self.ref} {self.new} {old}\n"
         if self.verb == "delete":
             return f"delete {self.ref} {old}\n"
+        if self.verb == "set":  # a cache's ref (a mirror): whatever it held before
+            return f"update {self.ref} {self.new}\n"
+        if self.verb == "drop":
+            return f"delete {self.ref}\n"
         raise ValueError(f"unknown ref verb {self.verb}")
 
 

@@ -10,7 +10,8 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from integrator.daemon.review import FileDiff, Held, ReviewAction
+from integrator.daemon.held import ReviewAction
+from integrator.daemon.review import FileDiff, Held
 from integrator.documents.contract import OwnershipContract, parse_contract
 from integrator.documents.verdict import Verdict, Violation
 from integrator.errors import ContractError

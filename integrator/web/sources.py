@@ -18,7 +18,8 @@ from pathlib import Path
 import pygit2
 import structlog
 
-from integrator.daemon.review import FileDiff, Held, Review, history, pending
+from integrator.daemon.held import history
+from integrator.daemon.review import FileDiff, Held, Review, pending
 from integrator.daemon.spool import ID_RE, VERDICT_FILE, Spool
 from integrator.documents.submission import Submission
 from integrator.errors import IntegratorError, UsageError

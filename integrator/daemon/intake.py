@@ -1,0 +1,179 @@
+"""The intake, daemon side: submissions pushed to a git repository, decided like the spool's.
+
+`serve --intake URL` fetches `refs/integrator/submit/*` from the intake into the mirror
+(`refs/integrator/intake/submit/*`), puts each new one into the daemon's spool under its own
+id (whatever it holds: the spool's reader judges it), and, once the daemon filed it,
+publishes the verdict at `refs/integrator/verdicts/<taskId>/<submissionId>` and deletes the
+submission ref, both in one atomic push with leases. Nothing is lost: a daemon killed at any
+step leaves the submission ref in place (it is imported again, and deciding it again reports
+the same landing) or its verdict published. Several daemons may serve one intake: the first
+to publish a verdict wins the push, and the others find it there.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pygit2
+import structlog
+
+from integrator import faults
+from integrator.daemon.spool import ID_RE, REJECTION_FILE, SUBMISSION_LIMIT, VERDICT_FILE, Spool
+from integrator.daemon.submitted import read_at_most_path
+from integrator.documents.contract import refname_problem
+from integrator.errors import InfrastructureError, IntegratorError
+from integrator.fleet.intake import SUBMISSION_FILE, SUBMIT_PREFIX, submit_ref, verdict_ref
+from integrator.repo import git
+from integrator.repo.canonical import Canonical, signature
+from integrator.repo.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
+from integrator.repo.remote import PUSH_TIMEOUT, remote_refs
+
+log = structlog.get_logger("integrator.intake")
+
+MIRRORED_PREFIX = "refs/integrator/intake/submit/"  # where the mirror keeps what it fetched
+PUBLISHED_LIMIT = 16 << 20  # a verdict document the daemon wrote
+
+
+@dataclass(frozen=True)
+class Pending:
+    """One submission ref on the intake, as fetched: task, id, and the commit it names."""
+
+    task_id: str
+    sid: str
+    commit: str
+
+
+class Intake:
+    """One intake repository served by this daemon."""
+
+    def __init__(self, canonical: Canonical, spool: Spool, url: str) -> None:
+        self.canonical = canonical
+        self.spool = spool
+        self.url = url
+        self.imported = 0
+        self.published = 0
+        self._done: set[str] = set()  # published by this daemon (their refs may still show)
+
+    def _git(self, args: list[str]) -> subprocess.CompletedProcess[bytes]:
+        try:
+            return subprocess.run(
+                ["git", *args], cwd=self.canonical.repo.path, capture_output=True,
+                env=git.git_env(), check=False, timeout=PUSH_TIMEOUT,
+            )  # fmt: skip
+        except subprocess.TimeoutExpired as err:
+            raise InfrastructureError(f"git {args[0]} with the intake timed out") from err
+
+    def fetch(self) -> list[Pending]:
+        """Fetch the intake's submissions; every one the mirror now holds, oldest id first."""
+        proc = self._git(
+            ["fetch", "--quiet", "--prune", "--no-tags", "--no-write-fetch-head",
+             "--no-auto-maintenance", self.url, f"+{SUBMIT_PREFIX}*:{MIRRORED_PREFIX}*"]
+        )  # fmt: skip
+        if proc.returncode != 0:
+            why = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            raise InfrastructureError(f"cannot fetch the intake: {why[-1] if why else '?'}")
+        found = []
+        for ref, oid in git.refs_under(self.canonical.repo, MIRRORED_PREFIX).items():
+            task_id, _, sid = ref.removeprefix(MIRRORED_PREFIX).partition("/")
+            if refname_problem(task_id) or not ID_RE.match(sid):
+                log.warning("intake.unusable_ref", ref=ref)  # nothing to name a verdict by
+                continue
+            found.append(Pending(task_id, sid, oid))
+        return sorted(found, key=lambda p: p.sid)
+
+    def take(self, pending: list[Pending]) -> int:
+        """Put every submission the spool does not know yet into `new/`; how many."""
+        taken = 0
+        for item in pending:
+            if self.spool.find(item.sid) is not None:
+                continue  # imported before (decided, or deciding)
+            document = self._document(item.commit)
+            with self.spool.draft(sid=item.sid) as draft:
+                self.spool.publish(draft, document)
+            taken += 1
+        self.imported += taken
+        return taken
+
+    def _document(self, commit: str) -> bytes | None:
+        """The submission commit's `submission.json` (bounded), None when it has none."""
+        repo = self.canonical.repo
+        try:
+            obj = repo[commit]
+            if not isinstance(obj, pygit2.Commit):
+                return None
+            entry = obj.tree[SUBMISSION_FILE]
+            kind, size = repo.odb.read_header(entry.id)
+        except (KeyError, ValueError, pygit2.GitError):
+            return None
+        if kind != pygit2.enums.ObjectType.BLOB or entry.filemode != pygit2.enums.FileMode.BLOB:
+            return None
+        if size > SUBMISSION_LIMIT:
+            return b"\0" * (SUBMISSION_LIMIT + 1)  # the spool's reader refuses it by size
+        return bytes(repo.odb.read(entry.id)[1])
+
+    def publish(self, pending: list[Pending]) -> int:
+        """Publish the verdict of every pending submission the daemon has filed; how many."""
+        done = 0
+        for item in pending:
+            if item.sid in self._done:
+                continue
+            found = self.spool.find(item.sid)
+            if found is None or found[0] in ("new", "work", "tmp"):
+                continue
+            try:
+                self._publish_one(item, found[1])
+                self._done.add(item.sid)
+                done += 1
+            except IntegratorError as err:
+                log.warning("intake.publish_failed", submission=item.sid, error=str(err))
+        self.published += done
+        return done
+
+    def _publish_one(self, item: Pending, folder: Path) -> None:
+        for name in (VERDICT_FILE, REJECTION_FILE):
+            try:
+                document = read_at_most_path(folder / name, PUBLISHED_LIMIT)
+                break
+            except FileNotFoundError:
+                continue
+        else:
+            raise InfrastructureError(f"{folder} holds neither {VERDICT_FILE} nor {REJECTION_FILE}")
+        commit = self._verdict_commit(item, name, document)
+        target, source = verdict_ref(item.task_id, item.sid), submit_ref(item.task_id, item.sid)
+        faults.point("before-publish")
+        proc = self._git(
+            ["push", "--atomic", "--porcelain", "--no-verify", self.url,
+             f"--force-with-lease={target}:", f"--force-with-lease={source}:{item.commit}",
+             f"{commit}:{target}", f":{source}"]
+        )  # fmt: skip
+        if proc.returncode != 0:
+            self._settle(item, target, source)
+        log.info("intake.published", submission=item.sid, task=item.task_id, verdict=target)
+
+    def _settle(self, item: Pending, target: str, source: str) -> None:
+        """A publish that did not come back clean: another daemon's verdict may be there."""
+        now = remote_refs(Path(self.canonical.repo.path), self.url, [target, source])
+        if target in now and source not in now:
+            return  # published (by us, or by another daemon first)
+        if target in now and now.get(source) == item.commit:
+            # Another daemon published and has not deleted the submission yet: finish it.
+            proc = self._git(
+                ["push", "--porcelain", "--no-verify", self.url,
+                 f"--force-with-lease={source}:{item.commit}", f":{source}"]
+            )  # fmt: skip
+            if proc.returncode == 0:
+                return
+        raise InfrastructureError(f"cannot publish the verdict of {item.sid} on the intake")
+
+    def _verdict_commit(self, item: Pending, name: str, document: bytes) -> str:
+        buffer = ObjectBuffer(self.canonical.repo)
+        tree = buffer.add(
+            "tree", tree_bytes({name.encode(): (b"100644", buffer.add("blob", document))})
+        )
+        sig = signature(self.canonical.clock())
+        message = f"verdict {item.sid} of task {item.task_id}\n"
+        commit = buffer.add("commit", commit_bytes(tree, [], sig, sig, message)).hex()
+        flush_loose(buffer)
+        return commit
