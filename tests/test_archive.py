@@ -28,6 +28,7 @@ from integrator.documents.expansion import ExpansionRequest
 from integrator.documents.submission import Submission
 from integrator.documents.verdict import Code, Decision
 from integrator.errors import ReviewRequired
+from integrator.fleet.intake import VERDICTS_PREFIX, verdict_ref
 from integrator.landing.engine import Integrator
 from integrator.repo import expansions, git, transaction
 from integrator.repo.archive import MAX_PARENTS, Archiver, Record, decide
@@ -45,6 +46,7 @@ from integrator.repo.packs import ObjectBuffer
 from tests.canon import Canon, make_canon
 from tests.gitutil import GIT_ENV, commit_files
 from tests.gitutil import git as run
+from tests.remote_world import RemoteWorld, cli
 
 FINISHED = 300
 LIVE = ("live-a", "live-b", "live-c")
@@ -486,13 +488,14 @@ def test_verdicts_on_an_intake_repository(
     intake = tmp_path / "intake"
     run("init", "-q", "--bare", str(intake), cwd=tmp_path)
     refs = {}
-    for task, sid, decision in [
-        ("a", "s1", "ACCEPTED"),
-        ("a", "s2", "FENCED"),
-        ("b", "s3", "REVIEW"),
-    ]:
-        ref = f"{PREFIXES['verdicts']}{task}/{sid}"
-        files = {"verdict.json": json.dumps({"decision": decision})}
+    published = [("a", "s1", "ACCEPTED"), ("a", "s2", "FENCED"), ("b", "s3", None)]
+    for task, sid, decision in published:  # as the intake publishes them: one root commit
+        files = (
+            {"verdict.json": json.dumps({"decision": decision})}
+            if decision
+            else {"rejection.json": json.dumps({"reason": "malformed"})}
+        )
+        ref = verdict_ref(task, sid)
         refs[f"{task}/{sid}"] = commit_files(intake, files, f"verdict {sid}", parent=None, ref=ref)
     args = ["refs", "archive", "--repo", str(intake), "--kinds", "verdicts", "--json"]
     assert main([*args, "--older-than", "3650d"]) == 0
@@ -500,7 +503,7 @@ def test_verdicts_on_an_intake_repository(
     assert main([*args, "--older-than", "30d"]) == 0  # the commits are dated 2026-01-01
     (report,) = json.loads(capsys.readouterr().out)["kinds"]
     assert {(r["name"], r["state"]) for r in report["archived"]} == {
-        ("a/s1", "ACCEPTED"), ("a/s2", "FENCED"), ("b/s3", "REVIEW"),
+        ("a/s1", "ACCEPTED"), ("a/s2", "FENCED"), ("b/s3", "rejected"),
     }  # fmt: skip
     assert run("for-each-ref", "--format=%(refname)", cwd=intake) == archive_ref("verdicts")
     assert main(["refs", "show", "--repo", str(intake), "verdicts", "a/s2", "--json"]) == 0
@@ -565,5 +568,36 @@ def test_archive_prefixes_are_the_records_own() -> None:
         "claims": git.CLAIMS_PREFIX,
         "archived": review.ARCHIVED_PREFIX,
         "expansions": expansions.EXPANSIONS_PREFIX,
-        "verdicts": "refs/integrator/verdicts/",
+        "verdicts": VERDICTS_PREFIX,
     }
+
+
+def test_archive_in_remote_mode_pushes_one_atomic_batch(
+    remote: RemoteWorld, tmp_path: Path
+) -> None:
+    """Through a mirror, the archive ref and the deletions reach the server in one push with
+    leases; another host's mirror then reads the archived claim and continues its generation."""
+    coordinator = remote.mirror("coordinator")
+    for i in range(6):
+        remote.issue(coordinator, f"t{i}", [f"t{i}/**"], tmp_path / f"c{i}.json")
+    for i in range(4):
+        done = cli("contract", "revoke", "--repo", str(coordinator), "--task", f"t{i}")
+        assert done.returncode == 0, done.stderr.decode()
+    done = cli("refs", "archive", "--repo", str(coordinator), "--older-than", "0s", "--json")
+    assert done.returncode == 0, done.stderr.decode()
+    (claims, *_) = json.loads(done.stdout)["kinds"]
+    assert sorted(r["name"] for r in claims["archived"]) == ["t0", "t1", "t2", "t3"]
+    assert claims["transactions"] == 1
+    listed = run("for-each-ref", "--format=%(refname) %(objectname)", cwd=remote.canon)
+    server = dict(line.split(" ", 1) for line in listed.splitlines())
+    assert {r for r in server if r.startswith(git.CLAIMS_PREFIX)} == {
+        Canonical.claim_ref("t4"), Canonical.claim_ref("t5"),
+    }  # fmt: skip
+    assert server[archive_ref("claims")] == claims["tip"]
+    other = remote.mirror("host-b")
+    done = cli("contract", "show", "--repo", str(other), "--task", "t2", "--json")
+    assert done.returncode == 0, done.stderr.decode()
+    assert json.loads(done.stdout)["state"] == "revoked"
+    again = remote.issue(other, "t2", ["t2/**"], tmp_path / "again.json")
+    assert again["ownershipGeneration"] == 2
+    assert run("fsck", "--no-dangling", "--no-progress", cwd=remote.canon) == ""

@@ -175,7 +175,9 @@ def _state(canonical: Canonical, kind: str, commit: pygit2.Commit) -> tuple[str 
         return _text(_json_at(repo, commit, "action.json"), "action"), None
     if kind == "expansions":
         return _text(_json_at(repo, commit, "expansion.json"), "state"), None
-    # A verdict's own format belongs to the intake; its decision when it says one.
+    # A verdict published by the intake: its decision, or `rejected` (a malformed submission).
+    if "rejection.json" in commit.tree:
+        return "rejected", None
     return _text(_json_at(repo, commit, "verdict.json"), "decision") or "recorded", None
 
 
