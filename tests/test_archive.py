@@ -53,9 +53,12 @@ LIVE = ("live-a", "live-b", "live-c")
 LONG = timedelta(days=3650)
 
 
-def seed_finished(canonical: Canonical, count: int, prefix: str = "t") -> list[str]:
-    """`count` claims issued and then consumed (even) or revoked (odd), written in bulk with
-    the functions the coordinator and the landing use; their refs are created 500 at a time."""
+def seed_finished(
+    canonical: Canonical, count: int, prefix: str = "t", *, revoke_every: int = 2
+) -> list[str]:
+    """`count` claims issued and then revoked (every `revoke_every`-th, from the second) or
+    consumed, written in bulk with the functions the coordinator and the landing use;
+    their refs are created 500 at a time."""
     now = canonical.clock()
     base = canonical.ref(canonical.target_ref)
     assert base is not None
@@ -69,7 +72,7 @@ def seed_finished(canonical: Canonical, count: int, prefix: str = "t") -> list[s
         live = claim_state(contract, state="live", lease_expires_at=expires, event="issue")
         issued = write_claim_commit(canonical, contract, live, None, now, objects=buffer)
         claim = Claim(issued, view_from_state(live), contract)
-        if i % 2 == 0:
+        if i % revoke_every != 1:
             tip = Claims(canonical).consume_commit(claim, base, base, now, objects=buffer)
         else:
             state = claim_state(

@@ -33,6 +33,7 @@ from datetime import UTC, datetime, timedelta
 import pygit2
 
 from integrator import faults
+from integrator.documents.claim import parse_claim_state, view_from_state
 from integrator.errors import IntegratorError, RefMovedError, UsageError
 from integrator.repo import git, transaction
 from integrator.repo.archive_index import (
@@ -165,12 +166,12 @@ def waiting_tasks(canonical: Canonical) -> dict[str, str]:
 def _state(canonical: Canonical, kind: str, commit: pygit2.Commit) -> tuple[str | None, int | None]:
     """(state, generation) of a record's tip; (None, None) when it does not read as one."""
     repo, oid = canonical.repo, str(commit.id)
-    if kind == "claims":
+    if kind == "claims":  # claim.json alone says the state (the contract is not parsed)
         try:
-            claim = canonical.claim_at(oid)
+            view = view_from_state(parse_claim_state(canonical.blob_at(oid, "claim.json")))
         except (IntegratorError, KeyError, ValueError):
             return None, None
-        return claim.view.state, claim.view.generation
+        return view.state, view.generation
     if kind == "archived":
         return _text(_json_at(repo, commit, "action.json"), "action"), None
     if kind == "expansions":
