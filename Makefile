@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: venv test lint typecheck demo drills drills-quick bench bench-quick schema e2e screenshots soak clean
+.PHONY: venv test lint typecheck demo drills drills-quick bench bench-quick schema e2e screenshots soak demo-remote clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,10 @@ screenshots: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) -m integrator.demo
+
+# The remote act: a git daemon on 127.0.0.1, two integrators, agents through an intake.
+demo-remote: $(STAMP)
+	$(PY) -m integrator.demo.remote
 
 drills: $(STAMP)
 	$(PY) -m drills --full

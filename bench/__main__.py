@@ -23,7 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bench import phases, profile, rows, workload
+from bench import phases, profile, remote_run, rows, workload
 from bench.report import Row, machine, render, write_json
 
 T = TypeVar("T")
@@ -144,6 +144,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "fleet: integrator (one at a time, batched), then the plain git pipeline",
         lambda: phases.fleet(fleet_base, "fleet", work),
     )
+    remote = measured(
+        "fleet over a git daemon on 127.0.0.1 (remote mode), batched",
+        lambda: remote_run.remote_phase(fleet_base, "fleet", work, None),
+    )
     shared = measured("fleet + shared CHANGELOG", lambda: phases.fleet(fleet_base, "shared", work))
     stale = measured(
         f"stale flood: {plan.stale_submissions:,} submissions",
@@ -174,6 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     hotspots = _profiles(fleet_base, work, out, measured) if args.profile else []
     table = [
         *rows.fleet_rows(fleet, shared=False),
+        *rows.remote_rows(remote, fleet),
         *rows.fleet_rows(shared, shared=True),
         *rows.stale_rows(stale, plan.stale_submissions),
         *rows.scaling_rows(scaling),
@@ -184,6 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "plan": plan,
         "seed": args.seed,
         "fleet": fleet,
+        "remote": remote,
         "shared": shared,
         "stale": stale,
         "scaling": scaling,

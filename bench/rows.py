@@ -5,6 +5,7 @@ from __future__ import annotations
 from bench.baseline import FloorRun
 from bench.daemon_run import DaemonRun
 from bench.phases import FleetResult, PeerResult
+from bench.remote_run import RemoteResult
 from bench.report import Row, fmt, ratio, summary, verdict
 
 TARGET_FILES = 100_000
@@ -97,6 +98,47 @@ def fleet_rows(result: FleetResult, *, shared: bool) -> list[Row]:
             f"{len(p.landed)} landed" + (f", {p.conflicts} conflicts" if p.conflicts else ""),
         ),
         _correctness(section, result),
+    ]
+
+
+def remote_rows(remote: RemoteResult, local: FleetResult) -> list[Row]:
+    """The same fleet drained over a loopback git daemon, against the local batched drain."""
+    run, here = remote.run, local.batched
+    section = f"fleet over a remote, {local.files:,} files, {local.candidates} candidates"
+    waited = summary(run.latencies_ms)
+    return [
+        Row(
+            section,
+            "throughput (candidates/s), batched",
+            fmt(run.per_second),
+            fmt(here.per_second) + " local",
+            f"{run.per_second / here.per_second:.2f}× local" if here.per_second else "-",
+        ),
+        Row(
+            section,
+            "claim→verdict p50 / p95 (ms), batched",
+            f"{fmt(waited['p50'])} / {fmt(waited['p95'])}",
+        ),
+        Row(
+            section,
+            "pushes per landed candidate",
+            fmt(remote.pushes_per_landing, 2),
+            f"{remote.pushes} pushes, {remote.landed} landed",
+        ),
+        Row(
+            section,
+            "decisions",
+            ", ".join(f"{k} {v}" for k, v in sorted(run.decisions.items())),
+        ),
+        Row(
+            section,
+            "server's queue = git merge-tree",
+            f"{remote.check.checked - len(remote.check.mismatches)}/{local.candidates}",
+            "",
+            "",
+            "all",
+            verdict(remote.check.ok and remote.check.checked == local.candidates),
+        ),
     ]
 
 

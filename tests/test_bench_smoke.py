@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench import baseline, correctness, phases, report, rows, workload
+from bench import baseline, correctness, phases, remote_run, report, rows, workload
 from bench.daemon_run import union_attributes
 
 CANDIDATES = 5
@@ -74,6 +74,18 @@ def test_the_harness_lands_every_candidate_with_git_merge_tree_trees(
     assert landed.sequence_problems == []
     assert set(landed.objects_per_landing) == {"one at a time", "batched"}
     assert all(n > 1 for n in landed.objects_per_landing.values())
+
+
+def test_the_remote_phase_lands_every_candidate_on_the_server(
+    tiny: workload.Workload, tmp_path: Path
+) -> None:
+    """Over a loopback git daemon, the server's queue holds every candidate with git's tree,
+    in fewer pushes than landings (a batch is one atomic push)."""
+    result = remote_run.remote_phase(tiny, "fleet", tmp_path, None)
+    assert result.run.decisions == {"ACCEPTED": CANDIDATES}
+    assert result.landed == CANDIDATES
+    assert result.check.ok and result.check.checked == CANDIDATES
+    assert 1 <= result.pushes < CANDIDATES
 
 
 def test_the_correctness_check_fails_on_a_wrong_tree(

@@ -433,17 +433,17 @@ def test_summary_event_binds_the_decision(tmp_path: Path) -> None:
     canonical.close()
 
 
-def test_daemon_overhead_per_candidate_is_small(tmp_path: Path) -> None:
-    """Draining 200 submissions costs well under a millisecond each beyond integrate."""
-    daemon, spool, canonical = fake_daemon(tmp_path, FakeEngine())
-    submit_fake(spool, 200)
-    started = time.perf_counter()
+def test_a_drain_of_200_decides_each_once_in_batches(tmp_path: Path) -> None:
+    """200 submissions are drained in batches, each decided and filed once (the daemon's
+    own cost per candidate is a row of `make bench`, not asserted here)."""
+    engine = FakeEngine()
+    daemon, spool, canonical = fake_daemon(tmp_path, engine)
+    sids = submit_fake(spool, 200)
     with capture_logs():
         assert daemon.drain() == 200
-    per_candidate = (time.perf_counter() - started) / 200
-    print(f"daemon overhead: {per_candidate * 1e3:.3f} ms per candidate")
-    assert per_candidate < 0.002  # generous for slow CI; typically well under 1 ms
-    assert len(spool.entries("accepted")) == 200
+    assert spool.entries("accepted") == sids
+    assert sorted(engine.calls) == sorted(f"{i:040x}" for i in range(200))
+    assert sum(engine.batches) == 200 and max(engine.batches) <= daemon.settings.batch_size
     canonical.close()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ import pytest
 
 from integrator.documents.claim import ClaimView
 from integrator.documents.contract import OwnershipContract
-from integrator.fleet import guard
+from integrator.fleet import guard, patches
 from integrator.fleet.assignments import Fleet
 from integrator.fleet.taskqueue import Queue
 from integrator.fleet.workspace import binding_dir
@@ -114,6 +115,13 @@ def denied_reason(proc: subprocess.CompletedProcess[bytes]) -> str:
     return str(out["permissionDecisionReason"])
 
 
+def codex_denied_reason(proc: subprocess.CompletedProcess[bytes]) -> str:
+    """Codex is denied with exit 2 and the reason on stderr (stdout is not read)."""
+    assert proc.returncode == 2 and proc.stdout == b"", proc
+    assert proc.stderr.strip()
+    return proc.stderr.decode()
+
+
 def test_claude_write_outside_the_contract_is_denied(bound: Path) -> None:
     """Claude Code `Write` to docs/ (not owned) gets the deny JSON naming path and contract."""
     proc = hook(
@@ -137,7 +145,7 @@ def test_codex_patch_moving_a_file_out_is_denied(bound: Path) -> None:
         "*** Begin Patch\n*** Update File: src/a.py\n*** Move to: docs/a.py\n"
         "@@\n-a\n+b\n*** End Patch\n"
     )
-    reason = denied_reason(hook(codex_patch(patch, bound), bound))
+    reason = codex_denied_reason(hook(codex_patch(patch, bound), bound))
     assert "docs/a.py" in reason and "src/a.py:" not in reason
 
 
@@ -181,14 +189,15 @@ def test_known_write_tool_without_a_path_is_denied(bound: Path) -> None:
 
 def test_patch_without_headers_is_denied(bound: Path) -> None:
     """An apply_patch body that names no file cannot be checked, so it is denied."""
-    _, decision = guard.run_hook(
+    answer, decision = guard.run_hook(
         codex_patch("*** Begin Patch\n*** End Patch\n", bound), cwd=bound, now=NOW
     )
     assert not decision.allowed and "names no file" in decision.reason
+    assert answer.exit_code == 2 and "names no file" in answer.stderr
 
 
 def test_no_contract_denies(bound: Path) -> None:
-    """In the main checkout nothing is bound, so every write is denied."""
+    """In the main checkout nothing is bound, so every write of an agent is denied."""
     main = bound.parent.parent
     _, decision = guard.run_hook(
         claude("Write", {"file_path": str(main / "src/a.py"), "content": ""}, main),
@@ -299,34 +308,6 @@ def test_path_mode_exit_codes(bound: Path) -> None:
     assert verdicts["src/a.py"]["rule"] == "src/**" and not verdicts["docs/x.md"]["allowed"]
 
 
-def test_install_writes_agent_hooks_and_a_pre_commit_that_checks_staged_paths(bound: Path) -> None:
-    """After `guard install`, commits of unowned staged paths fail and owned ones pass."""
-    out = subprocess.run(
-        [sys.executable, "-m", "integrator", "guard", "install", "--worktree", str(bound)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr
-    settings = json.loads((bound / ".claude/settings.local.json").read_text())
-    command = settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
-    assert "-m integrator guard" in command and "exit 2" in command
-    assert json.loads((bound / ".gemini/settings.json").read_text())["hooks"]["BeforeTool"]
-    assert json.loads((bound / ".codex/hooks.json").read_text())["hooks"]["PreToolUse"]
-    assert git("status", "--porcelain", cwd=bound) == ""  # the settings are excluded
-    (bound / "docs/x.md").write_text("changed\n")
-    git("add", "docs/x.md", cwd=bound)
-    refused = subprocess.run(
-        ["git", "commit", "-qm", "sneak"], cwd=bound, capture_output=True, text=True, check=False
-    )
-    assert refused.returncode != 0 and "docs/x.md" in refused.stderr
-    git("reset", "-q", "--hard", cwd=bound)
-    (bound / "src/a.py").write_text("owned change\n")
-    git("commit", "-qam", "owned", cwd=bound)
-    assert git("log", "-1", "--format=%s", cwd=bound) == "owned"
-    git("reset", "-q", "--hard", "HEAD~1", cwd=bound)
-
-
 def test_revoked_claim_denies_through_the_hook(tmp_path: Path) -> None:
     """Once the coordinator revokes the claim, the same inside write is denied."""
     bound = make_bound(tmp_path)
@@ -338,3 +319,281 @@ def test_revoked_claim_denies_through_the_hook(tmp_path: Path) -> None:
         now=NOW,
     )
     assert not decision.allowed and "revoked" in decision.reason
+
+
+# --- Codex's patch grammar: hostile headers ----------------------------------------------
+#
+# Each case is decided the way the real Codex (0.171.0) parses it (docs/agents.md has the
+# measured table; tests/e2e/test_agents.py replays every case through the real binary).
+# `paths` is what Codex would touch (None: Codex rejects the patch), `allowed` the guard's
+# answer for a worktree whose contract owns `src/**`.
+
+B, E = "*** Begin Patch", "*** End Patch"
+HOSTILE: dict[str, tuple[str, tuple[str, ...] | None, bool]] = {
+    "plain outside": (f"{B}\n*** Add File: docs/n.md\n+x\n{E}", ("docs/n.md",), False),
+    "indented outside": (f"{B}\n   *** Add File: docs/n.md\n+x\n{E}", ("docs/n.md",), False),
+    "indented inside": (f"{B}\n   *** Add File: src/n.py\n+x\n{E}", ("src/n.py",), True),
+    "tab-indented": (f"{B}\n\t*** Add File: docs/n.md\n+x\n{E}", ("docs/n.md",), False),
+    "NBSP-indented": (f"{B}\n\u00a0*** Add File: docs/n.md\n+x\n{E}", ("docs/n.md",), False),
+    "U+3000-indented": (f"{B}\n\u3000*** Add File: docs/n.md\n+x\n{E}", ("docs/n.md",), False),
+    "U+001C is no space to Codex": (f"{B}\n\x1c*** Add File: src/n.py\n+x\n{E}", None, False),
+    "U+200B is no space": (f"{B}\n\u200b*** Add File: src/n.py\n+x\n{E}", None, False),
+    "NBSP around the markers": (
+        f"\u00a0{B}\u00a0\n*** Add File: src/n.py\n+x\n\u3000{E}\u2003", ("src/n.py",), True
+    ),
+    "CRLF outside": (f"{B}\r\n*** Add File: docs/n.md\r\n+x\r\n{E}\r\n", ("docs/n.md",), False),
+    "CRLF inside": (f"{B}\r\n*** Add File: src/n.py\r\n+x\r\n{E}\r\n", ("src/n.py",), True),
+    "lone CR is one line": (f"{B}\r*** Add File: src/n.py\r+x\r{E}", None, False),
+    "U+2028 hides no header": (
+        f"{B}\n*** Add File: src/n.py\n+x\u2028*** Add File: docs/b.md\n+y\n{E}",
+        ("src/n.py",),
+        True,
+    ),
+    "lower case header": (f"{B}\n*** add file: src/n.py\n+x\n{E}", None, False),
+    "upper case header": (f"{B}\n*** ADD FILE: src/n.py\n+x\n{E}", None, False),
+    "heredoc wrapped outside": (
+        f"<<'EOF'\n{B}\n*** Add File: docs/n.md\n+x\n{E}\nEOF\n", ("docs/n.md",), False
+    ),
+    "heredoc wrapped inside": (f'<<"EOF"\n{B}\n*** Delete File: src/a.py\n{E}\nEOF', ("src/a.py",), True),
+    "other heredoc tag": (f"<<'PATCH'\n{B}\n*** Add File: src/n.py\n+x\n{E}\nPATCH", None, False),
+    "Move to indented is context": (
+        f"{B}\n*** Update File: src/a.py\n  *** Move to: docs/a.md\n@@\n-a\n+b\n{E}",
+        ("src/a.py",),
+        True,
+    ),
+    "Move to at column 0": (
+        f"{B}\n*** Update File: src/a.py\n*** Move to: docs/a.md\n@@\n-a\n+b\n{E}",
+        ("src/a.py", "docs/a.md"),
+        False,
+    ),
+    "absolute outside": (f"{B}\n*** Add File: /tmp/n.txt\n+x\n{E}", ("/tmp/n.txt",), False),
+    "dot-dot escape": (f"{B}\n*** Add File: ../n.txt\n+x\n{E}", ("../n.txt",), False),
+    "dot-dot back into docs": (f"{B}\n*** Add File: src/../docs/n.md\n+x\n{E}", ("src/../docs/n.md",), False),
+    "home folder": (f"{B}\n*** Add File: ~/n.txt\n+x\n{E}", ("~/n.txt",), False),
+    "two spaces keep one": (f"{B}\n*** Add File:  src/n.py\n+x\n{E}", (" src/n.py",), False),
+    "blank line before a header": (f"{B}\n\n*** Add File: src/n.py\n+x\n{E}", None, False),
+    "End Patch in the middle": (
+        f"{B}\n*** Add File: src/n.py\n+x\n{E}\n*** Add File: docs/b.md\n+y\n{E}", None, False
+    ),
+    "indented Delete": (f"{B}\n  *** Delete File: docs/x.md\n{E}", ("docs/x.md",), False),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_patch_headers_parse_as_codex_parses_them(name: str) -> None:
+    """Each hostile header yields exactly the paths Codex would touch, or a parse error."""
+    text, expected, _ = HOSTILE[name]
+    if expected is None:
+        with pytest.raises(patches.PatchError):
+            patches.parse_patch(text)
+    else:
+        assert tuple(p for h in patches.parse_patch(text) for p in h.paths()) == expected
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_patch_headers_get_the_decision_codex_behaviour_implies(
+    bound: Path, name: str
+) -> None:
+    """The guard allows a hostile patch only when everything Codex would write is owned."""
+    text, _, allowed = HOSTILE[name]
+    answer, decision = guard.run_hook(codex_patch(text, bound), cwd=bound, now=NOW)
+    assert decision.allowed is allowed, decision.reason
+    assert answer.exit_code == (0 if allowed else 2)
+
+
+def test_python_whitespace_is_not_rusts() -> None:
+    """str.strip removes U+001C..U+001F, Rust's trim keeps them: the guard trims like Rust."""
+    assert "\x1cx".strip() == "x"
+    assert patches.rust_trim("\x1cx\x1f") == "\x1cx\x1f"
+    assert patches.rust_trim("\u3000\u00a0x\u2028\u0085") == "x"
+    assert patches.rust_lines("a\r\nb\rc\u2028d\n") == ["a", "b\rc\u2028d"]
+
+
+def test_a_symlink_cannot_hide_dot_dot(bound: Path) -> None:
+    """`src/link/../../docs/x.md` is docs/x.md to the tools, src/docs/x.md to the kernel: both
+    readings are judged, so the write is denied."""
+    deep = bound / "src" / "deep" / "er"
+    deep.mkdir(parents=True)
+    link = bound / "src" / "link"
+    link.symlink_to("deep/er")
+    try:
+        for target in ("src/link/../../docs/x.md", str(bound / "src/link/../../docs/x.md")):
+            _, decision = guard.run_hook(
+                gemini("write_file", {"file_path": target, "content": ""}, bound),
+                cwd=bound,
+                now=NOW,
+            )
+            assert not decision.allowed and "docs/x.md" in decision.reason, target
+    finally:
+        link.unlink()
+        shutil.rmtree(bound / "src" / "deep")
+
+
+# --- apply_patch inside shell commands ---------------------------------------------------
+
+
+def codex_shell(command: str | list[str], cwd: Path) -> bytes:
+    """A Codex PreToolUse payload for its shell tool (hook name `Bash`)."""
+    event = json.loads(codex_patch("", cwd))
+    event.update(tool_name="Bash", tool_input={"command": command})
+    return json.dumps(event).encode()
+
+
+def heredoc(body: str, tag: str = "'EOF'") -> str:
+    end = tag.strip("'\"")
+    return f"apply_patch <<{tag}\n{B}\n{body}\n{E}\n{end}\n"
+
+
+SHELL_CASES: dict[str, tuple[str | list[str], bool, str]] = {
+    "heredoc inside": (heredoc("*** Add File: src/n.py\n+x"), True, ""),
+    "heredoc outside": (heredoc("*** Add File: docs/n.md\n+x"), False, "docs/n.md"),
+    "cd prefix inside": ("cd src && " + heredoc("*** Add File: n.py\n+x"), True, ""),
+    "cd prefix outside": ("cd docs && " + heredoc("*** Add File: n.py\n+x"), False, "docs/n.py"),
+    "cd then semicolon": ("cd docs; " + heredoc("*** Add File: n.py\n+x"), False, "docs/n.py"),
+    "cd to a variable": ("cd $D && " + heredoc("*** Add File: n.py\n+x"), False, "no known folder"),
+    "cd in a pipeline stays": ("cd docs | true; " + heredoc("*** Add File: src/n.py\n+x"), True, ""),
+    "second of two patches": (
+        heredoc("*** Add File: src/n.py\n+x") + heredoc("*** Add File: docs/n.md\n+x"),
+        False,
+        "docs/n.md",
+    ),
+    "here-string": ("apply_patch <<< '" + f"{B}\n*** Add File: docs/n.md\n+x\n{E}'", False, "docs/n.md"),
+    "single argument": (f"apply_patch '{B}\n*** Delete File: docs/x.md\n{E}'", False, "docs/x.md"),
+    "argv form": (["apply_patch", f"{B}\n*** Delete File: docs/x.md\n{E}"], False, "docs/x.md"),
+    "bash -lc argv": (["bash", "-lc", heredoc("*** Add File: src/n.py\n+x")], True, ""),
+    "other heredoc tag": (heredoc("*** Add File: docs/n.md\n+x", "'PATCH'"), False, "docs/n.md"),
+    "unquoted heredoc expands": (heredoc("*** Add File: $HOME/n\n+x", "EOF"), False, "expand"),
+    "patch from a pipe": ("cat p.diff | apply_patch", False, "standard input"),
+    "patch from a file": ("apply_patch < p.diff", False, "from a file"),
+    "inside bash -c": ("bash -c 'apply_patch < p'", False, "cannot follow"),
+    "through xargs": ("echo p | xargs apply_patch", False, "cannot follow"),
+    "heredoc into python": ("python3 - <<'X'\nrun('apply_patch')\nX\n", False, "another program"),
+    "command substitution": ("echo $(apply_patch x)", False, "substitution"),
+    "a compound command": ("if true; then apply_patch x; fi", False, "cannot follow"),
+    "searching for the word": ("grep -rn apply_patch src", False, "cannot follow"),
+    "a file named after it": ("python3 tools/apply_patch.py", True, ""),
+    "plain shell": ("ls -la && echo done > /tmp/log", True, ""),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(SHELL_CASES))
+def test_every_apply_patch_a_shell_command_runs_is_judged(bound: Path, name: str) -> None:
+    """Patches in heredocs, here-strings and arguments are judged with `cd` followed; a
+    mention the guard cannot follow denies; a shell command without one is not mediated."""
+    command, allowed, why = SHELL_CASES[name]
+    answer, decision = guard.run_hook(codex_shell(command, bound), cwd=bound, now=NOW)
+    assert decision.allowed is allowed, decision.reason
+    assert why in decision.reason
+    if not allowed:
+        assert answer.exit_code == 2 and why in answer.stderr
+
+
+def test_gemini_shell_patches_run_in_the_tools_folder(bound: Path) -> None:
+    """`run_shell_command`'s own `dir_path` is the folder a patch's relative paths land in."""
+    command = heredoc("*** Add File: n.md\n+x")
+    for folder, allowed in (("src", True), ("docs", False)):
+        _, decision = guard.run_hook(
+            gemini("run_shell_command", {"command": command, "dir_path": folder}, bound),
+            cwd=bound,
+            now=NOW,
+        )
+        assert decision.allowed is allowed, (folder, decision.reason)
+
+
+# --- who may write where nothing is bound ---------------------------------------------
+
+
+def test_coordinator_mode_needs_the_flag_and_no_agent_identity() -> None:
+    """Only INTEGRATOR_COORDINATOR=1 with no agent or task identity beside it counts."""
+    assert guard.coordinator_mode({"INTEGRATOR_COORDINATOR": "1"})
+    assert not guard.coordinator_mode({})
+    assert not guard.coordinator_mode({"INTEGRATOR_COORDINATOR": "yes"})
+    assert not guard.coordinator_mode({"INTEGRATOR_COORDINATOR": "1", "INTEGRATOR_AGENT": "a"})
+    assert not guard.coordinator_mode({"INTEGRATOR_COORDINATOR": "1", "INTEGRATOR_TASK": "T"})
+
+
+def test_the_main_checkout_hook_serves_every_worktree(bound: Path, tmp_path: Path) -> None:
+    """One hook process decides by the event's cwd: the bound worktree by its contract, an
+    unbound worktree and the main checkout deny agents, and let only the coordinator write."""
+    main = bound.parent.parent
+    unbound = tmp_path / "unbound"
+    git("worktree", "add", "-q", "--detach", str(unbound), "HEAD", cwd=main)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INTEGRATOR_")}
+    coordinator = {**env, "INTEGRATOR_COORDINATOR": "1"}
+    cases = [
+        (bound, "src/n.py", env, 0),
+        (bound, "docs/n.md", env, 2),
+        (bound, "docs/n.md", coordinator, 2),  # a binding always wins
+        (unbound, "src/n.py", env, 2),
+        (unbound, "src/n.py", coordinator, 0),
+        (main, "src/n.py", env, 2),
+        (main, "src/n.py", coordinator, 0),
+        (main, "src/n.py", {**coordinator, "INTEGRATOR_AGENT": "alice"}, 2),
+    ]
+    for where, path, environment, code in cases:
+        patch = f"{B}\n*** Add File: {path}\n+x\n{E}\n"
+        proc = subprocess.run(
+            [sys.executable, "-m", "integrator", "guard"],
+            input=codex_patch(patch, where),
+            cwd=main,  # Codex starts the main checkout's hook; the event names the worktree
+            env=environment,
+            capture_output=True,
+            check=False,
+        )
+        assert proc.returncode == code, (where, path, proc.stderr)
+    assert not (unbound / "src" / "n.py").exists()
+
+
+def test_codex_allow_is_silent_and_claude_keeps_its_json(bound: Path) -> None:
+    """Codex: allow = exit 0, nothing printed; Claude Code still gets its deny JSON."""
+    ok = hook(codex_patch(f"{B}\n*** Add File: src/n.py\n+x\n{E}\n", bound), bound)
+    assert ok.returncode == 0 and ok.stdout == b"" and ok.stderr == b""
+    no = hook(claude("Write", {"file_path": str(bound / "docs/n.md"), "content": ""}, bound), bound)
+    assert "docs/n.md" in denied_reason(no)
+
+
+def test_escaped_reason_on_stderr(bound: Path) -> None:
+    """A path with terminal escapes reaches stderr spelled out, never raw."""
+    patch = f"{B}\n*** Add File: docs/\x1b[31mred\n+x\n{E}\n"
+    proc = hook(codex_patch(patch, bound), bound)
+    assert proc.returncode == 2 and b"\x1b" not in proc.stderr and b"\\x1b" in proc.stderr
+
+
+def test_show_reports_the_bound_contract_and_whether_it_may_write(bound: Path) -> None:
+    """`guard show --json` names the task, the contract and its live claim."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "integrator", "guard", "show", "--json"],
+        cwd=bound,
+        capture_output=True,
+        check=True,
+    )
+    doc = json.loads(proc.stdout)
+    assert doc["task"] == "CODE" and doc["writable"] and doc["problem"] is None
+    assert doc["contract"]["paths"] == ["src/**"] and doc["live"]["generation"] == 1
+
+
+def test_calls_that_write_nothing_are_answered_without_the_contract_models(bound: Path) -> None:
+    """A plain shell command or a read is allowed by the hook's own parser alone (no pydantic
+    loaded), in each dialect's allow form; the command lists the same agents as the installer."""
+    from integrator.commands.guard import AGENTS
+    from integrator.fleet.hooks import AGENTS as INSTALLED
+    from tests.test_api import _modules_loaded
+
+    assert AGENTS == INSTALLED
+    plain = codex_shell("ls -la && git status", bound)
+    assert "pydantic" not in _modules_loaded(["guard"], plain)
+    assert "pydantic" in _modules_loaded(
+        ["guard"], codex_shell(heredoc("*** Delete File: x"), bound)
+    )
+    assert hook(plain, bound).stdout == b""
+    read = hook(gemini("read_file", {"file_path": "docs/x.md"}, bound), bound)
+    assert read.returncode == 0 and json.loads(read.stdout) == {}
+
+
+def test_an_oversized_hook_event_is_denied_unread(bound: Path) -> None:
+    """A tool call past the documented 16 MiB is denied before it is parsed."""
+    from integrator.fleet.events import MAX_EVENT_BYTES
+
+    big = codex_patch(f"{B}\n*** Add File: src/n.py\n" + "+x\n" * (MAX_EVENT_BYTES // 3) + E, bound)
+    answer, decision = guard.run_hook(big, cwd=bound, now=NOW)
+    assert not decision.allowed and "16 MiB" in decision.reason and answer.exit_code == 2

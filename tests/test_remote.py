@@ -209,3 +209,35 @@ def test_status_waits_for_the_verdict(remote: RemoteWorld, tmp_path: Path) -> No
                "--wait", "60", "--json")  # fmt: skip
     assert done.returncode == 1, done.stderr.decode()
     assert json.loads(done.stdout)["verdict"]["decision"] == "FENCED"
+
+
+def test_a_claim_rewritten_on_the_server_is_fenced(remote: RemoteWorld, tmp_path: Path) -> None:
+    """A claim chain only grows: a claim ref moved sideways on the server (a forged claim
+    with wider paths, not descending from the one the mirror saw) fences CLAIM_REWRITTEN."""
+    mirror = remote.mirror("host")
+    contract = tmp_path / "c.json"
+    issued = remote.issue(mirror, "t0", ["t0/**"], contract)
+    cli("contract", "show", "--repo", str(mirror), "--task", "t0")  # the mirror sees the claim
+    forged_doc = issued | {"paths": ["**"]}
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(forged_doc))
+    claim = json.loads(git("show", "refs/integrator/claims/t0:claim.json", cwd=remote.canon))
+    from integrator.documents.contract import parse_contract
+
+    claim["contractDigest"] = parse_contract(forged.read_bytes()).digest
+    state = tmp_path / "claim.json"
+    state.write_text(json.dumps(claim))
+    blob_c = git("hash-object", "-w", str(forged), cwd=remote.canon)
+    blob_s = git("hash-object", "-w", str(state), cwd=remote.canon)
+    tree = git("mktree", cwd=remote.canon,
+               input=f"100644 blob {blob_s}\tclaim.json\n100644 blob {blob_c}\tcontract.json\n".encode())  # fmt: skip
+    sideways = git("commit-tree", tree, "-m", "forged", cwd=remote.canon)
+    git("update-ref", "refs/integrator/claims/t0", sideways, cwd=remote.canon)
+    agent = _candidate(remote, 0, {"shared/x": "stolen\n"})
+    git("push", "-q", str(mirror), "HEAD:refs/heads/agent", cwd=agent)  # objects into the mirror
+    done = cli("integrate", "--repo", str(mirror), "--contract", str(forged),
+               "--candidate", git("rev-parse", "HEAD", cwd=agent), "--json")  # fmt: skip
+    assert done.returncode == 1, done.stderr.decode()
+    verdict = json.loads(done.stdout)
+    assert [v["code"] for v in verdict["violations"]] == ["CLAIM_REWRITTEN"]
+    assert remote.landed() == []

@@ -82,17 +82,30 @@ def submitter(repo: Path) -> Submitter:
 
 
 def run(args: argparse.Namespace) -> int:
-    data = read_input(args.contract)
+    if args.intake:
+        return _to_intake(args)
+    spool = Spool(args.spool)
+    doc = publish(spool, read_input(args.contract), args.candidate, Path(args.repo), args.bundle)
+    sid = str(doc["submission"])
+    if args.wait is None:
+        if args.json:
+            print_json(doc)
+        else:
+            say(sid)
+        return 0
+    return wait_for(spool, sid, args.wait, as_json=args.json)
+
+
+def publish(spool: Spool, data: bytes, rev: str, repo: Path, bundle: bool) -> dict[str, object]:
+    """Write one submission into the spool; the `--json` document `submit` prints (the MCP
+    server's `submit` returns the same document)."""
     contract = parse_contract(data)  # refuse locally what the gate would fence anyway
     document = json.loads(data)
-    repo_path = Path(args.repo).resolve()
-    candidate = git.rev_parse_commit(repo_path, args.candidate)
-    if args.intake:
-        return _to_intake(args, contract.task_id, document, repo_path, candidate)
-    spool = Spool(args.spool)
+    repo_path = repo.resolve()
+    candidate = git.rev_parse_commit(repo_path, rev)
     now = datetime.now(UTC)
     with spool.draft(now) as draft:
-        if args.bundle:
+        if bundle:
             create_bundle(repo_path, candidate, contract.base_commit, draft / BUNDLE_FILE)
         submission = Submission.model_validate(
             {
@@ -101,30 +114,21 @@ def run(args: argparse.Namespace) -> int:
                 "candidate": candidate,
                 "submitter": submitter(repo_path),
                 "submittedAt": now,
-                "bundle": BUNDLE_FILE if args.bundle else None,
+                "bundle": BUNDLE_FILE if bundle else None,
             }
         )
         sid = spool.publish(draft, submission)
-    if args.wait is None:
-        if args.json:
-            print_json(
-                {"submission": sid, "candidate": candidate, "path": str(spool.folder("new") / sid)}
-            )
-        else:
-            say(sid)
-        return 0
-    return wait_for(spool, sid, args.wait, as_json=args.json)
+    return {"submission": sid, "candidate": candidate, "path": str(spool.folder("new") / sid)}
 
 
-def _to_intake(
-    args: argparse.Namespace,
-    task_id: str,
-    document: dict[str, Any],
-    repo_path: Path,
-    candidate: str,
-) -> int:
+def _to_intake(args: argparse.Namespace) -> int:
     if args.bundle:
         raise UsageError("--bundle is for a spool; a push to the intake carries the objects")
+    data = read_input(args.contract)
+    task_id = parse_contract(data).task_id  # refuse locally what the gate would fence anyway
+    document = json.loads(data)
+    repo_path = Path(args.repo).resolve()
+    candidate = git.rev_parse_commit(repo_path, args.candidate)
     now = datetime.now(UTC)
     sid = new_id(now)
     submission = Submission.model_validate(
@@ -172,10 +176,9 @@ def wait_for(spool: Spool, sid: str, timeout: float, *, as_json: bool) -> int:
     deadline = time.monotonic() + timeout
     delay = 0.02
     while True:
-        for folder in FILED:
-            path = spool.folder(folder) / sid
-            if path.is_dir():
-                return _report(sid, folder, path, as_json=as_json)
+        found = filed(spool, sid)
+        if found is not None:
+            return _report(sid, *found, as_json=as_json)
         if time.monotonic() >= deadline:
             raise InfrastructureError(
                 f"no verdict for {sid} within {timeout:g} s; it is still queued (is the daemon "
@@ -185,38 +188,61 @@ def wait_for(spool: Spool, sid: str, timeout: float, *, as_json: bool) -> int:
         delay = min(delay * 1.5, 0.5)
 
 
-def _report(sid: str, folder: str, path: Path, *, as_json: bool) -> int:
+def filed(spool: Spool, sid: str) -> tuple[str, Path] | None:
+    """The folder the daemon filed `sid` in, and its path; None while it is still queued."""
+    for folder in FILED:
+        path = spool.folder(folder) / sid
+        if path.is_dir():
+            return folder, path
+    return None
+
+
+def verdict_document(sid: str, folder: str, path: Path) -> tuple[dict[str, Any], int]:
+    """The `--wait --json` document of a filed submission, and the exit code it means."""
     rejected = folder == "rejected"
-    name = REJECTION_FILE if rejected else VERDICT_FILE
-    return report_document(
-        sid, rejected, (path / name).read_bytes(), as_json=as_json, folder=folder
-    )
+    data = (path / (REJECTION_FILE if rejected else VERDICT_FILE)).read_bytes()
+    return document_of(sid, rejected, data, folder)
 
 
-def report_document(
-    sid: str, rejected: bool, document: bytes, *, as_json: bool, folder: str | None = None
-) -> int:
-    """Print a filed verdict (or rejection) and return the exit code it stands for."""
+def document_of(
+    sid: str, rejected: bool, data: bytes, folder: str | None = None
+) -> tuple[dict[str, Any], int]:
+    """The document (and exit code) of a verdict or rejection, as filed or published."""
     if rejected:
-        doc = json.loads(document)
-        if as_json:
-            print_json(doc)
-        else:
-            say(f"{sid} REJECTED: {doc.get('reason')}")
-        return EXIT_USAGE
+        rejection: dict[str, Any] = json.loads(data)
+        return rejection, EXIT_USAGE
     from integrator.documents.verdict import (
         Verdict,  # only when waiting: keeps submit's start-up short
     )
 
-    verdict = Verdict.model_validate_json(document)
+    verdict = Verdict.model_validate_json(data)
+    doc: dict[str, Any] = {"submission": sid, "verdict": verdict.wire()}
+    if folder is not None:
+        doc["folder"] = folder
+    return doc, verdict.exit_code
+
+
+def _report(sid: str, folder: str, path: Path, *, as_json: bool) -> int:
+    rejected = folder == "rejected"
+    data = (path / (REJECTION_FILE if rejected else VERDICT_FILE)).read_bytes()
+    return report_document(sid, rejected, data, as_json=as_json, folder=folder)
+
+
+def report_document(
+    sid: str, rejected: bool, data: bytes, *, as_json: bool, folder: str | None = None
+) -> int:
+    """Print a filed or published verdict (or rejection); the exit code it stands for."""
+    doc, code = document_of(sid, rejected, data, folder)
     if as_json:
-        shown: dict[str, Any] = {"submission": sid, "verdict": verdict.wire()}
-        if folder is not None:
-            shown["folder"] = folder
-        print_json(shown)
+        print_json(doc)
+    elif rejected:
+        say(f"{sid} REJECTED: {doc.get('reason')}")
     else:
-        codes = ", ".join(dict.fromkeys(v.code.value for v in verdict.violations))
-        say(f"{sid} {verdict.decision.value}" + (f" ({codes})" if codes else ""))
-        for v in verdict.violations:
-            say(f"  {v.code.value} {v.subject}: {v.detail}")
-    return verdict.exit_code
+        verdict = doc["verdict"]
+        violations = verdict.get("violations", [])
+        codes = ", ".join(dict.fromkeys(v["code"] for v in violations))
+        say(f"{sid} {verdict['decision']}" + (f" ({codes})" if codes else ""))
+        for v in violations:
+            subject = v.get("path") or v.get("resource") or "-"
+            say(f"  {v['code']} {subject}: {v['detail']}")
+    return code

@@ -179,11 +179,11 @@ def run_claim(args: argparse.Namespace) -> int:
         if args.json:
             # Agents pipe --json into jq: a failed claim must still be a document on stdout.
             # The error line (stderr) and the exit code come from the one handler in cli.py.
-            _print(args, _error_document(err), str(err))
+            _print(args, error_document(err), str(err))
         raise
 
 
-def _error_document(err: IntegratorError) -> dict[str, object]:
+def error_document(err: IntegratorError) -> dict[str, object]:
     """A failed claim as JSON, shaped like the "nothing claimed" document plus the error."""
     return {
         "claimed": None,
@@ -193,9 +193,32 @@ def _error_document(err: IntegratorError) -> dict[str, object]:
 
 
 def _claim(args: argparse.Namespace) -> int:
-    agent = agent_name(args.agent)
-    fleet = Fleet(args.repo, lease=args.lease)
-    outcome = fleet.claim(agent, task_id=args.task, in_place=args.in_place)
+    doc, text = claim_document(
+        args.repo,
+        agent=args.agent,
+        task_id=args.task,
+        lease=args.lease,
+        in_place=args.in_place,
+        guard=args.guard,
+    )
+    _print(args, doc, text)
+    return 0
+
+
+def claim_document(
+    repo: Path,
+    *,
+    agent: str | None = None,
+    task_id: str | None = None,
+    lease: timedelta = timedelta(hours=1),
+    in_place: bool = False,
+    guard: bool = False,
+) -> tuple[dict[str, object], str]:
+    """Claim a task; the `--json` document and the text `task claim` prints (the MCP
+    server's `claim_task` returns the same document)."""
+    agent = agent_name(agent)
+    fleet = Fleet(repo, lease=lease)
+    outcome = fleet.claim(agent, task_id=task_id, in_place=in_place)
     assignment = outcome.assignment
     if assignment is None:
         plan = fleet.plan()
@@ -209,9 +232,8 @@ def _claim(args: argparse.Namespace) -> int:
             "waiting": waiting,
             "skipped": list(outcome.skipped),
         }
-        _print(args, doc, "\n".join([state, *details]))
-        return 0
-    if args.guard and assignment.worktree is not None:
+        return doc, "\n".join([state, *details])
+    if guard and assignment.worktree is not None:
         install(assignment.worktree)
     claimed = assignment.to_json()
     claimed["skipped"] = list(outcome.skipped)
@@ -226,8 +248,7 @@ def _claim(args: argparse.Namespace) -> int:
         f"claimed:{assignment.claimed_file}\n"
         f"task {assignment.task.id}: lock mode {assignment.lock_mode} ({where})\n"
     )
-    _print(args, claimed, header + "\n" + assignment.task.body.rstrip())
-    return 0
+    return claimed, header + "\n" + assignment.task.body.rstrip()
 
 
 def run_complete(args: argparse.Namespace) -> int:

@@ -17,11 +17,10 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Callable, Generator, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Generator
+from dataclasses import asdict
 from datetime import UTC, datetime
 from types import FrameType
-from typing import Protocol
 
 import structlog
 import watchfiles
@@ -32,6 +31,7 @@ from integrator.daemon.held import hold_op
 from integrator.daemon.intake import Intake, Pending
 from integrator.daemon.mirror import Mirror, MirrorWorker
 from integrator.daemon.notify import Notifier
+from integrator.daemon.outcomes import Engine, Outcome, Ready
 from integrator.daemon.records import codes_of, decision_record
 from integrator.daemon.settings import Settings
 from integrator.daemon.spool import (
@@ -39,11 +39,10 @@ from integrator.daemon.spool import (
     VERDICT_FILE,
     Spool,
     WorkFolder,
-    folder_for,
     rejection_document,
 )
 from integrator.daemon.submitted import copy_submitted
-from integrator.documents.verdict import Decision, Verdict
+from integrator.documents.verdict import Decision
 from integrator.errors import (
     ConfigurationError,
     InfrastructureError,
@@ -61,42 +60,6 @@ BUNDLE_COPY = "bundle.copy"  # the daemon's copy of a submission's bundle, in it
 # An unexpected exception on one submission is retried this often, then the submission is
 # rejected with the error, so one poison candidate cannot stop the queue forever.
 CRASH_LIMIT = 3
-
-
-class Engine(Protocol):
-    """What the daemon needs of `integrator.landing.engine.Integrator`."""
-
-    def integrate(self, contract_data: bytes, candidate: str) -> Verdict: ...
-    def integrate_many(self, items: Sequence[tuple[bytes, str]]) -> list[Verdict]: ...
-    def reload_policy(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class Ready:
-    """A claimed, readable submission waiting for its batch's `integrate_many`."""
-
-    sid: str
-    contract: bytes
-    candidate: str
-    raw: bytes
-    started: float
-    bundle: bool
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """One decided submission, waiting for its batch to be committed."""
-
-    sid: str
-    verdict: Verdict | None  # None: rejected as malformed, see `reason`
-    reason: str | None
-    raw: bytes
-    latency: float
-    bundle: bool
-
-    @property
-    def folder(self) -> str:
-        return folder_for(self.verdict.decision if self.verdict is not None else None)
 
 
 class Daemon:
@@ -202,7 +165,9 @@ class Daemon:
             self.log.warning(
                 "mirror.left_backlog", records=self.mirror.backlog.depth(), error=str(err)
             )
-        self.log.info("daemon.drained", decided=self.decided)
+        remote = self.canonical.remote
+        pushes = {"pushes": remote.pushes} if remote is not None else {}
+        self.log.info("daemon.drained", decided=self.decided, **pushes)
         return 0
 
     def _serve(self) -> None:

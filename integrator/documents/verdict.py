@@ -37,6 +37,7 @@ class Code(StrEnum):
     REPO_UNVERIFIED = "REPO_UNVERIFIED"
     CLAIM_MISSING = "CLAIM_MISSING"
     CLAIM_UNVERIFIED = "CLAIM_UNVERIFIED"
+    CLAIM_REWRITTEN = "CLAIM_REWRITTEN"
     STALE_GENERATION = "STALE_GENERATION"
     CONTRACT_DIGEST_MISMATCH = "CONTRACT_DIGEST_MISMATCH"
     CLAIM_CONSUMED = "CLAIM_CONSUMED"
@@ -84,6 +85,7 @@ CODE_SUMMARY: dict[Code, str] = {
     Code.CLAIM_MISSING: "No live claim exists for the contract's task.",
     Code.CLAIM_UNVERIFIED: "No claim refs here: the contract's own rules were checked, not "
     "that it is the authorized one.",
+    Code.CLAIM_REWRITTEN: "The claim ref moved backwards or sideways on the server.",
     Code.STALE_GENERATION: "A newer ownership generation was issued for the task.",
     Code.CONTRACT_DIGEST_MISMATCH: "The contract differs from the one the claim holds.",
     Code.CLAIM_CONSUMED: "The claim was already consumed by a landing.",

@@ -6,8 +6,9 @@ every path the call would write, with the contract line that decided. Understood
 
 - Claude Code `PreToolUse` (`Write`/`Edit`/`MultiEdit`: `file_path`; `NotebookEdit`:
   `notebook_path`); deny = exit 0 with `hookSpecificOutput.permissionDecision = "deny"`.
-- Codex, same wire format; `apply_patch` carries a raw patch in `tool_input.command` whose
-  `*** Add/Update/Delete File:` and `*** Move to:` headers name the paths.
+- Codex, same wire format; `apply_patch` carries a raw patch in `tool_input.command`, read
+  by Codex's own parsing rules (`integrator.fleet.patches`); its shell tool arrives as `Bash`,
+  and every `apply_patch` a shell command runs is found and judged (`integrator.fleet.shell`).
 - Gemini CLI `BeforeTool` (`write_file`, `replace`: `file_path`); deny = `{"decision": "deny"}`.
 
 Fail closed: input we cannot read, a missing or foreign contract, a revoked, consumed or
@@ -17,128 +18,42 @@ not a security boundary; the gate recomputes the diff and decides for real.
 
 A path outside the worktree is denied (another worktree, the main checkout and the queue
 are outside too), unless it lies under a folder given with `--allow-outside` (say /tmp).
+`..` is folded lexically (as the tools do) and the result resolved through symlinks; when
+that differs from resolving the path as written, both readings must be allowed.
+
+A checkout with nothing bound (the main checkout, an unbound worktree) denies every write —
+Codex runs the main checkout's hooks for all its worktrees — unless the hook's environment
+says this is the coordinator: `INTEGRATOR_COORDINATOR=1` with no `INTEGRATOR_AGENT` and no
+`INTEGRATOR_TASK`. A bound worktree always goes by its contract.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
 
 from integrator.documents.claim import ClaimView
 from integrator.documents.contract import OwnershipContract
 from integrator.errors import IntegratorError
 from integrator.fence import paths
+from integrator.fleet.events import Dialect, GuardInputError, Write, parse_event
+from integrator.fleet.patches import lexical
 from integrator.fleet.workspace import (
+    binding_record,
     bound_contract,
     worktree_id,
     worktree_root,
 )
 from integrator.repo import git
 from integrator.repo.claimref import read_claim
+from integrator.report.escape import visible
 
-Dialect = Literal["claude", "gemini"]
-
-WRITE_FIELDS = ("file_path", "notebook_path", "path", "filePath", "absolute_path", "target_file")
-READ_ONLY_TOOLS = frozenset(
-    {
-        # Claude Code
-        "Read", "Glob", "Grep", "LS", "WebFetch", "WebSearch", "Task", "TodoWrite",
-        "BashOutput", "KillShell", "ExitPlanMode", "NotebookRead",
-        # Gemini CLI
-        "read_file", "read_many_files", "list_directory", "glob", "search_file_content",
-        "google_web_search", "web_fetch", "save_memory", "write_todos",
-    }
-)  # fmt: skip
-SHELL_TOOLS = frozenset({"Bash", "run_shell_command", "shell", "exec_command", "local_shell"})
-PATCH_HEADERS = ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: ")
-
-
-class GuardInputError(ValueError):
-    """The hook input cannot be read as a tool call; the guard denies.
-
-    `dialect` is set once the event named its hook protocol, so the denial can use it.
-    """
-
-    def __init__(self, message: str, dialect: Dialect | None = None) -> None:
-        super().__init__(message)
-        self.dialect = dialect
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    dialect: Dialect
-    tool: str
-    targets: tuple[str, ...]
-    cwd: Path
-    mediated: bool = True  # False: the tool writes nothing we can see (reads, plain shell)
-
-
-def patch_paths(patch: str, dialect: Dialect | None = None) -> list[str]:
-    """Every path an `apply_patch` body names (both ends of a move)."""
-    found: list[str] = []
-    for line in patch.splitlines():
-        for header in PATCH_HEADERS:
-            if line.startswith(header):
-                path = line[len(header) :].strip()
-                if not path:
-                    raise GuardInputError(f"patch header {line!r} names no path", dialect)
-                found.append(path)
-    if not found:
-        raise GuardInputError(
-            "the patch names no file (no '*** Add/Update/Delete File:' header)", dialect
-        )
-    return list(dict.fromkeys(found))
-
-
-def _text(value: object) -> str | None:
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return "\n".join(value)
-    return None
-
-
-def parse_event(data: bytes, *, default_cwd: Path) -> ToolCall:
-    """Read a Claude Code / Codex `PreToolUse` or Gemini `BeforeTool` event."""
-    try:
-        event = json.loads(data)
-    except (ValueError, UnicodeDecodeError) as err:
-        raise GuardInputError(f"hook input is not JSON: {err}") from err
-    if not isinstance(event, dict):
-        raise GuardInputError("hook input is not a JSON object")
-    name = event.get("hook_event_name")
-    dialects: dict[object, Dialect] = {"PreToolUse": "claude", "BeforeTool": "gemini"}
-    if name not in dialects:
-        raise GuardInputError(f"hook_event_name {name!r} is not PreToolUse or BeforeTool")
-    dialect = dialects[name]
-    tool, tool_input = event.get("tool_name"), event.get("tool_input")
-    if not isinstance(tool, str) or not tool or not isinstance(tool_input, dict):
-        raise GuardInputError("hook input lacks tool_name or a tool_input object", dialect)
-    cwd = event.get("cwd")
-    here = Path(cwd) if isinstance(cwd, str) and os.path.isabs(cwd) else default_cwd
-    command = _text(tool_input.get("command"))
-    if tool == "apply_patch" or (command is not None and "*** Begin Patch" in command):
-        if command is None:
-            raise GuardInputError(f"{tool}: tool_input.command holds no patch text", dialect)
-        return ToolCall(dialect, tool, tuple(patch_paths(command, dialect)), here)
-    if tool in READ_ONLY_TOOLS or tool in SHELL_TOOLS:
-        return ToolCall(dialect, tool, (), here, mediated=False)
-    targets = [tool_input[f] for f in WRITE_FIELDS if f in tool_input]
-    if any(not isinstance(t, str) or not t for t in targets):
-        raise GuardInputError(
-            f"{tool}: a path field of tool_input is not a non-empty string", dialect
-        )
-    if not targets:
-        if tool in ("Write", "Edit", "MultiEdit", "NotebookEdit", "write_file", "replace"):
-            raise GuardInputError(f"{tool}: tool_input has no file_path", dialect)
-        return ToolCall(dialect, tool, (), here, mediated=False)
-    return ToolCall(dialect, tool, tuple(str(t) for t in targets), here)
-
+COORDINATOR_ENV = "INTEGRATOR_COORDINATOR"
+__all__ = ["Dialect", "GuardInputError", "Write", "parse_event"]  # the hook's input, re-exported
 
 # --- the decision (pure) -----------------------------------------------------------------
 
@@ -285,37 +200,71 @@ def decide(
 # --- effects: locate paths, read the binding, render the hook answer -------------------
 
 
-def locate(given: str, cwd: Path, root: Path, allow_outside: Sequence[Path] = ()) -> Target:
-    """Resolve `given` (symlinks included) and express it relative to the worktree root."""
-    path = Path(given) if os.path.isabs(given) else cwd / given
-    real = Path(os.path.realpath(path))
-    try:
-        relative = real.relative_to(Path(os.path.realpath(root))).as_posix()
-    except ValueError:
-        ok = any(real.is_relative_to(os.path.realpath(d)) for d in allow_outside)
-        return Target(given, None, ok)
-    return Target(given, relative if relative != "." else "")
+def locate(
+    given: str,
+    cwd: Path,
+    root: Path,
+    allow_outside: Sequence[Path] = (),
+    *,
+    path: str | None = None,
+) -> list[Target]:
+    """Where `path` (default: `given`) lands, relative to the worktree root: `..` folded
+    lexically then symlinks resolved, and, when it differs, the path resolved as written
+    (the kernel's reading); a write is judged under both."""
+    raw = given if path is None else path
+    joined = raw if os.path.isabs(raw) else f"{cwd}/{raw}"
+    readings = dict.fromkeys([os.path.realpath(lexical(joined)), os.path.realpath(joined)])
+    top = Path(os.path.realpath(root))
+    out = []
+    for reading in readings:
+        real = Path(reading)
+        try:
+            relative = real.relative_to(top).as_posix()
+        except ValueError:
+            ok = any(real.is_relative_to(os.path.realpath(d)) for d in allow_outside)
+            out.append(Target(given, None, ok))
+            continue
+        out.append(Target(given, relative if relative != "." else ""))
+    return out
+
+
+def coordinator_mode(env: Mapping[str, str]) -> bool:
+    """The hook runs for the coordinator: `INTEGRATOR_COORDINATOR=1` and no agent identity
+    (`INTEGRATOR_AGENT`, `INTEGRATOR_TASK`) beside it."""
+    return (
+        env.get(COORDINATOR_ENV) == "1"
+        and not env.get("INTEGRATOR_AGENT")
+        and not env.get("INTEGRATOR_TASK")
+    )
 
 
 def evaluate(
-    targets: Sequence[str],
+    targets: Sequence[str | Write],
     cwd: Path,
     now: datetime,
     *,
     allow_outside: Sequence[Path] = (),
     relative_to_root: bool = False,
     in_place_task: str | None = None,
+    coordinator: bool = False,
 ) -> GuardDecision:
     """Decide for paths written from `cwd`, reading the worktree's binding and live claim.
 
     Without a binding, `in_place_task` ($INTEGRATOR_TASK of an agent in a shared checkout)
-    names the task whose live in-place contract applies.
+    names the task whose live in-place contract applies; with neither, only the coordinator
+    (`coordinator_mode`) may write, and nothing is checked for it.
     """
     try:
         root = worktree_root(cwd)
     except IntegratorError:
         return deny(f"{cwd} is not inside a git worktree; nothing is bound here")
     contract = bound_contract(root)
+    if contract is None and not in_place_task and coordinator:
+        return GuardDecision(
+            True,
+            f"{COORDINATOR_ENV}=1: the coordinator writes in a checkout with nothing bound; "
+            "its writes are not checked",
+        )
     in_place = contract is None and bool(in_place_task)
     task = contract.task_id if contract is not None else in_place_task
     claim = None
@@ -328,8 +277,43 @@ def evaluate(
             claim = live.view
             contract = contract or live.contract
     base = root if relative_to_root else cwd
-    located = [locate(t, base, root, allow_outside) for t in targets]
+    writes = [t if isinstance(t, Write) else Write(t, t) for t in targets]
+    located = [
+        target for w in writes for target in locate(w.given, base, root, allow_outside, path=w.path)
+    ]
     return decide(contract, claim, worktree_id(root), now, located, in_place=in_place)
+
+
+def bound_status(
+    cwd: Path, now: datetime, *, in_place_task: str | None = None
+) -> dict[str, object]:
+    """`guard show --json`: the contract this checkout writes under (bound here, or the live
+    in-place one of `in_place_task`), its live claim, and whether the guard lets it write."""
+    root = worktree_root(cwd)
+    contract = bound_contract(root)
+    in_place = contract is None and bool(in_place_task)
+    task = contract.task_id if contract is not None else in_place_task
+    live = read_claim(root, task) if task else None
+    if contract is None and live is not None:
+        contract = live.contract
+    view = live.view if live is not None else None
+    problem = contract_problem(contract, view, worktree_id(root), now, in_place=in_place)
+    return {
+        "worktree": str(root),
+        "worktreeId": worktree_id(root),
+        "task": task,
+        "binding": binding_record(root) or None,
+        "contract": contract.wire() if contract is not None else None,
+        "live": None if view is None else {
+            "generation": view.generation,
+            "attemptId": view.attempt_id,
+            "state": view.state,
+            "leaseExpiresAt": view.lease_expires_at.isoformat(),
+            "contractDigest": view.contract_digest,
+        },
+        "writable": problem is None,
+        "problem": problem,
+    }  # fmt: skip
 
 
 def staged_paths(root: Path) -> list[str]:
@@ -347,9 +331,11 @@ class HookAnswer:
 
 def answer(dialect: Dialect | None, decision: GuardDecision) -> HookAnswer:
     """The hook protocol's answer. Unknown dialect (unreadable input): exit 2, which every
-    supported tool treats as a block, with the reason on stderr."""
-    if dialect is None:
-        return HookAnswer(2, "", decision.reason + "\n")
+    supported tool treats as a block, with the reason on stderr. Codex is denied the same
+    way: it runs hooks under the user's login shell, whose profile may print to stdout,
+    and a deny JSON it cannot parse would let the call through; exit 2 reads stderr only."""
+    if dialect is None or (dialect == "codex" and not decision.allowed):
+        return HookAnswer(2, "", visible(decision.reason) + "\n")
     if dialect == "gemini":
         body: dict[str, object] = {} if decision.allowed else {
             "decision": "deny", "reason": decision.reason,
@@ -374,6 +360,7 @@ def run_hook(
     now: datetime,
     allow_outside: Sequence[Path] = (),
     in_place_task: str | None = None,
+    coordinator: bool = False,
 ) -> tuple[HookAnswer, GuardDecision]:
     """Handle one hook event end to end; never raises, and denies on any failure."""
     dialect: Dialect | None = None
@@ -389,6 +376,7 @@ def run_hook(
                 now,
                 allow_outside=allow_outside,
                 in_place_task=in_place_task,
+                coordinator=coordinator,
             )
     except GuardInputError as err:
         dialect = err.dialect

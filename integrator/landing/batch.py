@@ -23,8 +23,9 @@ from integrator.documents.claim import Claim
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.verdict import Code, Decision, Verdict, Violation
 from integrator.errors import ConfigurationError, RefMovedError
-from integrator.fence.checks import check_diff, check_live, recovered_verdict
+from integrator.fence.checks import check_diff, recovered_verdict
 from integrator.fence.diff import TooManyChanges, find_collisions, recompute
+from integrator.fence.live import check_live
 from integrator.fence.trees import MalformedTree, TreeReader, changed_leaves
 from integrator.landing.evaluation import Evaluation
 from integrator.landing.history import HEAD_SETTLE, QueueHistory

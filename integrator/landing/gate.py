@@ -20,7 +20,7 @@ from integrator.documents.contract import OwnershipContract, parse_contract
 from integrator.documents.policy import PolicyState
 from integrator.documents.verdict import Code, Verdict, Violation
 from integrator.errors import ContractError
-from integrator.fence import checks
+from integrator.fence import checks, live
 from integrator.fence.diff import TooManyChanges, recompute
 from integrator.fence.trees import MalformedTree, TreeReader
 from integrator.landing.evaluation import Evaluation
@@ -64,8 +64,8 @@ class Gate:
         """Every check of the gate, cheapest first; stops at the first failing stage."""
         canonical = self.canonical
         now = now or canonical.clock()
-        live = self.policy_override is None and canonical.initialized
-        policy_oid = canonical.ref(git.POLICY_REF) if live else None
+        authoritative = self.policy_override is None and canonical.initialized
+        policy_oid = canonical.ref(git.POLICY_REF) if authoritative else None
         policy = self.policy_override or canonical.policy_state(policy_oid)
         try:
             contract = parse_contract(contract_data)
@@ -75,10 +75,10 @@ class Gate:
         # without claim refs cannot prove the contract is the authorized one: every verdict
         # here then carries REPO_UNVERIFIED / CLAIM_UNVERIFIED (review), whatever else it
         # says, unless a static check (the contract's own rules only) was asked for.
-        claimless = not (live or canonical.has_claims())
-        unverified = checks.check_identity_known(canonical.identity)
+        claimless = not (authoritative or canonical.has_claims())
+        unverified = live.check_identity_known(canonical.identity)
         if claimless and not self.static:
-            unverified += checks.check_claim_known()
+            unverified += live.check_claim_known()
 
         def stop(violations: list[Violation], **extra: Any) -> Evaluation:
             extra.setdefault("candidate", candidate)
@@ -89,10 +89,10 @@ class Gate:
             )
             return Evaluation(verdict, contract=contract)
 
-        violations = checks.check_identity(contract, canonical.identity)
+        violations = live.check_identity(contract, canonical.identity)
         if violations:
             return stop(violations)
-        claim, violations, earlier = self._live(contract, candidate, live, policy, now)
+        claim, violations, earlier = self._live(contract, candidate, authoritative, policy, now)
         if earlier is not None:
             return Evaluation(earlier, contract=contract, claim=claim)
         if violations:
@@ -126,7 +126,7 @@ class Gate:
             edits = edits_before_grants(
                 self.repo, contract.base_commit, str(cand.id), claim.view.grants
             )
-            violations.extend(checks.check_grants(edits))
+            violations.extend(live.check_grants(edits))
         violations.extend(unverified)
         verdict = checks.make_verdict(
             contract,
@@ -172,16 +172,19 @@ class Gate:
         self,
         contract: OwnershipContract,
         candidate: str,
-        live: bool,
+        authoritative: bool,
         policy: PolicyState,
         now: datetime,
     ) -> tuple[Claim | None, list[Violation], Verdict | None]:
         """(claim, live-claim violations, the earlier landing of this very candidate)."""
         canonical = self.canonical
-        if not (live or canonical.has_claims()):
-            return None, checks.check_static_lease(contract, now), None
+        if not (authoritative or canonical.has_claims()):
+            return None, live.check_static_lease(contract, now), None
         claim = canonical.claim(contract.task_id)
-        violations = checks.check_live(contract, claim.view if claim else None, policy.digest, now)
+        rewritten = live.check_rewritten(contract.task_id, canonical.rewritten)
+        if rewritten:
+            return claim, rewritten, None
+        violations = live.check_live(contract, claim.view if claim else None, policy.digest, now)
         earlier = None
         if claim is not None and claim.view.state == "consumed":
             earlier = self.history.earlier_landing(contract, claim, candidate)
@@ -190,7 +193,7 @@ class Gate:
     def _history_checks(self, contract: OwnershipContract, cand: pygit2.Commit) -> list[Violation]:
         base = contract.base_commit
         base_present = git.has_object(self.repo, base)
-        return checks.check_history(
+        return live.check_history(
             base=base,
             base_present=base_present,
             base_is_ancestor=base_present and self.history.is_ancestor(base, cand),

@@ -25,6 +25,9 @@ from integrator.errors import ConfigurationError
 from integrator.repo import git, transaction
 from integrator.repo.remote import RemotePush
 
+# Where a mirror remembers the claim commits it last saw (its own refs, never fetched).
+SEEN_PREFIX = "refs/integrator/seen/claims/"
+
 SIGNATURE_NAME = "integrator"
 SIGNATURE_EMAIL = "integrator@localhost"
 
@@ -45,6 +48,8 @@ class Canonical:
         self._updater: transaction.RefUpdater | None = None
         self._bulk_updater: transaction.RefUpdater | None = None
         self._remote: RemotePush | None = None
+        # Claims whose ref the server rewrote (task → (last seen, now)); see `refresh`.
+        self.rewritten: dict[str, tuple[str, str]] = {}
         self.remote_url = next(
             (str(v) for v in self.repo.config.get_multivar("integrator.remote")), None
         )
@@ -83,9 +88,41 @@ class Canonical:
 
     def refresh(self) -> None:
         """Read authority fresh: in remote mode, fetch the target and the authority refs
-        into the mirror (every command that decides calls this first); here, nothing."""
-        if self.remote is not None:
-            self.remote.fetch()
+        into the mirror (every command that decides calls this first); here, nothing.
+
+        A claim chain only grows: each claim commit descends from the one before. A claim
+        ref the server now holds that does not descend from the one this mirror last saw
+        was rewritten by someone who can write the server's refs (on hosts that cannot
+        protect custom refs, any writer): it is remembered in `rewritten`, and the gate
+        fences that task's candidates (CLAIM_REWRITTEN) until a person looks. A new mirror
+        trusts the claims it first fetches: keep a mirror, not a fresh clone per run.
+        """
+        if self.remote is None:
+            return
+        self._check_claim_chains()  # what this mirror holds now: its own pushes included
+        self.remote.fetch()
+        self._check_claim_chains()
+
+    def _check_claim_chains(self) -> None:
+        seen = git.refs_under(self.repo, SEEN_PREFIX)
+        ops: list[transaction.RefOp] = []
+        for ref, oid in git.refs_under(self.repo, git.CLAIMS_PREFIX).items():
+            task = ref.removeprefix(git.CLAIMS_PREFIX)
+            before = seen.get(SEEN_PREFIX + task)
+            if before == oid:
+                continue
+            if before is not None and not self._descends(oid, before):
+                self.rewritten[task] = (before, oid)
+                continue
+            ops.append(transaction.RefOp("set", SEEN_PREFIX + task, oid))
+        if ops:
+            self.local_updater.apply(ops)
+
+    def _descends(self, oid: str, before: str) -> bool:
+        try:
+            return bool(self.repo.descendant_of(pygit2.Oid(hex=oid), pygit2.Oid(hex=before)))
+        except (KeyError, ValueError, pygit2.GitError):
+            return False
 
     def close(self) -> None:
         for updater in (self._updater, self._bulk_updater, self._remote):

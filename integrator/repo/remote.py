@@ -30,7 +30,7 @@ from integrator.repo.transaction import RefOp, RefUpdater
 # What a mirror fetches: the target and every namespace of authority and records — all of
 # refs/integrator/ but what only this mirror holds (bundle quarantine, outgoing bundles) and
 # the intake's namespaces (fetched from the intake, wherever it is).
-LOCAL_ONLY = ("quarantine", "outgoing", "submit", "verdicts", "intake")
+LOCAL_ONLY = ("quarantine", "outgoing", "submit", "verdicts", "intake", "seen")
 AUTHORITY_REFSPECS = (
     "+refs/integrator/*:refs/integrator/*",
     *(f"^refs/integrator/{name}/*" for name in LOCAL_ONLY),

@@ -18,6 +18,8 @@ HINTS: dict[Code, str] = {
     "contract's own rules",
     Code.CLAIM_MISSING: "ask the coordinator to issue a contract for the task "
     "(integrator contract issue)",
+    Code.CLAIM_REWRITTEN: "someone rewrote the claim on the server: the coordinator must "
+    "look at its history (git log refs/integrator/claims/{task}) and reissue it",
     Code.STALE_GENERATION: "this attempt was superseded; fetch the live contract "
     "(integrator contract show --task {task})",
     Code.CONTRACT_DIGEST_MISMATCH: "the contract is not the one the claim holds; fetch the live "

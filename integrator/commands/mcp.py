@@ -1,0 +1,80 @@
+"""`integrator mcp` — an MCP server for coding agents (tools over the CLI's operations).
+
+The SDK is imported only here, when the command runs: `guard` and `submit`, which agents
+call in tight loops, never load it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from integrator.commands._common import say
+from integrator.errors import UsageError
+
+
+def register(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "mcp",
+        help="serve the agent tools (claim, contract, check, expand, submit, verdict, plan) over MCP",
+        description=(
+            "A Model Context Protocol server for a coding agent working in this repository. "
+            "Tools: claim_task, show_contract, check_paths, request_expansion, submit, "
+            "read_verdict, ready_tasks; each returns the document the matching command "
+            "prints with --json and refuses what that command refuses (the error carries "
+            "its exit code). stdio by default (the agent starts it); --transport http serves "
+            "Streamable HTTP at /mcp on 127.0.0.1 (no authentication: a non-loopback "
+            "address needs --allow-remote). See docs/agents.md."
+        ),
+    )
+    parser.add_argument("--transport", choices=("stdio", "http"), default=None)
+    parser.add_argument(
+        "--http",
+        metavar="HOST:PORT",
+        help="listen here (implies --transport http; default 127.0.0.1:8765, port 0 picks one)",
+    )
+    parser.add_argument(
+        "--allow-remote", action="store_true", help="allow --http on a non-loopback address"
+    )
+    parser.add_argument(
+        "--worktree",
+        type=Path,
+        default=Path(),
+        metavar="PATH",
+        help="the agent's worktree or any checkout of the repository (default: here)",
+    )
+    parser.add_argument("--spool", type=Path, metavar="DIR", help="the daemon's spool (submit)")
+    parser.add_argument(
+        "--agent", metavar="NAME", help="agent identity (default: $INTEGRATOR_AGENT or host-pid)"
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from integrator.mcp.server import build_server, parse_http, serve_http
+    from integrator.mcp.tools import AgentTools, SpoolTransport
+
+    transport = args.transport or ("http" if args.http else "stdio")
+    if transport == "stdio" and args.http:
+        raise UsageError("--http needs --transport http")
+    bind = parse_http(args.http or "127.0.0.1:8765", allow_remote=args.allow_remote)
+    spool = args.spool or (
+        Path(os.environ["INTEGRATOR_SPOOL"]) if os.environ.get("INTEGRATOR_SPOOL") else None
+    )
+    tools = AgentTools(
+        args.worktree.resolve(),
+        transport=SpoolTransport(spool.resolve()) if spool else None,
+        agent=args.agent,
+    )
+    server = build_server(tools)
+    if transport == "stdio":
+        server.run()  # stdout is the protocol channel from here on
+        return 0
+    serve_http(
+        server,
+        *bind,
+        announce=lambda url: say(f"mcp: listening on {url}", err=True),
+    )
+    return 0

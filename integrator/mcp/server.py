@@ -1,0 +1,205 @@
+"""The MCP server agents talk to (`integrator mcp`), on the official MCP SDK.
+
+Seven tools, each the CLI's operation with the CLI's `--json` document as its structured
+output (output schemas in `integrator.mcp.models`):
+
+| tool | the CLI it answers as |
+|---|---|
+| `claim_task` | `integrator task claim --json` |
+| `show_contract` | `integrator guard show --json` |
+| `check_paths` | `integrator guard --path P … --json` |
+| `request_expansion` | `integrator contract request-expansion`, then `contract expand` |
+| `submit` | `integrator submit --json` (the bound contract, into the server's spool) |
+| `read_verdict` | `integrator submit --wait --json` for a submission id |
+| `ready_tasks` | `integrator plan .agents --json` |
+
+A refusal is a tool error (`isError`) whose text is the CLI's error line and whose
+structured content is `{"error": {"type", "message", "exitCode"}}`; every result carries
+the CLI's exit code in `_meta["integrator/exitCode"]` (a denied path or a FENCED verdict is
+an answer, exit 1, not an error).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable
+from datetime import timedelta
+from ipaddress import ip_address
+from typing import Annotated, Any
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver.tools.base import Tool
+from mcp_types import CallToolResult, TextContent
+from pydantic import Field
+
+from integrator import __version__
+from integrator.clock import parse_duration
+from integrator.errors import IntegratorError, UsageError
+from integrator.mcp import models
+from integrator.mcp.tools import AgentTools, Result
+
+EXIT_META = "integrator/exitCode"
+INSTRUCTIONS = (
+    "integrator fences what coding agents write. Claim a task (claim_task), write only inside "
+    "its contract (show_contract, check_paths before writing), ask before writing anywhere "
+    "else (request_expansion), then submit your candidate commit (submit) and read its verdict "
+    "(read_verdict). The write guard and the gate re-check everything."
+)
+
+Worktree = Annotated[
+    str | None,
+    Field(description="absolute path of a worktree of this repository (default: the server's)"),
+]
+
+
+def result(call: Callable[[], Result]) -> CallToolResult:
+    """Run one tool body; an IntegratorError becomes the tool error the CLI's refusal is."""
+    try:
+        document, code = call()
+    except IntegratorError as err:
+        failure = {"type": type(err).__name__, "message": str(err), "exitCode": err.exit_code}
+        return CallToolResult(
+            content=[TextContent(type="text", text=f"integrator: error: {err}")],
+            structured_content={"error": failure},
+            is_error=True,
+            _meta={EXIT_META: err.exit_code},
+        )
+    text = json.dumps(document, indent=2, ensure_ascii=False, default=str)
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content=document,
+        _meta={EXIT_META: code},
+    )
+
+
+def _lease(text: str) -> timedelta:
+    try:
+        return parse_duration(text)
+    except ValueError as err:
+        raise UsageError(f"lease: {err}") from err
+
+
+def _tools(
+    tools: AgentTools,
+) -> list[tuple[Callable[..., CallToolResult], type[models.Document] | None, str]]:
+    def claim_task(
+        task: Annotated[
+            str | None, Field(description="claim this task only, if it is ready")
+        ] = None,
+        lease: Annotated[str, Field(description="contract lease, e.g. 45m or 2h")] = "1h",
+        in_place: Annotated[bool, Field(description="shared checkout: no worktree")] = False,
+        install_guard: Annotated[bool, Field(description="install the write guard")] = True,
+    ) -> CallToolResult:
+        return result(lambda: tools.claim_task(task, _lease(lease), in_place, install_guard))
+
+    def show_contract(worktree: Worktree = None) -> CallToolResult:
+        return result(lambda: tools.show_contract(worktree))
+
+    def check_paths(
+        paths: Annotated[
+            list[str],
+            Field(description="paths, relative to the worktree root or absolute", max_length=1000),
+        ],
+        worktree: Worktree = None,
+    ) -> CallToolResult:
+        return result(lambda: tools.check_paths(paths, worktree))
+
+    def request_expansion(
+        add_paths: Annotated[
+            list[str] | None, Field(description="globs to add to the write set", max_length=100)
+        ] = None,
+        add_resources: Annotated[
+            list[str] | None, Field(description="KIND:NAME resources to add", max_length=100)
+        ] = None,
+        worktree: Worktree = None,
+    ) -> CallToolResult:
+        return result(
+            lambda: tools.request_expansion(add_paths or [], add_resources or [], worktree)
+        )
+
+    def submit(
+        candidate: Annotated[str, Field(description="the candidate commit (a revision)")] = "HEAD",
+        bundle: Annotated[bool, Field(description="ship the commits as a git bundle")] = False,
+        worktree: Worktree = None,
+    ) -> CallToolResult:
+        return result(lambda: tools.submit(candidate, bundle, worktree))
+
+    def read_verdict(
+        submission: Annotated[str, Field(description="the id `submit` returned", max_length=64)],
+        wait_seconds: Annotated[
+            float, Field(ge=0, le=600, description="wait this long for it")
+        ] = 0,
+    ) -> CallToolResult:
+        return result(lambda: tools.read_verdict(submission, wait_seconds))
+
+    def ready_tasks() -> CallToolResult:
+        return result(tools.ready_tasks)
+
+    return [
+        (claim_task, models.ClaimDocument, "Claim the first ready task (or `task`): its contract, worktree and brief, as `integrator task claim --json`."),
+        (show_contract, models.BoundContract, "The contract this worktree writes under, its live claim, and whether writes are allowed now."),
+        (check_paths, models.GuardDecision, "Would the write guard allow writing these paths? Per path: allowed, why, and the contract line that decided."),
+        (request_expansion, None, "Ask to add paths or resources to the contract BEFORE writing them. Granted: the new contract (generation + 1), bound here. Otherwise a review error (exit 3): do not write."),
+        (submit, models.Submitted, "Submit a candidate commit under the bound contract to the daemon's spool."),
+        (read_verdict, models.Filed, "The daemon's verdict on a submission (ACCEPTED, FENCED or REVIEW with every violation), waiting up to wait_seconds."),
+        (ready_tasks, models.Plan, "The task plan of this repository's queue: the ready set, what waits and why, the partition ceiling."),
+    ]  # fmt: skip
+
+
+def build_server(tools: AgentTools) -> MCPServer[Any]:
+    """An MCP server whose tools act for `tools`' repository and agent."""
+    registered = []
+    for fn, model, description in _tools(tools):
+        tool = Tool.from_function(fn, name=fn.__name__, description=description)
+        # The tool builds its own CallToolResult; publish the document's schema for it.
+        tool.fn_metadata.output_schema = models.output_schema(model)
+        registered.append(tool)
+    return MCPServer(
+        "integrator",
+        version=__version__,
+        instructions=INSTRUCTIONS,
+        tools=registered,
+        log_level="WARNING",
+    )
+
+
+def parse_http(text: str, *, allow_remote: bool) -> tuple[str, int]:
+    """`HOST:PORT` (port 0 picks one); a host off the loopback needs `allow_remote`."""
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or int(port) > 65535:
+        raise UsageError(f"--http {text!r} is not HOST:PORT")
+    host = host.strip("[]") or "127.0.0.1"
+    try:
+        loopback = host == "localhost" or ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback and not allow_remote:
+        raise UsageError(
+            f"--http {text!r} is not a loopback address; the MCP server has no authentication, "
+            "so it listens on 127.0.0.1 unless --allow-remote says otherwise"
+        )
+    return host, int(port)
+
+
+def serve_http(
+    server: MCPServer[Any], host: str, port: int, announce: Callable[[str], None]
+) -> None:
+    """Serve Streamable HTTP at `/mcp` on a socket bound here (so port 0 can be announced)."""
+    import anyio
+    import uvicorn
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as err:
+        raise UsageError(f"cannot listen on {host}:{port}: {err.strerror}") from err
+    sock.listen(64)
+    bound = sock.getsockname()[1]
+    app = server.streamable_http_app(host=host)
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    shown = f"[{host}]" if family == socket.AF_INET6 else host
+    announce(f"http://{shown}:{bound}/mcp")
+    anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))

@@ -1,0 +1,209 @@
+"""What the MCP tools do: the CLI's own operations, returning the CLI's `--json` documents.
+
+Every tool returns `(document, exit code)` or raises the IntegratorError the CLI would
+raise for the same input, so the server refuses exactly what the command line refuses.
+Agent input is hostile: a worktree must belong to the server's repository, a submission
+id must be a spool id, paths go through the guard like any hook event.
+
+Submissions travel through a `Transport`. The spool is the one there is today; an intake
+transport (a git remote with `refs/integrator/submit/…`, for agents without the daemon's
+file system) implements the same two methods and is passed to `AgentTools` instead.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import ValidationError
+
+from integrator.clock import utcnow
+from integrator.errors import ConfigurationError, InfrastructureError, UsageError
+from integrator.fleet import guard
+from integrator.fleet.workspace import (
+    bind,
+    binding_dir,
+    binding_record,
+    bound_contract,
+    main_checkout,
+    worktree_root,
+)
+from integrator.repo import git
+
+Result = tuple[dict[str, Any], int]
+TASK_ENV = "INTEGRATOR_TASK"
+
+
+class Transport(Protocol):
+    """Where a candidate goes and where its verdict comes back from."""
+
+    def submit(self, contract: bytes, candidate: str, repo: Path, bundle: bool) -> Result: ...
+
+    def verdict(self, submission: str, wait: float) -> Result: ...
+
+
+@dataclass(frozen=True)
+class SpoolTransport:
+    """The daemon's spool folder (`integrator submit` / `submit --wait`)."""
+
+    folder: Path
+
+    def submit(self, contract: bytes, candidate: str, repo: Path, bundle: bool) -> Result:
+        from integrator.commands.submit import publish
+        from integrator.daemon.spool import Spool
+
+        return publish(Spool(self.folder), contract, candidate, repo, bundle), 0
+
+    def verdict(self, submission: str, wait: float) -> Result:
+        from integrator.commands.submit import filed, verdict_document
+        from integrator.daemon.spool import ID_RE, Spool
+
+        if not ID_RE.fullmatch(submission):
+            raise UsageError(f"{submission[:80]!r} is not a submission id")
+        spool = Spool(self.folder)
+        deadline = time.monotonic() + wait
+        while True:
+            found = filed(spool, submission)
+            if found is not None:
+                return verdict_document(submission, *found)
+            if time.monotonic() >= deadline:
+                raise InfrastructureError(
+                    f"no verdict for {submission} within {wait:g} s; it is still queued (is "
+                    "the daemon running?)"
+                )
+            time.sleep(0.1)
+
+
+class AgentTools:
+    """The tools of one MCP server: its repository, the agent it speaks for, a transport."""
+
+    def __init__(
+        self,
+        worktree: Path,
+        *,
+        transport: Transport | None = None,
+        agent: str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.root = worktree_root(worktree)
+        self.common = self._common(self.root)
+        self.transport = transport
+        self.agent = agent
+        self.env = os.environ if env is None else env
+
+    @staticmethod
+    def _common(path: Path) -> str:
+        proc = git.run_git(["rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=path)
+        return os.path.realpath(proc.stdout.decode().strip())
+
+    def worktree(self, given: str | None) -> Path:
+        """The worktree a call names (default: the server's), if it is of this repository."""
+        if not given:
+            return self.root
+        path = Path(given)
+        if not path.is_absolute() or not path.is_dir():
+            raise UsageError(f"worktree {given[:200]!r} is not an absolute path to a folder")
+        root = worktree_root(path)
+        if self._common(root) != self.common:
+            raise UsageError(f"{root} is not a worktree of this server's repository")
+        return root
+
+    # -- the tools -----------------------------------------------------------------------
+
+    def claim_task(
+        self, task: str | None, lease: timedelta, in_place: bool, install_guard: bool
+    ) -> Result:
+        from integrator.commands.task import claim_document
+
+        doc, _text = claim_document(
+            self.root,
+            agent=self.agent,
+            task_id=task,
+            lease=lease,
+            in_place=in_place,
+            guard=install_guard,
+        )
+        return doc, 0
+
+    def show_contract(self, worktree: str | None) -> Result:
+        root = self.worktree(worktree)
+        return guard.bound_status(root, utcnow(), in_place_task=self.env.get(TASK_ENV)), 0
+
+    def check_paths(self, paths: Sequence[str], worktree: str | None) -> Result:
+        if not paths:
+            raise UsageError("name at least one path to check")
+        root = self.worktree(worktree)
+        decision = guard.evaluate(
+            list(paths),
+            root,
+            utcnow(),
+            relative_to_root=True,
+            in_place_task=self.env.get(TASK_ENV),
+            coordinator=guard.coordinator_mode(self.env),
+        )
+        return decision.to_json(), 0 if decision.allowed else 1
+
+    def request_expansion(
+        self, add_paths: Sequence[str], add_resources: Sequence[str], worktree: str | None
+    ) -> Result:
+        """`contract request-expansion` then `contract expand`: the request is built from the
+        bound contract and the workspace's whole state, and handed to the coordinator's
+        operation; a grant is bound to the worktree."""
+        from integrator.fleet.expansion import build_request
+        from integrator.repo.canonical import Canonical
+        from integrator.repo.expansions import Expansions
+
+        if not add_paths and not add_resources:
+            raise UsageError("name what to add: add_paths and/or add_resources")
+        root = self.worktree(worktree)
+        contract = bound_contract(root)
+        if contract is None:
+            raise UsageError(f"no contract is bound to {root}; claim a task first")
+        try:
+            request = build_request(root, contract, add_paths, add_resources)
+        except ValidationError as err:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()
+            )
+            raise UsageError(f"invalid expansion request: {problems}") from err
+        with Canonical(main_checkout(root)) as canonical:
+            granted = Expansions(canonical).expand(request)
+        if granted.worktree_id is not None:
+            bind(root, granted, binding_record(root))
+        return granted.wire(), 0
+
+    def submit(self, candidate: str, bundle: bool, worktree: str | None) -> Result:
+        if self.transport is None:
+            raise ConfigurationError(
+                "this MCP server has no spool; start it with `integrator mcp --spool DIR`"
+            )
+        root = self.worktree(worktree)
+        try:
+            contract = (binding_dir(root) / "contract.json").read_bytes()
+        except FileNotFoundError:
+            raise ConfigurationError(
+                f"no contract is bound to {root}; claim a task before submitting"
+            ) from None
+        return self.transport.submit(contract, candidate, root, bundle)
+
+    def read_verdict(self, submission: str, wait: float) -> Result:
+        if self.transport is None:
+            raise ConfigurationError(
+                "this MCP server has no spool; start it with `integrator mcp --spool DIR`"
+            )
+        return self.transport.verdict(submission, wait)
+
+    def ready_tasks(self) -> Result:
+        from integrator.commands.plan import load_plan, plan_json
+        from integrator.fleet.taskqueue import Queue
+        from integrator.repo.canonical import Canonical
+
+        queue = Queue.find(self.root)
+        with Canonical(main_checkout(self.root)) as canonical:
+            policy = canonical.policy_state().policy
+        return plan_json(load_plan(queue.root, policy)), 0
