@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from integrator.documents.contract import parse_contract, refname_problem
+from integrator.documents.contract import parse_contract
+from integrator.documents.refnames import refname_problem
 from integrator.errors import ContractError
 from tests.factories import contract_doc, create_contract
 

@@ -14,7 +14,7 @@ import pytest
 from integrator.cli import main
 from integrator.daemon.bundles import bundle_refs, create_bundle, import_bundle, quarantine_prefix
 from integrator.daemon.spool import BUNDLE_FILE, ID_RE, SUBMISSION_FILE, Spool, new_id
-from integrator.documents.contract import refname_problem
+from integrator.documents.refnames import refname_problem
 from integrator.documents.submission import Submission
 from integrator.errors import ConfigurationError, UsageError
 from integrator.repo import git

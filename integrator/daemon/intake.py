@@ -22,7 +22,7 @@ import structlog
 from integrator import faults
 from integrator.daemon.spool import ID_RE, REJECTION_FILE, SUBMISSION_LIMIT, VERDICT_FILE, Spool
 from integrator.daemon.submitted import read_at_most_path
-from integrator.documents.contract import refname_problem
+from integrator.documents.refnames import refname_problem
 from integrator.errors import InfrastructureError, IntegratorError
 from integrator.fleet.intake import SUBMISSION_FILE, SUBMIT_PREFIX, submit_ref, verdict_ref
 from integrator.repo import git

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from integrator.errors import ConfigurationError, IntegratorError
-from integrator.fleet.workspace import BINDING_DIR, exclude_path, worktree_git_dir, worktree_root
+from integrator.fleet.bound import BINDING_DIR
+from integrator.fleet.workspace import exclude_path, worktree_git_dir, worktree_root
 from integrator.repo import git
 
 

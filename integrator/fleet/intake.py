@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from integrator.documents.contract import refname_problem
+from integrator.documents.refnames import refname_problem
 from integrator.errors import InfrastructureError, UsageError
 from integrator.repo.git import run_git
 

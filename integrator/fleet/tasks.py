@@ -29,7 +29,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from integrator.documents.contract import Resource, refname_problem
+from integrator.documents.contract import Resource
+from integrator.documents.refnames import refname_problem
 from integrator.errors import UsageError
 from integrator.fence import paths
 from integrator.fence.limits import TASK_FILE_BYTES

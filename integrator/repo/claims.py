@@ -20,11 +20,8 @@ from datetime import datetime, timedelta
 
 from integrator import faults
 from integrator.documents.claim import Claim, claim_state
-from integrator.documents.contract import (
-    CONTRACT_SCHEMA,
-    OwnershipContract,
-    parse_contract,
-)
+from integrator.documents.contract import OwnershipContract, parse_contract
+from integrator.documents.rules import CONTRACT_SCHEMA
 from integrator.errors import (
     ClaimConflictError,
     ConfigurationError,
