@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from integrator.errors import ConfigurationError, UsageError
+from integrator.refnames import fold, ref_problem
 from integrator.repo import server_hook_run as run
-from integrator.repo.refnames import fold, ref_problem
 from integrator.repo.server_hook import (
     AUTHORITY,
     DEFAULT_MAX_AGE,

@@ -15,10 +15,10 @@ from functools import cached_property
 from typing import Any
 
 from integrator.documents.digests import digest_of
-from integrator.documents.refnames import refname_problem
 from integrator.errors import ContractError
 from integrator.fence.limits import CONTRACT_BYTES, MAX_GLOB_LENGTH, MAX_GLOBS
 from integrator.fence.paths import PathMatcher, glob_problem
+from integrator.refnames import refname_problem
 
 CONTRACT_SCHEMA = "coding.workspace.ownership.v1"
 

@@ -32,7 +32,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 from integrator.documents.contract import OwnershipContract, parse_contract
-from integrator.documents.refnames import refname_problem
 from integrator.errors import (
     ConfigurationError,
     UsageError,
@@ -43,6 +42,7 @@ from integrator.files import atomic_write
 from integrator.fleet.bound import binding_record as read_binding_record
 from integrator.fleet.bound import checkout_of
 from integrator.fleet.tasks import Task
+from integrator.refnames import refname_problem
 from integrator.repo import git
 
 WORKSPACES_FILE = "workspaces.toml"

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from integrator.documents.claim import Claim, ClaimView, parse_claim_state, view_from_state
-from integrator.documents.refnames import refname_problem
 from integrator.documents.rules import ContractRules, rules_from_bytes
 from integrator.errors import ConfigurationError
+from integrator.refnames import refname_problem
 from integrator.repo.git import CLAIMS_PREFIX, run_git
 
 

@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from integrator.errors import UsageError
-from integrator.repo.refnames import ODD_CATEGORIES, fold, ref_problem, shown
+from integrator.refnames import ODD_CATEGORIES, fold, ref_problem, shown
 from integrator.report.escape import visible
 
 OPTION = "integrator-hmac"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from integrator.errors import ConfigurationError
 from integrator.files import atomic_write
+from integrator.refnames import ref_problem
 from integrator.repo import git
-from integrator.repo.refnames import ref_problem
 from integrator.repo.server_hook import (
     DEFAULT_MAX_AGE,
     IDENTITY_CHOICES,

@@ -1,6 +1,10 @@
-"""Full ref names as a server should accept them: git's check-ref-format rules, and stricter
-where a name would be odd (not UTF-8, invisible or space characters, overlong), plus the
-folded form under which a case- or normalisation-insensitive file system stores a name.
+"""Ref names: one component as integrator names refs after ids (`refname_problem`: a task,
+attempt or submission id must be usable as one), and full names as a server should accept
+them (`ref_problem`: git's check-ref-format rules, and stricter where a name would be odd —
+not UTF-8, invisible or space characters, overlong), plus the folded form under which a
+case- or normalisation-insensitive file system stores a name.
+
+Kept free of the contract models, so that the write guard and the server hook load fast.
 """
 
 from __future__ import annotations
@@ -70,3 +74,34 @@ def fold(name: str) -> str:
     text = unicodedata.normalize("NFKD", name)
     text = "".join(ch for ch in text if unicodedata.category(ch) not in ("Mn", "Cf"))
     return text.casefold()
+
+
+def refname_problem(value: str) -> str | None:  # noqa: PLR0911 — one return per check-ref-format rule, naming it
+    """Why `value` cannot be one git refname component (plus: no '/'), or None.
+
+    Mirrors `git check-ref-format` for a single component.
+    """
+    if not value:
+        return "is empty"
+    if "/" in value:
+        return "contains '/'"
+    if value.startswith("."):
+        return "starts with '.'"
+    if value.endswith(".lock"):
+        return "ends with '.lock'"
+    if value.endswith("."):
+        return "ends with '.'"
+    if ".." in value:
+        return "contains '..'"
+    if "@{" in value:
+        return "contains '@{'"
+    if value == "@":
+        return "is '@'"
+    for ch in value:
+        if ord(ch) < 0x20 or ord(ch) == 0x7F:
+            return "contains a control character"
+        if ch in " ~^:?*[\\":
+            return f"contains {ch!r}"
+    if len(value) > 200:
+        return "is longer than 200 characters"
+    return None
