@@ -236,4 +236,8 @@ class Canonical:
         self._claims.clear()
 
     def has_claims(self) -> bool:
-        return any(name.startswith(git.CLAIMS_PREFIX) for name in self.repo.references)
+        """Whether this repository holds claim refs (live, or folded into their archive)."""
+        return any(
+            name.startswith(git.CLAIMS_PREFIX) or name == "refs/integrator/archive/claims"
+            for name in self.repo.references
+        )
