@@ -289,7 +289,7 @@ def startup_rows(result: StartupResult) -> list[Row]:
                 f"integrator guard, {event} → {result.answers[event]} (ms)",
                 fmt(timing.p50),
                 f"{fmt(timing.baseline_p50)} python -c pass",
-                f"{share:.1f}×",
+                f"{share:.1f}× (CPU {timing.cpu_ratio:.1f}×)",
                 "≤ 3× python -c pass",
                 verdict(share <= 3),
             )
@@ -301,7 +301,7 @@ def startup_rows(result: StartupResult) -> list[Row]:
             f"integrator gate, 10-file commit of a {result.gate_files:,}-file real tree (ms)",
             fmt(result.gate.p50),
             f"{fmt(result.gate.baseline_p50)} git diff-tree -M + merge-tree",
-            f"{share:.1f}×",
+            f"{share:.1f}× (CPU {result.gate.cpu_ratio:.1f}×)",
             "≤ 2× git",
             verdict(share <= 2),
         )

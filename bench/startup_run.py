@@ -9,13 +9,16 @@
   `git merge-tree --write-tree` on the same commits.
 
 Each command runs `ROUNDS` times, interleaved with its baseline so that a busy moment of the
-machine lands on both; the figures are medians.
+machine lands on both; the figures are medians of wall time, and beside them of CPU time
+(user + system of the process and the git processes it waited for, from getrusage), which a
+shared machine's other load disturbs far less.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -47,6 +50,8 @@ class Timing:
 
     command_ms: list[float] = field(default_factory=list)
     baseline_ms: list[float] = field(default_factory=list)
+    command_cpu_ms: list[float] = field(default_factory=list)
+    baseline_cpu_ms: list[float] = field(default_factory=list)
 
     @property
     def p50(self) -> float:
@@ -55,6 +60,11 @@ class Timing:
     @property
     def baseline_p50(self) -> float:
         return percentile(self.baseline_ms, 50)
+
+    @property
+    def cpu_ratio(self) -> float:
+        floor = percentile(self.baseline_cpu_ms, 50)
+        return percentile(self.command_cpu_ms, 50) / floor if floor else float("nan")
 
 
 @dataclass
@@ -90,10 +100,15 @@ def _checked(done: subprocess.CompletedProcess[bytes]) -> None:
         raise RuntimeError(f"{' '.join(map(str, done.args))}: {done.stderr.decode()}")
 
 
-def _timed(run: Callable[[], object]) -> float:
+def _timed(run: Callable[[], object]) -> tuple[float, float]:
+    """Wall and CPU milliseconds of `run` (CPU: of the child processes it waited for)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     run()
-    return (time.perf_counter() - started) * 1000
+    wall = (time.perf_counter() - started) * 1000
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime) * 1000
+    return wall, cpu
 
 
 def _interleaved(
@@ -103,8 +118,12 @@ def _interleaved(
     command()  # warm the page cache and the byte-code caches once, unmeasured
     baseline()
     for _ in range(rounds):
-        timing.command_ms.append(_timed(command))
-        timing.baseline_ms.append(_timed(baseline))
+        wall, cpu = _timed(command)
+        timing.command_ms.append(wall)
+        timing.command_cpu_ms.append(cpu)
+        wall, cpu = _timed(baseline)
+        timing.baseline_ms.append(wall)
+        timing.baseline_cpu_ms.append(cpu)
     return timing
 
 

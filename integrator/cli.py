@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
 import sys
 from collections.abc import Sequence
 
@@ -42,6 +41,8 @@ _MODULE_OF = {"integrate": "gate", "server-hook": "server_hook"}
 
 
 def _modules() -> list[str]:
+    import pkgutil
+
     return sorted(
         info.name
         for info in pkgutil.iter_modules(commands.__path__)
@@ -69,11 +70,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     command = arguments[0] if arguments and not arguments[0].startswith("-") else None
-    parser = build_parser(command)
-    args = parser.parse_args(arguments)
-    if getattr(args, "func", None) is None:
-        parser.print_help()
-        return 2
+    if arguments == ["guard"]:
+        # The hook's own form, run before every write an agent makes: no parser to build.
+        from integrator.commands.guard import run_hook
+
+        args = argparse.Namespace(allow_outside=[], func=run_hook)
+    else:
+        parser = build_parser(command)
+        args = parser.parse_args(arguments)
+        if getattr(args, "func", None) is None:
+            parser.print_help()
+            return 2
     try:
         code: int = args.func(args)
     except IntegratorError as err:

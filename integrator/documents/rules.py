@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from integrator.documents.digests import digest_of
 from integrator.errors import ContractError
 from integrator.fence.limits import CONTRACT_BYTES, MAX_GLOB_LENGTH, MAX_GLOBS
 from integrator.fence.paths import PathMatcher, glob_problem
@@ -33,11 +32,23 @@ class ContractRules:
     ownership_generation: int
     paths: tuple[str, ...]
     deny: tuple[str, ...]
+    raw: bytes = field(default=b"", repr=False, compare=False)
+    # The digest its claim states for it (a claim's contract.json): taken as given.
+    stated_digest: str | None = field(default=None, compare=False)
 
     @cached_property
     def digest(self) -> str:
         """The contract digest, as the contract model computes it over its wire form."""
+        if self.stated_digest is not None:
+            return self.stated_digest
+        from integrator.documents.digests import digest_of  # only when it must be computed
+
         return digest_of(self.document)
+
+    def same_document(self, other: ContractRules) -> bool:
+        """Byte for byte the same document (a worktree's binding and its live claim are
+        written from one `to_json`)."""
+        return bool(self.raw) and self.raw == other.raw
 
     @cached_property
     def _matcher(self) -> PathMatcher:
@@ -67,8 +78,9 @@ def _globs(document: dict[str, Any], key: str, *, required: bool) -> tuple[str, 
     return tuple(value)
 
 
-def rules_from_bytes(data: bytes) -> ContractRules:
-    """The rules of a contract document; ContractError when it is not one the guard reads."""
+def rules_from_bytes(data: bytes, *, stated_digest: str | None = None) -> ContractRules:
+    """The rules of a contract document; ContractError when it is not one the guard reads.
+    `stated_digest`: the digest the claim holding the document states for it."""
     if len(data) > CONTRACT_BYTES:
         raise _refused(f"the contract is {len(data)} bytes, more than {CONTRACT_BYTES}")
     try:
@@ -92,4 +104,6 @@ def rules_from_bytes(data: bytes) -> ContractRules:
         generation,
         _globs(document, "paths", required=True),
         _globs(document, "deny", required=False),
+        data,
+        stated_digest,
     )

@@ -155,8 +155,8 @@ def glob_problem(pattern: str) -> str | None:  # noqa: PLR0911 — one return pe
             return f"has a {part!r} component"
         if is_dotgit(part):
             return "names a .git component"
-    if not _WILD & set(pattern):
-        return None  # no wildcard, nothing pathspec could refuse (a test pins this)
+    if not _WILD & set(pattern) or _as_prefix(pattern) is not None:
+        return None  # a literal or `dir/**`: nothing pathspec could refuse (a test pins this)
     import pathspec  # loaded only for wildcards: the write guard starts faster without it
 
     try:
@@ -298,11 +298,12 @@ def _as_prefix(pattern: str) -> tuple[str, bool] | None:
 
     In gitignore terms `a/b/**` and `a/b/` match everything below the folder `a/b`, and an
     anchored literal `a/b` also matches `a/b` itself: string tests answer these exactly and
-    far faster than a regex. Unanchored patterns (no inner slash) match at any depth.
+    far faster than a regex. Unanchored patterns (no slash but a trailing one) match at any
+    depth; `src/**` is anchored (its slash is not at the end), `src/` is not.
     """
     itself = not (pattern.endswith("/**") or pattern.endswith("/"))
     body = pattern[:-3] if pattern.endswith("/**") else pattern.rstrip("/")
-    anchored = pattern.startswith("/") or "/" in body
+    anchored = pattern.startswith("/") or "/" in pattern.rstrip("/")
     body = body.lstrip("/")
     if not body or not anchored or _WILD & set(body):
         return None

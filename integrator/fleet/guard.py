@@ -271,7 +271,9 @@ def evaluate(
             return deny(f"the claim of task {task!r} cannot be read: {err}")
         if live is not None:
             claim = live[0]
-            contract = contract or live[1]
+            # The bound document byte for byte the live one: its digest is the claim's.
+            if contract is None or contract.same_document(live[1]):
+                contract = live[1]
     base = root if relative_to_root else cwd
     writes = [t if isinstance(t, Write) else Write(t, t) for t in targets]
     located = [

@@ -73,4 +73,5 @@ def read_claim_rules(repo: Path, task_id: str) -> tuple[ClaimView, ContractRules
     if found is None:
         return None
     _, state, contract = found
-    return view_from_state(parse_claim_state(state)), rules_from_bytes(contract)
+    view = view_from_state(parse_claim_state(state))
+    return view, rules_from_bytes(contract, stated_digest=view.contract_digest)

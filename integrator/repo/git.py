@@ -9,14 +9,11 @@ which only runs git processes (`integrator submit`) starts without loading libgi
 
 from __future__ import annotations
 
-import ctypes
 import functools
-import hashlib
 import os
 import re
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -250,6 +247,8 @@ def repo_identity(repo: pygit2.Repository, rev: str = "HEAD") -> str | None:
         assert isinstance(nxt, pygit2.Commit)
         commit = nxt
     seed = f"integrator.repo.v1\n{commit.id}".encode()
+    import hashlib
+
     return "sha256:" + hashlib.sha256(seed).hexdigest()
 
 
@@ -259,8 +258,14 @@ def durable(repo: pygit2.Repository) -> bool:
     return False
 
 
+# ctypes, hashlib and tempfile are imported where they are used: the write guard imports this
+# module for run_git alone, before every write an agent makes.
+
+
 @functools.cache
 def _libc() -> Any:
+    import ctypes
+
     return ctypes.CDLL(None, use_errno=True)
 
 
@@ -273,6 +278,8 @@ def _sync_folder(folder: Path) -> None:
     try:
         if HAS_SYNCFS:
             if _libc().syncfs(fd) != 0:
+                import ctypes
+
                 err = ctypes.get_errno()
                 raise GitError(f"syncfs on {folder} failed: {os.strerror(err)}")
         else:
@@ -319,6 +326,8 @@ def host_trouble(repo: pygit2.Repository, need: int = 0) -> str | None:
     free = fs.f_bavail * fs.f_frsize
     if free < need + _SPARE_BYTES:
         return f"only {free} bytes free for the object store"
+    import tempfile
+
     try:
         fd, probe = tempfile.mkstemp(prefix="tmp_probe_", dir=objects)
     except OSError as err:
