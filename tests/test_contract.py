@@ -5,8 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from integrator.documents.contract import parse_contract
+from integrator.documents.verdict import Code, Decision, Verdict, Violation
 from integrator.errors import ContractError
 from integrator.refnames import refname_problem
 from tests.factories import contract_doc, create_contract
@@ -127,3 +130,29 @@ def test_integers_beyond_what_json_holds_exactly_are_refused(field: str) -> None
     with pytest.raises(ContractError, match=field):
         parse_contract(json.dumps(contract_doc(**{field: 2**64})).encode())
     assert parse_contract(json.dumps(contract_doc(**{field: 2**53 - 1})).encode())
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    detail=st.text(max_size=60),
+    path=st.text(max_size=30),
+    holder=st.text(min_size=1, max_size=20).filter(lambda s: len(s.strip()) > 0),
+)
+def test_to_json_writes_the_bytes_json_dumps_would(detail: str, path: str, holder: str) -> None:
+    """Documents are written by pydantic's serializer: byte for byte what
+    `json.dumps(wire, indent=2, ensure_ascii=False)` writes, for any text in them (control
+    and format characters, non-ASCII, quotes and backslashes), so files and record blobs
+    written before and after read the same."""
+    contract = create_contract(lease={"holder": holder, "expiresAt": "2026-06-01T13:00:00Z"})
+    verdict = Verdict(
+        decision=Decision.FENCED,
+        violations=[Violation(code=Code.PATH_NOT_OWNED, path=path, detail=detail)],
+        task_id="t",
+        attempt_id="a",
+        generation=1,
+        candidate="0" * 40,
+        contract_digest=contract.digest,
+    )
+    for document in (contract, verdict):
+        expected = json.dumps(document.wire(), indent=2, ensure_ascii=False)
+        assert document.to_json() == expected

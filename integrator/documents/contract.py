@@ -8,7 +8,6 @@ it against the live claim. A v1 reader rejects unknown fields and unknown resour
 from __future__ import annotations
 
 import functools
-import json
 import re
 from functools import cached_property
 from typing import Annotated, Any, Literal
@@ -111,8 +110,11 @@ class Model(BaseModel):
         """The JSON form (camelCase, RFC 3339 times), as written to files and digested."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
 
-    def to_json(self, *, indent: int | None = 2) -> str:
-        return json.dumps(self.wire(), indent=indent, ensure_ascii=False, sort_keys=False)
+    def to_json(self) -> str:
+        """The wire form as indented JSON, by pydantic's serializer (the same bytes as
+        `json.dumps(wire, indent=2, ensure_ascii=False)`, a test pins it, at a fraction of
+        the cost: every held record of a flood writes two of these)."""
+        return self.model_dump_json(by_alias=True, exclude_none=True, indent=2)
 
 
 class Lease(Model):
