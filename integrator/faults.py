@@ -11,7 +11,13 @@ SIGSTOP (a pause another process can exploit, resumed with SIGCONT). Points:
 - `after-push`: (remote mode) the server applied an atomic push, the mirror not yet moved;
 - `before-publish`: (intake) a verdict is filed in the spool, not yet published;
 - `before-claim-transaction`: a claim operation read the claims and wrote its commits,
-  no ref moved yet.
+  no ref moved yet;
+- `after-validation`: (promoter) a validation command finished, its result not recorded;
+- `before-promote`: (promoter) the promotion record written, the target not moved yet;
+- `before-rebuild`: (promoter) the rebuilt queue and the ejection records written, no
+  ref moved yet;
+- `after-rebuild`: (promoter) the queue rebuilt and the ejections recorded, nothing
+  reported yet.
 
 Unset (the normal case), a point costs one dictionary lookup.
 """
@@ -31,6 +37,10 @@ POINTS = (
     "after-push",
     "before-publish",
     "before-claim-transaction",
+    "after-validation",
+    "before-promote",
+    "before-rebuild",
+    "after-rebuild",
 )
 _ACTIONS = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP}
 

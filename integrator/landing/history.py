@@ -17,6 +17,7 @@ from integrator.documents.contract import OwnershipContract
 from integrator.documents.verdict import Verdict
 from integrator.fence.checks import recovered_verdict
 from integrator.landing.trailers import TRAILER_CANDIDATE, trailers
+from integrator.promotion.landings import locate
 from integrator.repo.canonical import Canonical
 
 # Pauses (seconds) before re-reading refs that disagree: a torn read of another
@@ -114,5 +115,12 @@ class QueueHistory:
             if queue is not None and self.on_queue(staging, canonical.commit(queue)):
                 break
         else:
-            return None
+            # Rebuilt after an ejection (its new staging commit names this one), or ejected
+            # itself after it passed the fence: either way, this landing happened.
+            where = locate(canonical, staging)
+            if where.state == "ejected":
+                return recovered_verdict(contract, str(cand.id), str(commit.tree_id), staging)
+            if where.commit is None or where.tree is None:
+                return None
+            return recovered_verdict(contract, str(cand.id), where.tree, where.commit)
         return recovered_verdict(contract, str(cand.id), str(commit.tree_id), staging)
