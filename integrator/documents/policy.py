@@ -109,9 +109,11 @@ class Validation(_Section):
 
     mode: Literal["command", "external"] = "command"
     # An argv list, or a string run with `sh -c`, in a clean checkout of the head's tree.
-    command: Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)] | (
-        Annotated[str, Field(min_length=1)]
-    ) | None = None
+    command: (
+        Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
+        | (Annotated[str, Field(min_length=1)])
+        | None
+    ) = None
     # Seconds one run may take (external: how long to wait for a report) before it fails.
     timeout: Annotated[float, Field(gt=0, le=7 * 24 * 3600)] = 1800.0
     # A failure is run again this often before it counts; every attempt is recorded.

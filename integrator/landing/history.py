@@ -104,23 +104,28 @@ class QueueHistory:
         commit = self.commit(staging)
         if commit is None or trailers(commit.message).get(TRAILER_CANDIDATE) != str(cand.id):
             return None
-        # A landing the queue no longer holds (moved back by hand) is not a landing to
-        # report: the claim stays consumed, and the live checks say so. Another
-        # integrator's transaction renames the claim ref before the queue ref, so a queue
-        # that does not hold it yet is read again before it is believed.
+        found = self._held_by_queue(staging, str(commit.tree_id))
+        if found is None:
+            return None
+        return recovered_verdict(contract, str(cand.id), found[1], found[0])
+
+    def _held_by_queue(self, staging: str, tree: str) -> tuple[str, str] | None:
+        """(commit, tree) of the landing that made `staging`, as the queue holds it now.
+
+        A landing the queue no longer holds (moved back by hand) is not a landing to
+        report: the claim stays consumed, and the live checks say so. Another
+        integrator's transaction renames the claim ref before the queue ref, so a queue
+        that does not hold it yet is read again before it is believed. A landing rebuilt
+        after an ejection is the queue commit that names it; one ejected itself after it
+        passed the fence still happened (its ejection is a record of its own).
+        """
         canonical = self.canonical
         for pause in (0.0, *HEAD_SETTLE):
             time.sleep(pause)
             queue = canonical.ref(canonical.queue_ref)
             if queue is not None and self.on_queue(staging, canonical.commit(queue)):
-                break
-        else:
-            # Rebuilt after an ejection (its new staging commit names this one), or ejected
-            # itself after it passed the fence: either way, this landing happened.
-            where = locate(canonical, staging)
-            if where.state == "ejected":
-                return recovered_verdict(contract, str(cand.id), str(commit.tree_id), staging)
-            if where.commit is None or where.tree is None:
-                return None
-            return recovered_verdict(contract, str(cand.id), where.tree, where.commit)
-        return recovered_verdict(contract, str(cand.id), str(commit.tree_id), staging)
+                return staging, tree
+        where = locate(canonical, staging)
+        if where.commit is not None and where.tree is not None:
+            return where.commit, where.tree
+        return (staging, tree) if where.state == "ejected" else None

@@ -19,6 +19,7 @@ import signal
 import subprocess
 import tarfile
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,6 +31,21 @@ from integrator.promotion.records import LOG_TAIL, Covered
 from integrator.repo.git import git_env
 
 ENV_PREFIX = "INTEGRATOR_VALIDATION_"
+
+# Runs in progress (their process groups), killed by `interrupt` when the promoter stops:
+# a run cut short that way is no result, so nothing of it is recorded.
+_running: set[int] = set()
+_interrupted = threading.Event()
+
+
+class Interrupted(Exception):
+    """The promoter is stopping: the run in hand was killed and counts for nothing."""
+
+
+def interrupt() -> None:
+    _interrupted.set()
+    for pid in list(_running):
+        _kill_group(pid)
 
 
 @dataclass(frozen=True)
@@ -146,6 +162,7 @@ def run(
                 why = f"cannot run {argv_of(command)[0]!r}: {err.strerror or err}"
                 return RunOutcome(False, None, False, started, time.monotonic() - clock, b"", why)
             faults.children.add(proc.pid)  # a drill's SIGKILL takes the command down too
+            _running.add(proc.pid)
             timed_out = False
             try:
                 code: int | None = proc.wait(timeout=timeout)
@@ -156,6 +173,9 @@ def run(
                 code = None
             finally:
                 faults.children.discard(proc.pid)
+                _running.discard(proc.pid)
+        if _interrupted.is_set():
+            raise Interrupted(request.head)
         output = _tail(log_path)
         if timed_out:
             output += f"\n[integrator: killed after the timeout of {timeout:g} s]\n".encode()
