@@ -162,7 +162,7 @@ def run_show(args: argparse.Namespace) -> int:
     canonical, _ = _open(args)
     with canonical:
         state = read_state(canonical)
-        rows = []
+        rows: list[dict[str, Any]] = []
         for i, landing in enumerate(state.landings, 1):
             tip = validations.latest(canonical, state.target, landing.staging)
             history = validations.chain(canonical, tip[0]) if tip else []
