@@ -4,6 +4,7 @@ an independent record of what the script saw and every move of the target (reflo
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -187,7 +188,8 @@ class PromotionWorld:
         marker; each move is forward (descends from the one before)."""
         moves = self.target_moves()
         passed = self.passed_trees()
-        for before, after in zip(moves, moves[1:], strict=False):
+        assert len(set(moves)) == len(moves), f"the target took one value twice: {moves}"
+        for before, after in itertools.pairwise(moves):
             assert git("merge-base", "--is-ancestor", before, after, cwd=self.repo) == ""
         for oid in moves[1:]:
             tree = git("rev-parse", f"{oid}^{{tree}}", cwd=self.repo)
