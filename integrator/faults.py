@@ -13,6 +13,7 @@ SIGSTOP (a pause another process can exploit, resumed with SIGCONT). Points:
 - `before-claim-transaction`: a claim operation read the claims and wrote its commits,
   no ref moved yet;
 - `after-validation`: (promoter) a validation command finished, its result not recorded;
+- `mid-bisection`: (promoter) the same, for a head validated to bisect a failed batch;
 - `before-promote`: (promoter) the promotion record written, the target not moved yet;
 - `before-rebuild`: (promoter) the rebuilt queue and the ejection records written, no
   ref moved yet;
@@ -38,6 +39,7 @@ POINTS = (
     "before-publish",
     "before-claim-transaction",
     "after-validation",
+    "mid-bisection",
     "before-promote",
     "before-rebuild",
     "after-rebuild",

@@ -124,7 +124,7 @@ class Promoter:
             return Round("request" if changed else "wait", changed, {"waiting": waiting})
         recorded = validate.run_heads(
             self.canonical, state, step.validate, config, scratch=self.scratch,
-            on_run=self._count,
+            on_run=self._count, bisecting=False in state.final().values(),
         )  # fmt: skip
         self._probes += len(step.validate)
         finals = {r.head: r.final.status for r in recorded if r.final is not None}

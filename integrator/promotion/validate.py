@@ -119,10 +119,24 @@ class Recorder:
 
 
 def _live_elsewhere(tip: ValidationResult, now: datetime) -> bool:
-    """A run or request another promoter holds and has not let lapse."""
-    if tip.status not in ("running", "requested") or tip.runner == actor():
+    """A run another promoter holds and has not let lapse (one of this host whose process
+    is gone has lapsed: it was killed mid-run)."""
+    if tip.status != "running" or tip.runner == actor():
+        return False
+    host, _, pid = tip.runner.rpartition(":")
+    if host == socket.gethostname() and pid.isdigit() and not _alive(int(pid)):
         return False
     return tip.expires_at is not None and tip.expires_at > now
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def run_heads(
@@ -133,6 +147,7 @@ def run_heads(
     *,
     scratch: Path | None = None,
     on_run: Callable[[str, runner.RunOutcome, bool], None] | None = None,
+    bisecting: bool = False,
 ) -> list[Recorded]:
     """Validate heads `indices` with the command, at once; record every attempt."""
     assert config.command is not None
@@ -178,6 +193,8 @@ def run_heads(
         results = list(pool.map(attempts, mine))
     for index, runs in zip(mine, results, strict=True):
         faults.point("after-validation")
+        if bisecting:
+            faults.point("mid-bisection")
         head = state.head(index)
         tree = str(canonical_trees[index])
         last: Recorded | None = None
