@@ -1,14 +1,17 @@
 """Rebuilding the queue without an ejected landing: re-merge the later ones onto the last
 good head, each proven again on what it now lands.
 
-A landing is re-merged from its own facts: the candidate, its contract (read from the
-consumed claim that names the landing), its base and its recomputed diff under the policy.
-The landing's own checks decide it, reused as they are: its base must be on the new queue
-(a base that held the ejected landing is not: BASE_NOT_ON_QUEUE), the merge must be clean
-(MERGE_CONFLICT), and what the merge writes beyond the candidate's diff, the resources the
-queue touched since the base and colliding names are proven as at landing time
-(`merge_violations`). One that fails is ejected too, with its own code. No claim is read
-as live or consumed again: the claim was consumed by the landing, and stays so.
+A landing is re-merged from what it landed: the change its staging commit made to the
+queue (its parent → itself, the difference the fence proved), merged three-way onto the
+new head, under the contract of the consumed claim that names the landing. (Its staging
+commits are on the queue wherever the queue lives; the candidate commit itself need not be:
+in remote mode it never reaches the server.) The landing's own checks decide it, reused as
+they are: its base must be on the new queue (a base that held the ejected landing is not:
+BASE_NOT_ON_QUEUE), the merge must be clean (MERGE_CONFLICT), and what the merge writes
+beyond the landed change, the resources touched on both sides and colliding names are
+proven as at landing time (`merge_violations`). One that fails is ejected too, with its
+own code. No claim is read as live or consumed again: the claim was consumed by the
+landing, and stays so.
 """
 
 from __future__ import annotations
@@ -77,32 +80,34 @@ def _evaluation(
         )  # fmt: skip
 
     contract = contract_of(canonical, task, name) if task else None
-    cand = ctx.history.commit(candidate) if candidate else None
-    base = ctx.history.commit(found.get(TRAILER_BASE, "")) if found.get(TRAILER_BASE) else None
-    if contract is None or cand is None or base is None:
+    parent = ctx.history.commit(str(commit.parent_ids[0])) if commit.parent_ids else None
+    if contract is None or parent is None:
         return eject(
-            "the queue could not be rebuilt with this landing: its claim, candidate or base "
-            "is no longer readable"
+            "the queue could not be rebuilt with this landing: its claim or the queue commit "
+            "before it is no longer readable"
         )
     try:
         diff = recompute(
-            ctx.repo, base.tree, cand.tree, rename_limit=policy.policy.integration.rename_limit,
-            reader=ctx.trees, patch_limit=contract.max_patch_bytes,
+            ctx.repo, parent.tree, commit.tree,
+            rename_limit=policy.policy.integration.rename_limit, reader=ctx.trees,
+            patch_limit=contract.max_patch_bytes,
         )  # fmt: skip
     except (MalformedTree, TooManyChanges) as err:
         return eject(f"the candidate no longer checks out: {err}", Code.UNSAFE_PATH)
     violations, resources = check_diff(contract, diff, policy.policy)
     verdict = make_verdict(
-        contract, violations, candidate=str(cand.id), policy_digest=policy.digest,
+        contract, violations, candidate=candidate, policy_digest=policy.digest,
         resources=resources, diff=diff,
     )  # fmt: skip
     if verdict.decision is not Decision.ACCEPTED:
         first = next(v for v in verdict.violations if v.enforced)
         return eject(f"under the policy now: {first.detail}", first.code)
+    # The landed change, as a merge sees it: the queue commit before it is the base, the
+    # staging commit the side merged in.
     return Evaluation(
-        verdict, data=contract.to_json().encode(), contract=contract, candidate=cand, base=base,
-        diff=diff, policy=policy, policy_oid=policy_oid, resources=tuple(resources),
-        violations=tuple(violations),
+        verdict, data=contract.to_json().encode(), contract=contract, candidate=commit,
+        base=parent, diff=diff, policy=policy, policy_oid=policy_oid,
+        resources=tuple(resources), violations=tuple(violations),
     )  # fmt: skip
 
 
@@ -122,7 +127,7 @@ def rebuild(ctx: LandingContext, good: str, later: list[Covered], dropped: set[s
         if isinstance(ev, Ejected):
             out.ejected.append(ev)
             continue
-        problems = _remerge(ctx, ev, head)
+        problems = _remerge(ctx, ev, head, trailers(commit.message).get(TRAILER_BASE))
         if isinstance(problems, list):
             first = problems[0]
             out.ejected.append(
@@ -162,15 +167,18 @@ def rebuild(ctx: LandingContext, good: str, later: list[Covered], dropped: set[s
     return out
 
 
-def _remerge(ctx: LandingContext, ev: Evaluation, head: Head) -> str | list[Violation]:
-    """The merged tree onto `head` (hex), or what stops the landing there."""
+def _remerge(
+    ctx: LandingContext, ev: Evaluation, head: Head, origin: str | None
+) -> str | list[Violation]:
+    """The merged tree onto `head` (hex), or what stops the landing there. `origin` is the
+    base the candidate was built on: it must still be on the queue."""
     base, cand = ev.base, ev.candidate
     assert base is not None and cand is not None
-    if not ctx.history.is_ancestor(str(base.id), head.queue):
+    if origin is None or not _on(ctx, origin, head.queue):
         return [
             Violation(
                 code=Code.BASE_NOT_ON_QUEUE,
-                detail=f"base {base.id} is not on the rebuilt queue (it held an ejected "
+                detail=f"base {origin} is not on the rebuilt queue (it held an ejected "
                 "landing); rebase onto the queue head and resubmit under a new contract",
             )
         ]
@@ -187,6 +195,13 @@ def _remerge(ctx: LandingContext, ev: Evaluation, head: Head) -> str | list[Viol
     problems = merge_violations(ctx, ev, head, merged) if head.oid != str(base.id) else []
     enforced = [v for v in problems if v.enforced]
     return enforced or outcome.tree
+
+
+def _on(ctx: LandingContext, base: str, head: pygit2.Commit) -> bool:
+    try:
+        return ctx.history.is_ancestor(base, head)
+    except (KeyError, ValueError, pygit2.GitError):
+        return False
 
 
 def _message(message: str, replaces: str, landing: str) -> str:
