@@ -84,8 +84,16 @@ class Promotion:
         self._reflected = tip
 
     def paused(self) -> QueueControl | None:
-        """The queue's control when landings are paused (logged once per pause)."""
+        """The queue's control when landings are paused (logged once per pause). A mirror
+        that holds a pause asks the server again before believing it (a resume pushed from
+        another host); one that holds none lands, and the engine reads it after fetching."""
         control = paused(self.canonical)
+        if control is not None and self.canonical.remote is not None:
+            try:
+                self.canonical.refresh()
+            except IntegratorError as err:
+                log.warning("queue.control_unreadable", error=str(err))
+            control = paused(self.canonical)
         if control is None:
             if self._pause_logged is not None:
                 log.info("queue.resumed", target=self.canonical.target)

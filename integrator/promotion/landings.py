@@ -10,6 +10,7 @@ ejected landing has its record at `refs/integrator/ejected/<target>/<that name>`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 import pygit2
@@ -92,8 +93,12 @@ def replacement(canonical: Canonical, landing: str, queue: str) -> pygit2.Commit
 
 
 def locate(canonical: Canonical, landing: str) -> Whereabouts:
-    """Where the landing its claim names `landing` is now."""
+    """Where the landing its claim names `landing` is now (a rebuilt copy of it, as a
+    recovered verdict may name, stands for the landing it copies)."""
     repo = canonical.repo
+    named = _commit(repo, landing)
+    if named is not None:
+        landing = landing_name(named)
     queue = canonical.ref(canonical.queue_ref)
     target = canonical.ref(canonical.target_ref)
     found: pygit2.Commit | None = None
@@ -115,3 +120,32 @@ def locate(canonical: Canonical, landing: str) -> Whereabouts:
 def landing_name(commit: pygit2.Commit) -> str:
     """The name a queue commit's landing goes by (the staging commit its claim names)."""
     return trailers(commit.message).get(TRAILER_LANDING, str(commit.id))
+
+
+def whereabouts(repo: Path, staging: str) -> dict[str, object] | None:
+    """`locate` for a reader outside the daemon (`integrator status`): None when `repo`
+    holds no queue to look in."""
+    from integrator.errors import IntegratorError
+
+    try:
+        with Canonical(repo) as canonical:
+            if canonical.ref(canonical.queue_ref) is None:
+                return None
+            return locate(canonical, staging).wire()
+    except IntegratorError:
+        return None
+
+
+def describe(where: dict[str, object]) -> str:
+    """One line for a person: where a landing is now."""
+    state, commit, landing = where["state"], where.get("stagingCommit"), where["landing"]
+    if state == "ejected":
+        ejection = where.get("ejection")
+        code = ejection.get("code") if isinstance(ejection, dict) else None
+        return f"landing: ejected from the queue ({code}); the claim names {str(landing)[:12]}"
+    if state == "gone":
+        return f"landing: {str(landing)[:12]} is no longer on the queue"
+    how = f"as {str(commit)[:12]}" + (
+        f" (rebuilt; the claim names {str(landing)[:12]})" if commit != landing else ""
+    )
+    return f"landing: {state} {how}"
