@@ -74,20 +74,34 @@ def test_two_promoters_on_one_remote_never_promote_twice_or_backwards(
     for _ in range(6):
         procs = [
             subprocess.Popen(
-                [PYTHON, "-m", "integrator", "promote", "--repo", str(m), "--once",
-                 "--log-format", "json"],
-                stdout=subprocess.DEVNULL, stderr=(tmp_path / f"promote-{n}.log").open("ab"),
+                [
+                    PYTHON,
+                    "-m",
+                    "integrator",
+                    "promote",
+                    "--repo",
+                    str(m),
+                    "--once",
+                    "--log-format",
+                    "json",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=(tmp_path / f"promote-{n}.log").open("ab"),
                 env={**os.environ, **GIT_ENV},
             )  # fmt: skip
             for n, m in enumerate(mirrors)
         ]
         world.procs.extend(procs)
         assert [p.wait(180) for p in procs] == [0, 0]
-        if git("rev-parse", "main", cwd=world.canon) == git(
-            "rev-parse", "refs/integrator/queue/main", cwd=world.canon
-        ) != base:
+        if (
+            git("rev-parse", "main", cwd=world.canon)
+            == git("rev-parse", "refs/integrator/queue/main", cwd=world.canon)
+            != base
+        ):
             break
-    entries = [line.split()[:2] for line in (world.canon / "logs/refs/heads/main").read_text().splitlines()]
+    entries = [
+        line.split()[:2] for line in (world.canon / "logs/refs/heads/main").read_text().splitlines()
+    ]
     assert entries[0][0] == base  # the reflog starts with the first promotion
     moves = [base, *(new for old, new in entries)]
     assert all(old == new for (_, old), (new, _) in itertools.pairwise([(None, base), *entries]))
@@ -101,7 +115,9 @@ def test_two_promoters_on_one_remote_never_promote_twice_or_backwards(
         "main", cwd=world.canon,
     ).split()  # fmt: skip
     assert len(on_target) == TASKS - 1
-    ejected = git("for-each-ref", "--format=%(refname)", "refs/integrator/ejected/", cwd=world.canon)
+    ejected = git(
+        "for-each-ref", "--format=%(refname)", "refs/integrator/ejected/", cwd=world.canon
+    )
     assert len(ejected.splitlines()) == 1
     assert git("show", f"{ejected.strip()}:ejection.json", cwd=world.canon).count("t5") >= 1
     git("fsck", "--no-dangling", cwd=world.canon)
