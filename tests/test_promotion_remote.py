@@ -88,7 +88,7 @@ def test_two_promoters_on_one_remote_never_promote_twice_or_backwards(
                 stdout=subprocess.DEVNULL,
                 stderr=(tmp_path / f"promote-{n}.log").open("ab"),
                 env={**os.environ, **GIT_ENV},
-            )  # fmt: skip
+            )
             for n, m in enumerate(mirrors)
         ]
         world.procs.extend(procs)
