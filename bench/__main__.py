@@ -23,7 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bench import phases, profile, remote_run, rows, workload
+from bench import phases, profile, remote_run, rows, validation_run, workload
 from bench.report import Row, machine, render, write_json
 
 T = TypeVar("T")
@@ -42,10 +42,12 @@ class Plan:
     scaling_rounds: int
     peer_branches: int
     floor_transactions: int
+    # Every validation checks the head's whole tree out: its cost is the file count's.
+    validation_files: int
 
 
-QUICK = Plan("quick", 10_000, 200, 10_000, (1_000, 10_000, 100_000), 20, 2, 10, 300)
-FULL = Plan("full", 100_000, 200, 10_000, (1_000, 10_000, 100_000), 20, 3, 50, 1_000)
+QUICK = Plan("quick", 10_000, 200, 10_000, (1_000, 10_000, 100_000), 20, 2, 10, 300, 1_000)
+FULL = Plan("full", 100_000, 200, 10_000, (1_000, 10_000, 100_000), 20, 3, 50, 1_000, 10_000)
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -165,9 +167,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             for w in scale_bases
         ]
     )
-    floors = measured(
-        "floor: ref moves alone",
-        lambda: phases.floors(fleet_base, plan.floor_transactions, work),
+    validated, floors = (
+        measured(
+            f"validation by `true` at max_batch 1, 8, 32, {plan.validation_files:,} files",
+            lambda: validation_run.validation_phase(base(plan.validation_files), work),
+        ),
+        measured(
+            "floor: ref moves alone",
+            lambda: phases.floors(fleet_base, plan.floor_transactions, work),
+        ),
     )
     peer = None
     if not args.no_mergetrain:
@@ -182,6 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         *rows.fleet_rows(shared, shared=True),
         *rows.stale_rows(stale, plan.stale_submissions),
         *rows.scaling_rows(scaling),
+        *rows.validation_rows(validated),
         *rows.floor_rows(floors, fleet),
         *(rows.peer_rows(peer) if peer is not None else []),
     ]
@@ -194,6 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "stale": stale,
         "scaling": scaling,
         "floors": floors,
+        "validation": validated,
         "peer": peer,
         "profile": hotspots,
     }

@@ -7,6 +7,7 @@ from bench.daemon_run import DaemonRun
 from bench.phases import FleetResult, PeerResult
 from bench.remote_run import RemoteResult
 from bench.report import Row, fmt, ratio, summary, verdict
+from bench.validation_run import ValidationResult
 
 TARGET_FILES = 100_000
 
@@ -274,3 +275,36 @@ def peer_rows(peer: PeerResult) -> list[Row]:
         ),
         Row(section, "final trees", same),
     ]
+
+
+def validation_rows(result: ValidationResult) -> list[Row]:
+    """Landings promoted per second with validation by `true`, against no validation."""
+    section = f"validation by `true`, {result.files:,} files, {result.candidates} candidates"
+    plain = result.plain.per_second
+    rows = [
+        Row(
+            section,
+            f"landed and promoted per second, max_batch {v.batch}",
+            fmt(v.run.per_second),
+            f"{fmt(plain)} landed, no validation",
+            f"{v.run.per_second / plain:.2f}× no validation" if plain else "-",
+            "",
+            "" if v.promoted else "NOT ALL PROMOTED",
+        )
+        for v in result.runs
+    ]
+    rows.append(
+        Row(
+            section,
+            "validations run (max_batch " + " / ".join(str(v.batch) for v in result.runs) + ")",
+            " / ".join(str(v.validations) for v in result.runs),
+        )
+    )
+    rows.append(
+        Row(
+            section,
+            "one validation: checkout + `true`, mean (s)",
+            " / ".join(fmt(v.mean_validation_s, 3) for v in result.runs),
+        )
+    )
+    return rows

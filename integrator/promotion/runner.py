@@ -1,10 +1,11 @@
 """Running a validation command on a queue head, in a clean checkout of its tree.
 
-The tree is written into a fresh temporary folder by `git archive` read through Python's
-tar reader with the `data` filter (no absolute names, no `..`, no links leaving the folder,
-no device files): the checkout has no `.git`, so the command — code the agents wrote —
-cannot reach the canonical repository through it, and the operator's checkout is never
-touched. The command runs there in its own process group (killed whole on timeout) with
+The tree is written into a fresh temporary folder by git itself (`read-tree` into a
+private index file, then `checkout-index`, with the canonical repository as `--git-dir`
+and the folder as `--work-tree`): git's own path checks apply (nothing written through a
+symlink, no `.git` in any spelling), no hook runs, the repository's index and the
+operator's checkout are never touched, and the folder has no `.git`, so the command —
+code the agents wrote — cannot reach the canonical repository through it. The command runs there in its own process group (killed whole on timeout) with
 the head, tree, target and landings in its environment; its output (stdout and stderr
 together) goes to a file outside the checkout, whose tail is recorded.
 """
@@ -17,7 +18,6 @@ import os
 import shutil
 import signal
 import subprocess
-import tarfile
 import tempfile
 import threading
 import time
@@ -102,26 +102,23 @@ def request_document(request: RunRequest) -> dict[str, object]:
     }
 
 
-def checkout(repo_path: str | Path, tree: str, folder: Path) -> None:
-    """Write `tree` into `folder` (git archive, extracted with the tar `data` filter)."""
-    proc = subprocess.Popen(
-        ["git", "archive", "--format=tar", tree],
-        cwd=repo_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=git_env(),
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    try:
-        with tarfile.open(fileobj=proc.stdout, mode="r|") as archive:
-            archive.extractall(folder, filter="data")
-    finally:
-        proc.stdout.close()
-        err = proc.stderr.read()
-        proc.stderr.close()
-        code = proc.wait()
-    if code != 0:
-        raise OSError(f"git archive {tree} failed: {err.decode('utf-8', 'replace').strip()}")
+def checkout(repo_path: str | Path, tree: str, folder: Path, index: Path) -> None:
+    """Write `tree` into `folder` with git (a private index file at `index`)."""
+    env = {**git_env(), "GIT_INDEX_FILE": str(index)}
+    base = [
+        "git",
+        f"--git-dir={repo_path}",
+        f"--work-tree={folder}",
+        "-c",
+        "core.hooksPath=/dev/null",
+    ]
+    for args in (["read-tree", tree], ["checkout-index", "--all"]):
+        proc = subprocess.run(
+            [*base, *args], cwd=folder, capture_output=True, env=env, check=False, timeout=3600
+        )
+        if proc.returncode != 0:
+            why = proc.stderr.decode("utf-8", "replace").strip()
+            raise OSError(f"git {args[0]} {tree} failed: {why}")
 
 
 def argv_of(command: Sequence[str] | str) -> list[str]:
@@ -146,8 +143,8 @@ def run(
         request_file = root / "request.json"
         request_file.write_text(json.dumps(request_document(request), indent=2) + "\n")
         try:
-            checkout(repo_path, request.tree, work)
-        except (OSError, tarfile.TarError) as err:
+            checkout(repo_path, request.tree, work, root / "index")
+        except (OSError, subprocess.TimeoutExpired) as err:
             why = f"cannot check out {request.tree}: {err}"
             return RunOutcome(False, None, False, started, time.monotonic() - clock, b"", why)
         log_path = root / "output.log"
