@@ -77,6 +77,7 @@ class PromotionWorld:
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     sids: dict[str, str] = field(default_factory=dict)
     heads: dict[str, str] = field(default_factory=dict)
+    contracts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def lenient(self) -> Path:
@@ -116,7 +117,8 @@ class PromotionWorld:
             sig = pygit2.Signature("agent", "agent@example.invalid", 1767225600, 0)
             oid = str(repo.create_commit(None, sig, sig, f"work on {task}", tree, [base.id]))
         self.heads[task] = oid
-        return json.loads(contract.to_json()), oid
+        self.contracts[task] = json.loads(contract.to_json())
+        return self.contracts[task], oid
 
     def submit(self, task: str, *, broken: bool = False, urgent: bool = False) -> str:
         files = {f"{task}/f.txt": f"{task} changed\n"}

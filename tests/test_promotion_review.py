@@ -89,6 +89,35 @@ def test_status_follows_a_rebuilt_landing_and_reports_the_ejected_one(
     assert "FENCED (VALIDATION_FAILED)" in culprit.stdout.decode()
 
 
+def test_deciding_again_follows_the_rebuild_and_reports_the_ejection(
+    promotion: PromotionWorld,
+) -> None:
+    """Recovery (the same submission decided again, as after a crash): the rebuilt landing
+    is ACCEPTED, recovered, under its new staging commit; the ejected one is FENCED
+    VALIDATION_FAILED, recovered — never landed twice, never an ownership violation."""
+    world = promotion
+    _eject_t1(world)
+    answers = {}
+    for task in ("t1", "t2"):
+        contract = world.tmp / f"{task}.json"
+        contract.write_text(json.dumps(world.contracts[task]))
+        done = world.cli(
+            "integrate", "--repo", str(world.repo), "--contract", str(contract),
+            "--candidate", world.heads[task], "--json",
+        )  # fmt: skip
+        answers[task] = (done.returncode, json.loads(done.stdout))
+    code, ejected = answers["t1"]
+    assert code == 1 and ejected["recovered"] is True
+    assert [v["code"] for v in ejected["violations"]] == ["VALIDATION_FAILED"]
+    code, rebuilt = answers["t2"]
+    assert code == 0 and rebuilt["recovered"] is True and rebuilt["decision"] == "ACCEPTED"
+    assert rebuilt["stagingCommit"] != world.verdict("accepted", world.sids["t2"]).staging_commit
+    assert rebuilt["stagingCommit"] in git(
+        "rev-list", "--first-parent", "main", cwd=world.repo
+    ).split()
+    assert world.chain("refs/integrator/queue/main").count(world.heads["t2"]) == 1
+
+
 def test_serve_promotes_in_its_own_thread_and_counts_it_in_metrics(
     promotion: PromotionWorld,
 ) -> None:

@@ -122,6 +122,7 @@ class Spool:
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
         self._root = str(self.root)
+        self._plain: set[str] = set()  # names in new/ known not to be urgent
 
     def __repr__(self) -> str:
         return f"Spool({str(self.root)!r})"
@@ -175,12 +176,19 @@ class Spool:
             return []
 
     def urgent_first(self, names: list[str]) -> list[str]:
-        """`names` of `new/` with those marked urgent first (each group in id order)."""
+        """`names` of `new/` with those marked urgent first (each group in id order). Each
+        name is looked at once: a flood costs one `lstat` per submission, not per batch."""
         urgent = []
+        plain = self._plain
+        if len(plain) > 200_000:
+            plain.clear()
         for name in names:
+            if name in plain:
+                continue
             try:
                 os.lstat(f"{self._root}/new/{name}/{URGENT_FILE}")
             except OSError:
+                plain.add(name)
                 continue
             urgent.append(name)
         if not urgent:

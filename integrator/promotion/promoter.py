@@ -88,7 +88,6 @@ class Promoter:
         """One step of promotion (reads everything fresh)."""
         canonical = self.canonical
         canonical.refresh()
-        canonical.forget_documents()
         config = self.config()
         if config is None:
             return self._done(Round("idle", False, {"why": "the policy has no [validation]"}))
