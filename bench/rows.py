@@ -284,7 +284,7 @@ def validation_rows(result: ValidationResult) -> list[Row]:
     rows = [
         Row(
             section,
-            f"landed and promoted per second, max_batch {v.batch}",
+            f"landed and promoted per second, max_batch {v.batch}, checkouts on {v.scratch}",
             fmt(v.run.per_second),
             f"{fmt(plain)} landed, no validation",
             f"{v.run.per_second / plain:.2f}× no validation" if plain else "-",
@@ -293,18 +293,21 @@ def validation_rows(result: ValidationResult) -> list[Row]:
         )
         for v in result.runs
     ]
-    rows.append(
-        Row(
-            section,
-            "validations run (max_batch " + " / ".join(str(v.batch) for v in result.runs) + ")",
-            " / ".join(str(v.validations) for v in result.runs),
+    for scratch in dict.fromkeys(v.scratch for v in result.runs):
+        mine = [v for v in result.runs if v.scratch == scratch]
+        batches = " / ".join(str(v.batch) for v in mine)
+        rows.append(
+            Row(
+                section,
+                f"validations run, max_batch {batches}, on {scratch}",
+                " / ".join(str(v.validations) for v in mine),
+            )
         )
-    )
-    rows.append(
-        Row(
-            section,
-            "one validation: checkout + `true`, mean (s)",
-            " / ".join(fmt(v.mean_validation_s, 3) for v in result.runs),
+        rows.append(
+            Row(
+                section,
+                f"one validation (checkout + `true`), mean s, max_batch {batches}, on {scratch}",
+                " / ".join(fmt(v.mean_validation_s, 3) for v in mine),
+            )
         )
-    )
     return rows
