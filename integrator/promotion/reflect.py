@@ -40,7 +40,7 @@ from integrator.documents.verdict import Decision, Verdict, Violation
 from integrator.errors import IntegratorError
 from integrator.files import atomic_write
 from integrator.promotion.records import Ejected, PromotionRecord
-from integrator.repo import validations
+from integrator.repo import git, validations
 from integrator.repo.canonical import Canonical
 
 log = structlog.get_logger("integrator.promote")
@@ -86,7 +86,10 @@ def hold_ejected(canonical: Canonical, spool: Spool, item: Ejected, now: datetim
         atomic_write(folder / OWNERSHIP_FILE, ownership.to_json().encode() + b"\n")
     verdict = ejection_verdict(ownership, item)
     raw = read_submitted(submitted(folder), SUBMISSION_FILE, SUBMISSION_LIMIT)
-    canonical.updater.apply([hold_op(canonical, sid, verdict, raw, now)])
+    op = hold_op(canonical, sid, verdict, raw, now)
+    if git.durable(canonical.repo):
+        git.sync_objects(canonical.repo)  # the record on disk before a ref names it
+    canonical.updater.apply([op])
     atomic_write(folder / VERDICT_FILE, verdict.to_json().encode() + b"\n")
     spool.move(sid, "accepted", "fenced")
     return sid

@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pygit2
 import structlog
 
 from integrator import faults
@@ -86,6 +87,24 @@ class Recorder:
     def __init__(self, canonical: Canonical) -> None:
         self.canonical = canonical
 
+    def unpromoted(self, head: str) -> bool:
+        """Whether `head` is on the queue and not on the target (yet)."""
+        repo = self.canonical.repo
+        queue = self.canonical.ref(self.canonical.queue_ref)
+        target = self.canonical.ref(self.canonical.target_ref)
+
+        def holds(tip: str | None) -> bool:
+            if tip is None:
+                return False
+            if tip == head:
+                return True
+            try:
+                return bool(repo.descendant_of(pygit2.Oid(hex=tip), pygit2.Oid(hex=head)))
+            except (KeyError, ValueError, pygit2.GitError):
+                return False
+
+        return holds(queue) and not holds(target)
+
     def append(
         self,
         result: ValidationResult,
@@ -99,6 +118,10 @@ class Recorder:
         canonical = self.canonical
         ref = validations.validation_ref(result.target, result.head)
         for _ in range(RECORD_TRIES):
+            if not self.unpromoted(result.head):
+                # Promoted or dropped by a rebuild meanwhile (its ref went with it): a
+                # result now would be a record nobody reads, and a ref nobody deletes.
+                return Recorded(result.head, None, None)
             tip = validations.latest(canonical, result.target, result.head)
             if tip is not None and (tip[1].final or (unless is not None and unless(tip[1]))):
                 final = tip[1] if tip[1].final else None
