@@ -112,9 +112,10 @@ def test_deciding_again_follows_the_rebuild_and_reports_the_ejection(
     code, rebuilt = answers["t2"]
     assert code == 0 and rebuilt["recovered"] is True and rebuilt["decision"] == "ACCEPTED"
     assert rebuilt["stagingCommit"] != world.verdict("accepted", world.sids["t2"]).staging_commit
-    assert rebuilt["stagingCommit"] in git(
-        "rev-list", "--first-parent", "main", cwd=world.repo
-    ).split()
+    assert (
+        rebuilt["stagingCommit"]
+        in git("rev-list", "--first-parent", "main", cwd=world.repo).split()
+    )
     assert world.chain("refs/integrator/queue/main").count(world.heads["t2"]) == 1
 
 
