@@ -23,7 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bench import phases, profile, remote_run, rows, startup_run, workload
+from bench import phases, profile, remote_run, rows, startup_run, validation_run, workload
 from bench.report import Row, machine, render, write_json
 
 T = TypeVar("T")
@@ -42,10 +42,12 @@ class Plan:
     scaling_rounds: int
     peer_branches: int
     floor_transactions: int
+    # Every validation checks the head's whole tree out: its cost is the file count's.
+    validation_files: int
 
 
-QUICK = Plan("quick", 10_000, 200, 10_000, (1_000, 10_000, 100_000), 20, 2, 10, 300)
-FULL = Plan("full", 100_000, 200, 10_000, (1_000, 10_000, 100_000), 20, 3, 50, 1_000)
+QUICK = Plan("quick", 10_000, 200, 10_000, (1_000, 10_000, 100_000), 20, 2, 10, 300, 1_000)
+FULL = Plan("full", 100_000, 200, 10_000, (1_000, 10_000, 100_000), 20, 3, 50, 1_000, 10_000)
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -169,6 +171,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "start-up: the guard per hook event, the gate CLI on a real tree",
         lambda: startup_run.startup(work / "startup"),
     )
+    validated = measured(
+        f"validation by `true` at max_batch 1, 8, 32, {plan.validation_files:,} files",
+        lambda: validation_run.validation_phase(base(plan.validation_files), work),
+    )
     floors = measured(
         "floor: ref moves alone",
         lambda: phases.floors(fleet_base, plan.floor_transactions, work),
@@ -192,6 +198,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "scaling": scaling,
         "startup": started,
         "floors": floors,
+        "validation": validated,
         "peer": peer,
         "profile": hotspots,
     }
@@ -214,6 +221,7 @@ def _table(results: dict[str, Any]) -> list[Row]:
         *rows.stale_rows(results["stale"], plan.stale_submissions),
         *rows.scaling_rows(results["scaling"]),
         *rows.startup_rows(results["startup"]),
+        *rows.validation_rows(results["validation"]),
         *rows.floor_rows(results["floors"], results["fleet"]),
         *(rows.peer_rows(peer) if peer is not None else []),
     ]

@@ -8,6 +8,7 @@ from bench.phases import FleetResult, PeerResult
 from bench.remote_run import RemoteResult
 from bench.report import Row, fmt, ratio, summary, verdict
 from bench.startup_run import StartupResult, ratio_of
+from bench.validation_run import ValidationResult
 
 TARGET_FILES = 100_000
 
@@ -307,3 +308,39 @@ def startup_rows(result: StartupResult) -> list[Row]:
         )
     )
     return out
+
+
+def validation_rows(result: ValidationResult) -> list[Row]:
+    """Landings promoted per second with validation by `true`, against no validation."""
+    section = f"validation by `true`, {result.files:,} files, {result.candidates} candidates"
+    plain = result.plain.per_second
+    rows = [
+        Row(
+            section,
+            f"landed and promoted per second, max_batch {v.batch}, checkouts on {v.scratch}",
+            fmt(v.run.per_second),
+            f"{fmt(plain)} landed, no validation",
+            f"{v.run.per_second / plain:.2f}× no validation" if plain else "-",
+            "",
+            "" if v.promoted else "NOT ALL PROMOTED",
+        )
+        for v in result.runs
+    ]
+    for scratch in dict.fromkeys(v.scratch for v in result.runs):
+        mine = [v for v in result.runs if v.scratch == scratch]
+        batches = " / ".join(str(v.batch) for v in mine)
+        rows.append(
+            Row(
+                section,
+                f"validations run, max_batch {batches}, on {scratch}",
+                " / ".join(str(v.validations) for v in mine),
+            )
+        )
+        rows.append(
+            Row(
+                section,
+                f"one validation (checkout + `true`), mean s, max_batch {batches}, on {scratch}",
+                " / ".join(fmt(v.mean_validation_s, 3) for v in mine),
+            )
+        )
+    return rows

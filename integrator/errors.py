@@ -61,6 +61,11 @@ class InfrastructureError(IntegratorError):
     exit_code = EXIT_INFRA
 
 
+class QueuePausedError(InfrastructureError):
+    """Landings on the target are paused (`integrator queue pause`): nothing is decided or
+    lost, submissions wait; retry once the queue is resumed."""
+
+
 class GitError(InfrastructureError):
     """A git command or object lookup failed."""
 

@@ -13,7 +13,14 @@ SIGSTOP (a pause another process can exploit, resumed with SIGCONT). Points:
 - `before-claim-transaction`: a claim operation read the claims and wrote its commits,
   no ref moved yet;
 - `archive-before-transaction`: `integrator refs archive` wrote a batch's archive commits,
-  no ref touched (neither the archive ref nor the records it folds in).
+  no ref touched (neither the archive ref nor the records it folds in);
+- `after-validation`: (promoter) a validation command finished, its result not recorded;
+- `mid-bisection`: (promoter) the same, for a head validated to bisect a failed batch;
+- `before-promote`: (promoter) the promotion record written, the target not moved yet;
+- `before-rebuild`: (promoter) the rebuilt queue and the ejection records written, no
+  ref moved yet;
+- `after-rebuild`: (promoter) the queue rebuilt and the ejections recorded, nothing
+  reported yet.
 
 Unset (the normal case), a point costs one dictionary lookup.
 """
@@ -34,6 +41,11 @@ POINTS = (
     "before-publish",
     "before-claim-transaction",
     "archive-before-transaction",
+    "after-validation",
+    "mid-bisection",
+    "before-promote",
+    "before-rebuild",
+    "after-rebuild",
 )
 _ACTIONS = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP}
 

@@ -79,6 +79,23 @@ def register(sub: Any) -> None:
     reject.add_argument("--actor", default=None, help="who rejects (default: user@host)")
     reject.set_defaults(func=run_reject)
 
+    requeue = inner.add_parser(
+        "requeue",
+        help="resubmit a candidate ejected by validation, under a new attempt",
+        description="An ejected candidate's claim stays consumed (its landing happened), so "
+        "requeueing reclaims the task (generation + 1, a new attempt, the same paths and "
+        "resources, the candidate's own base) and submits the candidate again under that "
+        "contract: it goes through the fence and validation like any other. The held "
+        "record is archived naming the new submission. Refused when the task's claim moved "
+        "on since (someone else holds it).",
+    )
+    requeue.add_argument("id", help="submission id")
+    common(requeue)
+    requeue.add_argument("--reason", required=True, help="why, for the record")
+    requeue.add_argument("--actor", default=None, help="who requeues (default: user@host)")
+    requeue.add_argument("--urgent", action="store_true", help="in the priority lane")
+    requeue.set_defaults(func=run_requeue)
+
     web = inner.add_parser(
         "web",
         help="serve the review pages (read-only unless --token-file is given)",
@@ -303,6 +320,26 @@ def run_reject(args: argparse.Namespace) -> int:
         print_json({"submission": args.id, "action": "reject", "folder": "archived"})
     else:
         say(f"{args.id} rejected and archived: {args.reason}")
+    return EXIT_OK
+
+
+def run_requeue(args: argparse.Namespace) -> int:
+    from integrator.promotion.requeue import requeue
+
+    with _review(args) as review:
+        new_sid, contract = requeue(
+            review, args.id, args.actor or default_actor(), args.reason, urgent=args.urgent
+        )
+    if args.json:
+        print_json(
+            {"submission": args.id, "action": "requeue", "requeuedAs": new_sid,
+             "contract": contract.wire()}
+        )  # fmt: skip
+    else:
+        say(
+            f"{args.id} requeued as {new_sid} (task {contract.task_id}, attempt "
+            f"{contract.attempt_id}, generation {contract.ownership_generation})"
+        )
     return EXIT_OK
 
 

@@ -55,6 +55,12 @@ def register(sub: Any) -> None:
         "(refs/integrator/submit/*), publishing verdicts there (polled every --poll, default 1 s)",
     )
     parser.add_argument(
+        "--no-promote",
+        action="store_true",
+        help="run no promoter here (with a [validation] policy another host runs "
+        "`integrator promote`); ejections are still held in this spool",
+    )
+    parser.add_argument(
         "--log-format", choices=("auto", "json", "console"), default="auto", help="default auto"
     )
     parser.set_defaults(func=run)
@@ -109,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
         notifier=Notifier(),
         reload=reload,
         intake=Intake(canonical, spool, args.intake) if args.intake else None,
+        promote=not args.no_promote,
     )
     daemon.install_signal_handlers()
     server: HealthServer | None = None

@@ -69,6 +69,11 @@ def register(sub: Any) -> None:
         metavar="SECONDS",
         help="wait for the verdict (default 300 s) and exit with its code",
     )
+    parser.add_argument(
+        "--urgent",
+        action="store_true",
+        help="the priority lane: the daemon lands it before the rest of its drain",
+    )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.set_defaults(func=run)
 
@@ -85,7 +90,10 @@ def run(args: argparse.Namespace) -> int:
     if args.intake:
         return _to_intake(args)
     spool = Spool(args.spool)
-    doc = publish(spool, read_input(args.contract), args.candidate, Path(args.repo), args.bundle)
+    doc = publish(
+        spool, read_input(args.contract), args.candidate, Path(args.repo), args.bundle,
+        urgent=args.urgent,
+    )  # fmt: skip
     sid = str(doc["submission"])
     if args.wait is None:
         if args.json:
@@ -96,7 +104,9 @@ def run(args: argparse.Namespace) -> int:
     return wait_for(spool, sid, args.wait, as_json=args.json)
 
 
-def publish(spool: Spool, data: bytes, rev: str, repo: Path, bundle: bool) -> dict[str, object]:
+def publish(
+    spool: Spool, data: bytes, rev: str, repo: Path, bundle: bool, *, urgent: bool = False
+) -> dict[str, object]:
     """Write one submission into the spool; the `--json` document `submit` prints (the MCP
     server's `submit` returns the same document)."""
     contract = parse_contract(data)  # refuse locally what the gate would fence anyway
@@ -115,6 +125,7 @@ def publish(spool: Spool, data: bytes, rev: str, repo: Path, bundle: bool) -> di
                 "submitter": submitter(repo_path),
                 "submittedAt": now,
                 "bundle": BUNDLE_FILE if bundle else None,
+                "urgent": True if urgent else None,
             }
         )
         sid = spool.publish(draft, submission)
@@ -138,6 +149,7 @@ def _to_intake(args: argparse.Namespace) -> int:
             "candidate": candidate,
             "submitter": submitter(repo_path),
             "submittedAt": now,
+            "urgent": True if args.urgent else None,
         }
     )
     message = f"submission {sid} of task {task_id}\n"

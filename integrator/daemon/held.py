@@ -25,7 +25,7 @@ from integrator.repo.archive_index import record_tip
 from integrator.repo.canonical import Canonical, signature
 from integrator.repo.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 
-Action = Literal["hold", "approve", "reject"]
+Action = Literal["hold", "approve", "reject", "requeue"]
 
 
 ARCHIVED_PREFIX = "refs/integrator/archived/"

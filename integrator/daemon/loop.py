@@ -47,10 +47,12 @@ from integrator.errors import (
     ConfigurationError,
     InfrastructureError,
     IntegratorError,
+    QueuePausedError,
     RefLockedError,
     UsageError,
 )
 from integrator.fence.paths import escape_undecodable
+from integrator.promotion.attach import Promotion
 from integrator.repo import git, transaction
 from integrator.repo.canonical import Canonical
 from integrator.repo.packs import ObjectBuffer, maybe_repack
@@ -78,6 +80,7 @@ class Daemon:
         reload: Callable[[], Settings] | None = None,
         intake: Intake | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        promote: bool = True,
     ) -> None:
         self.spool = spool
         self.canonical = canonical
@@ -99,6 +102,10 @@ class Daemon:
         self._watcher: Generator[set[tuple[watchfiles.Change, str]], None, None] | None = None
         self._worker: MirrorWorker | None = None
         self._watchdog = self.notifier.watchdog_interval() is not None
+        self.promotion = Promotion(
+            canonical, spool, mirror, self.metrics.registry, enabled=promote,
+            poll=self.settings.poll, clock=clock,
+        )  # fmt: skip
 
     # -- signals --------------------------------------------------------------------------
 
@@ -145,17 +152,20 @@ class Daemon:
                 return self._run_once()
             self._worker = MirrorWorker(self.mirror, self.settings.poll)
             self._worker.start()
+            self.promotion.start()
             try:
                 self._serve()
             finally:
                 self.notifier.stopping()
                 self._close_watcher()
+                self.promotion.stop()
                 self._worker.stop()
                 self.log.info("daemon.stopped", decided=self.decided)
         return 0
 
     def _run_once(self) -> int:
         self.drain()
+        self.promotion.once()
         if self.last_error is not None and not self._stopping:
             self.log.error("daemon.incomplete", error=self.last_error, left=self.spool.depth())
             raise InfrastructureError(f"the spool was not drained: {self.last_error}")
@@ -174,6 +184,7 @@ class Daemon:
         watchdog = self.notifier.watchdog_interval()
         while not self._stopping:
             self.drain()  # pings the watchdog after every batch
+            self.promotion.reflect()
             if watchdog is not None:
                 self.notifier.watchdog()
             if self._stopping:
@@ -195,9 +206,9 @@ class Daemon:
         while not self._stopping:
             names = [("work", n) for n in self.spool.entries("work")]
             if not only_work:
-                names += [("new", n) for n in self.spool.entries("new")]
-            if not names:
-                break
+                names += [("new", n) for n in self.spool.urgent_first(self.spool.entries("new"))]
+            if not names or self.promotion.paused() is not None:
+                break  # paused: everything waits where it is
             done, error = self._batch(names)
             total += done
             if pending:
@@ -259,6 +270,7 @@ class Daemon:
             error = err  # that submission stays in work/ and is retried first
         except OSError as err:  # the spool's file system, while claiming or reading
             error = _infra(err)
+        ready.sort(key=lambda r: not r.urgent)  # the priority lane lands first
         decided, failure = self._integrate(ready)
         outcomes.extend(decided)
         error = error or failure  # what was not decided stays in work/, retried first
@@ -286,7 +298,10 @@ class Daemon:
                 self._import(claimed, submission.bundle, submission.candidate)
         except UsageError as err:
             return Outcome(sid, None, str(err), b"", time.perf_counter() - started, bundle)
-        return Ready(sid, submission.contract_bytes(), submission.candidate, raw, started, bundle)
+        return Ready(
+            sid, submission.contract_bytes(), submission.candidate, raw, started, bundle,
+            bool(submission.urgent),
+        )  # fmt: skip
 
     def _import(self, claimed: WorkFolder, name: str, candidate: str) -> None:
         """Import the submission's bundle from a copy in the daemon's own folder: git never
@@ -306,7 +321,7 @@ class Daemon:
             return [], None
         try:
             verdicts = self.engine.integrate_many([(p.contract, p.candidate) for p in ready])
-        except (RefLockedError, ConfigurationError) as err:
+        except (RefLockedError, ConfigurationError, QueuePausedError) as err:
             return [], err  # the host's or the operator's trouble: nothing is anyone's fault
         except Exception as err:
             trouble = git.host_trouble(self.canonical.repo)
@@ -335,7 +350,7 @@ class Daemon:
         for p in ready:
             try:
                 verdict = self.engine.integrate(p.contract, p.candidate)
-            except (RefLockedError, ConfigurationError) as err:
+            except (RefLockedError, ConfigurationError, QueuePausedError) as err:
                 return outcomes, first or err  # the rest is retried as it is
             except Exception as err:
                 trouble = git.host_trouble(self.canonical.repo)
@@ -378,6 +393,7 @@ class Daemon:
         self.mirror.record(
             [decision_record(o.sid, o.verdict, now, o.latency, o.reason) for o in outcomes]
         )
+        self.promotion.landed(outcomes, now)
         for o in outcomes:
             if o.verdict is not None:
                 text = o.verdict.model_dump_json(by_alias=True, exclude_none=True, indent=2)

@@ -29,6 +29,7 @@ class Ready:
     raw: bytes
     started: float
     bundle: bool
+    urgent: bool = False
 
 
 @dataclass(frozen=True)

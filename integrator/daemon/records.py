@@ -10,7 +10,7 @@ from pydantic import Field
 from integrator.documents.contract import Model
 from integrator.documents.verdict import Verdict
 
-RecordKind = Literal["decision", "review"]
+RecordKind = Literal["decision", "review", "validation", "promotion"]
 
 
 class MirrorRecord(Model):

@@ -15,7 +15,7 @@ from importlib import resources as importlib_resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from integrator.documents.contract import parse_resource
 from integrator.documents.digests import digest_of
@@ -103,6 +103,35 @@ class Planner(_Section):
     repo_wide: list[PolicyGlob] = Field(default_factory=list)
 
 
+class Validation(_Section):
+    """`[validation]`: what proves a queue head builds before the target is promoted to it
+    (docs/validation.md). With this section the target no longer follows the queue."""
+
+    mode: Literal["command", "external"] = "command"
+    # An argv list, or a string run with `sh -c`, in a clean checkout of the head's tree.
+    command: (
+        Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
+        | (Annotated[str, Field(min_length=1)])
+        | None
+    ) = None
+    # Seconds one run may take (external: how long to wait for a report) before it fails.
+    timeout: Annotated[float, Field(gt=0, le=7 * 24 * 3600)] = 1800.0
+    # A failure is run again this often before it counts; every attempt is recorded.
+    retries: Annotated[int, Field(ge=0, le=10)] = 0
+    # The newest queue head covering at most this many unpromoted landings is validated.
+    max_batch: Annotated[int, Field(ge=1, le=1024)] = 8
+    # Queue heads validated at once (bisection points, or the next batches speculatively).
+    concurrency: Annotated[int, Field(ge=1, le=64)] = 1
+
+    @model_validator(mode="after")
+    def _needs_a_command(self) -> Validation:
+        if self.mode == "command" and self.command is None:
+            raise ValueError('mode "command" needs a command (an argv list or a string)')
+        if self.mode == "external" and self.command is not None:
+            raise ValueError('mode "external" runs no command: CI reports results instead')
+        return self
+
+
 class Policy(_Section):
     """The policy document (`integrator.policy.v1`, written as TOML)."""
 
@@ -114,6 +143,26 @@ class Policy(_Section):
     shared: Shared = Field(default_factory=Shared)
     writeset: list[WriteSetRule] = Field(default_factory=list)
     planner: Planner = Field(default_factory=Planner)
+    validation: Validation | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _validated_target_waits(cls, data: Any) -> Any:
+        """With `[validation]` the target is moved by promotion only: `target_follows_queue`
+        defaults to false, and an explicit true is refused (it would move the target to
+        heads nobody validated)."""
+        if not isinstance(data, dict) or data.get("validation") is None:
+            return data
+        integration = data.get("integration", {})
+        if not isinstance(integration, dict):
+            return data
+        if integration.get("target_follows_queue") is True:
+            raise ValueError(
+                "integration.target_follows_queue = true contradicts [validation]: the target "
+                "would move with every landing, before any validation; remove the line (with "
+                "a [validation] section it defaults to false, and the promoter moves the target)"
+            )
+        return {**data, "integration": {**integration, "target_follows_queue": False}}
 
     def mode_for(self, category: Category) -> Mode:
         if category is Category.SOURCE:
@@ -207,10 +256,7 @@ class PolicyState:
 
 def policy_digest(policy: Policy, generation: int) -> str:
     """`sha256:` over RFC 8785 JSON of the policy and its generation."""
-    return digest_of(
-        {
-            "schema": POLICY_SCHEMA,
-            "generation": generation,
-            "policy": policy.model_dump(mode="json"),
-        }
-    )
+    document = policy.model_dump(mode="json")
+    if document.get("validation") is None:
+        document.pop("validation", None)  # policies without it keep the digest they had
+    return digest_of({"schema": POLICY_SCHEMA, "generation": generation, "policy": document})

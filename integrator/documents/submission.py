@@ -54,6 +54,11 @@ class Submission(Model):
         description="A git bundle in the submission folder holding the candidate, for agents "
         "that do not share the canonical object store.",
     )
+    urgent: bool | None = Field(
+        default=None,
+        description="The priority lane: the daemon lands it before the other submissions of "
+        "its drain (integrator submit --urgent).",
+    )
 
     def contract_bytes(self) -> bytes:
         """The contract as the engine reads it (its digest is over the parsed form)."""

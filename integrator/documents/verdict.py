@@ -65,6 +65,7 @@ class Code(StrEnum):
     RESOURCE_CONFLICT = "RESOURCE_CONFLICT"
     MERGE_CONFLICT = "MERGE_CONFLICT"
     REF_MOVED = "REF_MOVED"
+    VALIDATION_FAILED = "VALIDATION_FAILED"
 
 
 # What a violation of each code decides when enforced; everything else fences.
@@ -114,6 +115,8 @@ CODE_SUMMARY: dict[Code, str] = {
     Code.RESOURCE_CONFLICT: "The commits since base touched the same semantic resource.",
     Code.MERGE_CONFLICT: "The candidate does not merge cleanly onto the queue head.",
     Code.REF_MOVED: "A ref moved between the check and the transaction.",
+    Code.VALIDATION_FAILED: "The landing passed the fence, but the queue head it made failed "
+    "validation: it was ejected from the queue.",
 }
 
 

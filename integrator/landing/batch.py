@@ -74,7 +74,7 @@ class _Planned:
 
 
 @dataclass(frozen=True)
-class _Head:
+class Head:
     """The queue head a candidate merges onto: real, or a staging commit of this batch."""
 
     oid: str
@@ -108,7 +108,7 @@ def land_batch(ctx: LandingContext, evaluations: list[Evaluation]) -> BatchOutco
     tasks: dict[str, _Planned] = {}  # task id → the plan consuming its claim in this batch
     repeats: list[tuple[int, _Planned]] = []  # the same submission again in this batch
     queue_head = canonical.commit(head_oid)
-    head = _Head(head_oid, queue_head.tree_id.raw, queue_head)
+    head = Head(head_oid, queue_head.tree_id.raw, queue_head)
     sig = signature(canonical.clock())
     for position, ev in enumerate(evaluations):
         assert ev.contract is not None
@@ -124,7 +124,7 @@ def land_batch(ctx: LandingContext, evaluations: list[Evaluation]) -> BatchOutco
         planned.append(result)
         tasks[ev.contract.task_id] = result
         # The next candidate merges onto this staging commit, still in memory.
-        head = _Head(result.staging, bytes.fromhex(result.tree), queue_head)
+        head = Head(result.staging, bytes.fromhex(result.tree), queue_head)
     # Every object of the batch in one pack, before the transaction names any of them.
     ctx.objects.flush()
     if not planned:
@@ -208,7 +208,7 @@ def _read_heads(canonical: Canonical, follows: bool) -> tuple[str | None, str | 
 def _plan_one(  # noqa: PLR0911 — each stage stops with its own verdict
     ctx: LandingContext,
     ev: Evaluation,
-    head: _Head,
+    head: Head,
     target_oid: str | None,
     policy_oid: str | None,
     tasks: set[str],
@@ -296,7 +296,7 @@ def recheck(
 
 
 def _placement(
-    ctx: LandingContext, ev: Evaluation, head: _Head, target_oid: str | None, tasks: set[str]
+    ctx: LandingContext, ev: Evaluation, head: Head, target_oid: str | None, tasks: set[str]
 ) -> list[Violation]:
     """The base must be on the queue; a target that follows the queue must be at its head."""
     base, policy = ev.base, ev.policy
@@ -326,7 +326,7 @@ def _placement(
 
 
 def merge_violations(
-    ctx: LandingContext, ev: Evaluation, head: _Head, merged: bytes
+    ctx: LandingContext, ev: Evaluation, head: Head, merged: bytes
 ) -> list[Violation]:
     """What the merged tree adds to the gate's verdict when the queue moved since the base:
     writes the merge made that the candidate did not, semantic resources both sides
@@ -365,7 +365,7 @@ def merge_violations(
 
 
 def _merge_effects(
-    ctx: LandingContext, ev: Evaluation, head: _Head, merged: bytes
+    ctx: LandingContext, ev: Evaluation, head: Head, merged: bytes
 ) -> list[Violation]:
     """What lands is queue head → merged tree, not base → candidate: prove the difference.
 
@@ -416,7 +416,7 @@ def _merge_effects(
 def _write(
     ctx: LandingContext,
     ev: Evaluation,
-    head: _Head,
+    head: Head,
     merged: bytes,
     claim: Claim,
     sig: pygit2.Signature,

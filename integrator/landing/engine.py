@@ -17,7 +17,12 @@ from datetime import datetime
 from integrator import faults
 from integrator.documents.policy import PolicyState
 from integrator.documents.verdict import Code, Decision, Verdict, Violation
-from integrator.errors import ConfigurationError, RefLockedError, RefMovedError
+from integrator.errors import (
+    ConfigurationError,
+    QueuePausedError,
+    RefLockedError,
+    RefMovedError,
+)
 from integrator.fence.trees import TreeReader
 from integrator.landing.batch import LandingContext, land_batch
 from integrator.landing.evaluation import Evaluation
@@ -27,6 +32,7 @@ from integrator.repo import git
 from integrator.repo.canonical import Canonical
 from integrator.repo.claims import Claims
 from integrator.repo.packs import ObjectBuffer, maybe_repack
+from integrator.repo.queue_control import paused
 
 LOCK_RETRIES = 2
 
@@ -89,6 +95,13 @@ class Integrator:
         if not self.canonical.initialized:
             raise ConfigurationError(
                 f"{self.canonical.path} is not prepared for integration; run integrator init"
+            )
+        control = paused(self.canonical)
+        if control is not None:
+            raise QueuePausedError(
+                f"landings on {self.canonical.target} are paused by {control.actor} since "
+                f"{control.at.isoformat()}: {control.reason or 'no reason given'} "
+                "(integrator queue resume)"
             )
         results: list[Verdict | None] = [None] * len(items)
         pending: list[tuple[int, Evaluation]] = []

@@ -14,9 +14,10 @@ import pygit2
 
 from integrator.documents.claim import Claim
 from integrator.documents.contract import OwnershipContract
-from integrator.documents.verdict import Verdict
+from integrator.documents.verdict import Decision, Verdict, Violation
 from integrator.fence.checks import recovered_verdict
 from integrator.landing.trailers import TRAILER_CANDIDATE, trailers
+from integrator.promotion.landings import locate
 from integrator.repo.canonical import Canonical
 
 # Pauses (seconds) before re-reading refs that disagree: a torn read of another
@@ -103,16 +104,33 @@ class QueueHistory:
         commit = self.commit(staging)
         if commit is None or trailers(commit.message).get(TRAILER_CANDIDATE) != str(cand.id):
             return None
-        # A landing the queue no longer holds (moved back by hand) is not a landing to
-        # report: the claim stays consumed, and the live checks say so. Another
-        # integrator's transaction renames the claim ref before the queue ref, so a queue
-        # that does not hold it yet is read again before it is believed.
+        return self._as_landed(contract, str(cand.id), staging, str(commit.tree_id))
+
+    def _as_landed(
+        self, contract: OwnershipContract, candidate: str, staging: str, tree: str
+    ) -> Verdict | None:
+        """The landing that made `staging`, as the queue holds it now.
+
+        A landing the queue no longer holds (moved back by hand) is not a landing to
+        report: the claim stays consumed, and the live checks say so. Another
+        integrator's transaction renames the claim ref before the queue ref, so a queue
+        that does not hold it yet is read again before it is believed. A landing rebuilt
+        after an ejection is the queue commit that names it. One ejected by validation
+        after it passed the fence happened (its claim stays consumed) and the queue no
+        longer holds it: the answer is its ejection, FENCED with the ejection's code.
+        """
         canonical = self.canonical
         for pause in (0.0, *HEAD_SETTLE):
             time.sleep(pause)
             queue = canonical.ref(canonical.queue_ref)
             if queue is not None and self.on_queue(staging, canonical.commit(queue)):
-                break
-        else:
+                return recovered_verdict(contract, candidate, tree, staging)
+        where = locate(canonical, staging)
+        if where.commit is not None and where.tree is not None:
+            return recovered_verdict(contract, candidate, where.tree, where.commit)
+        if where.ejection is None:
             return None
-        return recovered_verdict(contract, str(cand.id), str(commit.tree_id), staging)
+        ejected = where.ejection.ejected
+        verdict = recovered_verdict(contract, candidate, tree, staging)
+        violation = Violation(code=ejected.code, detail=ejected.detail)
+        return verdict.model_copy(update={"decision": Decision.FENCED, "violations": [violation]})

@@ -64,6 +64,10 @@ HINTS: dict[Code, str] = {
     Code.REF_MOVED: "a ref moved under the transaction: the queue (contention) means submit "
     "again; the target branch, moved outside the queue, needs a release manager to reconcile "
     "it first (the candidate is held, never replayed automatically)",
+    Code.VALIDATION_FAILED: "the merged tree failed validation (the log is in the verdict and "
+    "under refs/integrator/validations/): fix the change and submit it under a new contract, "
+    "or, if the failure was not the change's, a release manager requeues it "
+    "(integrator review requeue ID --reason ...)",
 }
 
 

@@ -1,0 +1,296 @@
+"""The promoter: validate queue heads, move the target to those that pass, eject culprits.
+
+One `round` reads the queue between the target and its head and the results known, asks
+the pure `next_step` what to do, and does one kind of thing:
+
+- **promote**: one transaction moves `refs/heads/<target>` from the value read to the
+  newest passing head (a fast-forward along the queue's first-parent chain), appends a
+  record to `refs/integrator/promotion/<target>` (its lease serializes promoters) and
+  deletes the validation refs of the heads now promoted (their results stay reachable from
+  the record);
+- **eject**: the first landing whose head failed (right after a passing one) is taken
+  out: the later landings are re-merged onto the last good head (each proven again), and
+  one transaction moves the queue from the head read to the rebuilt one, appends the
+  record, creates `refs/integrator/ejected/<target>/<landing>` for each landing taken out
+  and deletes the validation refs of the heads that left the queue. A landing that arrived
+  meanwhile makes the queue's compare-and-swap fail: the next round rebuilds again;
+- **validate**: run the command on the heads asked for (or, external mode, request them).
+
+Every ref move is a compare-and-swap through the canonical repository's updater: a local
+`update-ref` transaction, or in remote mode one atomic push with a lease per ref.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import structlog
+
+from integrator import faults
+from integrator.documents.policy import Validation
+from integrator.documents.verdict import Code
+from integrator.errors import IntegratorError, RefMovedError
+from integrator.landing.engine import Integrator
+from integrator.promotion import validate
+from integrator.promotion.bisect import Step, next_step
+from integrator.promotion.metrics import PromotionMetrics
+from integrator.promotion.rebuild import rebuild
+from integrator.promotion.records import (
+    Covered,
+    Ejected,
+    EjectionRecord,
+    PromotionRecord,
+    ValidationResult,
+)
+from integrator.promotion.runner import RunOutcome
+from integrator.promotion.state import QueueState, read_state
+from integrator.repo import git, transaction, validations
+from integrator.repo.canonical import Canonical
+
+log = structlog.get_logger("integrator.promote")
+
+
+@dataclass
+class Round:
+    """What one round did; `progress` is False when there was nothing it could do now."""
+
+    action: str  # "idle", "promote", "eject", "validate", "request", "wait", "contended"
+    progress: bool
+    detail: dict[str, object] = field(default_factory=dict)
+
+
+class Promoter:
+    """Promotion for one canonical repository's target (one thread uses it)."""
+
+    def __init__(
+        self,
+        canonical: Canonical,
+        *,
+        metrics: PromotionMetrics | None = None,
+        scratch: Path | None = None,
+    ) -> None:
+        self.canonical = canonical
+        self.landing = Integrator(canonical).landing
+        self.metrics = metrics or PromotionMetrics()
+        self.scratch = scratch
+        self.runs = 0  # command runs by this promoter
+        self.rounds: list[Round] = []
+        self._probes = 0  # validations since the last ejection or full promotion
+
+    def config(self) -> Validation | None:
+        return self.canonical.policy_state().policy.validation
+
+    # -- one round --------------------------------------------------------------------------
+
+    def round(self) -> Round:
+        """One step of promotion (reads everything fresh)."""
+        canonical = self.canonical
+        canonical.refresh()
+        config = self.config()
+        if config is None:
+            return self._done(Round("idle", False, {"why": "the policy has no [validation]"}))
+        state = read_state(canonical)
+        self.metrics.unpromoted.set(state.pending)
+        self.metrics.promoted_at(canonical.commit(state.promoted).commit_time)
+        step = next_step(
+            state.pending, state.final(), max_batch=config.max_batch,
+            concurrency=config.concurrency,
+        )  # fmt: skip
+        try:
+            if step.promote is not None:
+                return self._done(self._promote(state, step.promote))
+            if step.eject is not None:
+                return self._done(self._eject(state, step.eject))
+        except RefMovedError as moved:
+            log.info("promote.contended", ref=moved.ref, error=str(moved))
+            return self._done(Round("contended", True, {"ref": moved.ref}))
+        if not step.validate:
+            return self._done(Round("idle", False, {"pending": state.pending}))
+        return self._done(self._validate(state, step, config))
+
+    def _done(self, result: Round) -> Round:
+        self.rounds.append(result)
+        if len(self.rounds) > 1000:
+            del self.rounds[:500]
+        return result
+
+    def _validate(self, state: QueueState, step: Step, config: Validation) -> Round:
+        if config.mode == "external":
+            wanted, changed = validate.request_heads(self.canonical, state, step.validate, config)
+            waiting = [r.head for r in wanted]
+            return Round("request" if changed else "wait", changed, {"waiting": waiting})
+        recorded = validate.run_heads(
+            self.canonical, state, step.validate, config, scratch=self.scratch,
+            on_run=self._count, bisecting=False in state.final().values(),
+        )  # fmt: skip
+        self._probes += len(step.validate)
+        finals = {r.head: r.final.status for r in recorded if r.final is not None}
+        return Round("validate" if recorded else "wait", bool(recorded), {"results": finals})
+
+    def _count(self, head: str, outcome: RunOutcome, final: bool) -> None:
+        self.runs += 1
+        self.metrics.runs.inc()
+        self.metrics.results.labels("pass" if outcome.passed else "fail").inc()
+        if not outcome.passed and not final:
+            self.metrics.retried.inc()
+
+    # -- promote ----------------------------------------------------------------------------
+
+    def _promote(self, state: QueueState, index: int) -> Round:
+        canonical = self.canonical
+        target_ref = canonical.target_ref
+        new = state.head(index)
+        landings = state.covering(index)
+        results = [state.results[c.staging] for c in landings if c.staging in state.results]
+        record = PromotionRecord(
+            action="promote", target=state.target, at=canonical.clock(), actor=validate.actor(),
+            before=state.promoted, after=new, landings=landings,
+            validations=[commit for commit, _ in results],
+        )  # fmt: skip
+        ref = validations.promotion_ref(state.target)
+        old_record = canonical.ref(ref)
+        commit = validations.write_promotion(canonical, record, old_record)
+        ops = [
+            transaction.update(target_ref, new, state.promoted),
+            transaction.update(ref, commit, old_record),
+            *(
+                transaction.delete(validations.validation_ref(state.target, c.staging), oid)
+                for c in landings
+                for oid in [canonical.ref(validations.validation_ref(state.target, c.staging))]
+                if oid is not None
+            ),
+        ]
+        self._apply(ops, "before-promote")
+        now = canonical.clock().timestamp()
+        for c in landings:
+            self.metrics.time_to_promote(now - canonical.commit(c.staging).commit_time)
+        self.metrics.batch.observe(len(landings))
+        self.metrics.promotions.inc()
+        self.metrics.promoted_at(canonical.commit(new).commit_time)
+        if index == state.pending:
+            self._probes = 0
+        log.info(
+            "promote.promoted", target=target_ref, before=state.promoted, after=new,
+            landings=len(landings), record=commit,
+        )  # fmt: skip
+        return Round("promote", True, {"before": state.promoted, "after": new,
+                                       "landings": len(landings)})  # fmt: skip
+
+    def _apply(self, ops: list[transaction.RefOp], point: str) -> None:
+        if git.durable(self.canonical.repo):
+            git.sync_objects(self.canonical.repo)
+        faults.point(point)
+        self.canonical.updater.apply(ops)
+
+    # -- eject ------------------------------------------------------------------------------
+
+    def _eject(self, state: QueueState, index: int) -> Round:
+        canonical = self.canonical
+        culprit = state.landings[index - 1]
+        failing = state.results.get(culprit.staging)
+        good = state.head(index - 1)
+        log_bytes = validations.log_of(canonical, failing[0]) if failing else b""
+        detail = _failure_detail(failing[1] if failing else None, log_bytes)
+        first = validate_ejected(culprit, failing[0] if failing else None, detail)
+        built = rebuild(self.landing, good, state.landings[index:], {culprit.landing})
+        ejected = [first, *built.ejected]
+        now = canonical.clock()
+        depth = self._probes
+        record = PromotionRecord(
+            action="eject", target=state.target, at=now, actor=validate.actor(),
+            before=state.queue, after=built.head,
+            validations=[commit for commit, _ in state.results.values()],
+            ejected=ejected, rebuilt=built.rebuilt, depth=depth,
+        )  # fmt: skip
+        ref = validations.promotion_ref(state.target)
+        old_record = canonical.ref(ref)
+        commit = validations.write_promotion(canonical, record, old_record)
+        ops = [
+            transaction.update(canonical.queue_ref, built.head, state.queue),
+            transaction.update(ref, commit, old_record),
+        ]
+        for item in ejected:
+            evidence = EjectionRecord(
+                target=state.target, at=now, ejected=item, good=good,
+                failing=culprit.staging if item is first else None,
+            )  # fmt: skip
+            evidence_oid = validations.write_ejection(
+                canonical, evidence, log_bytes if item is first else None
+            )
+            ref_name = validations.ejected_ref(state.target, item.landing)
+            ops.append(transaction.update(ref_name, evidence_oid, canonical.ref(ref_name)))
+        for landing in state.landings[index - 1 :]:
+            name = validations.validation_ref(state.target, landing.staging)
+            old = canonical.ref(name)
+            if old is not None:
+                ops.append(transaction.delete(name, old))
+        self._apply(ops, "before-rebuild")
+        faults.point("after-rebuild")
+        self.metrics.ejections.labels(first.code.value).inc()
+        for item in built.ejected:
+            self.metrics.ejections.labels(item.code.value).inc()
+        self.metrics.depth.observe(depth)
+        self._probes = 0
+        log.info(
+            "promote.ejected", culprit=culprit.staging, task=culprit.task_id,
+            also=[e.task_id for e in built.ejected], rebuilt=len(built.rebuilt),
+            queue=built.head, bisection_depth=depth, record=commit,
+        )  # fmt: skip
+        return Round("eject", True, {
+            "ejected": [e.wire() for e in ejected], "rebuilt": len(built.rebuilt),
+            "queue": built.head, "depth": depth,
+        })  # fmt: skip
+
+    # -- loops ------------------------------------------------------------------------------
+
+    def run(self, *, once: bool, poll: float = 2.0, stop: threading.Event | None = None) -> int:
+        """Rounds until nothing is left to do (`once`) or until `stop` is set; returns how
+        many rounds made progress. Errors of a round are logged and retried after `poll`."""
+        stop = stop or threading.Event()
+        progressed = 0
+        while not stop.is_set():
+            try:
+                done = self.round()
+            except IntegratorError as err:
+                log.error("promote.round_failed", error=str(err))
+                if once:
+                    raise
+                stop.wait(poll)
+                continue
+            if done.progress:
+                progressed += 1
+                continue
+            if once:
+                break
+            stop.wait(poll)
+        return progressed
+
+
+def _failure_detail(result: ValidationResult | None, log_bytes: bytes) -> str:
+    from integrator.report.escape import visible
+
+    if result is None:
+        return "its queue head failed validation"
+    how = (
+        "timed out" if result.timed_out
+        else f"exited {result.exit_code}" if result.exit_code is not None
+        else result.detail or "failed"
+    )  # fmt: skip
+    lines = log_bytes.decode("utf-8", "replace").strip().splitlines()[-20:]
+    tail = visible("\n".join(lines), keep_newlines=True)[-1500:]
+    where = f" (log: {result.log_url})" if result.log_url else ""
+    return (
+        f"validation of queue head {result.head[:12]} (tree {result.tree[:12]}) {how} after "
+        f"{result.attempt} attempt(s), the head before it passed{where}"
+        + (f"; last lines:\n{tail}" if tail else "")
+    )
+
+
+def validate_ejected(culprit: Covered, result_commit: str | None, detail: str) -> Ejected:
+    return Ejected(
+        landing=culprit.landing, staging=culprit.staging, code=Code.VALIDATION_FAILED,
+        detail=detail, candidate=culprit.candidate, task_id=culprit.task_id,
+        attempt_id=culprit.attempt_id, validation=result_commit,
+    )  # fmt: skip

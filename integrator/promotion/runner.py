@@ -1,0 +1,212 @@
+"""Running a validation command on a queue head, in a clean checkout of its tree.
+
+The tree is written into a fresh temporary folder by git itself (`read-tree` into a
+private index file, then `checkout-index`, with the canonical repository as `--git-dir`
+and the folder as `--work-tree`): git's own path checks apply (nothing written through a
+symlink, no `.git` in any spelling), no hook runs, the repository's index and the
+operator's checkout are never touched, and the folder has no `.git`, so the command —
+code the agents wrote — cannot reach the canonical repository through it. The command runs there in its own process group (killed whole on timeout) with
+the head, tree, target and landings in its environment; its output (stdout and stderr
+together) goes to a file outside the checkout, whose tail is recorded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from integrator import faults
+from integrator.promotion.records import LOG_TAIL, Covered
+from integrator.repo.git import git_env
+
+ENV_PREFIX = "INTEGRATOR_VALIDATION_"
+
+# Runs in progress (their process groups), killed by `interrupt` when the promoter stops:
+# a run cut short that way is no result, so nothing of it is recorded.
+_running: set[int] = set()
+_interrupted = threading.Event()
+
+
+class Interrupted(Exception):
+    """The promoter is stopping: the run in hand was killed and counts for nothing."""
+
+
+def interrupt() -> None:
+    _interrupted.set()
+    for pid in list(_running):
+        _kill_group(pid)
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One run: which head, on which tree, against which target, covering what."""
+
+    target: str
+    head: str
+    tree: str
+    base: str
+    landings: tuple[Covered, ...]
+    attempt: int
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    passed: bool
+    exit_code: int | None
+    timed_out: bool
+    started_at: datetime
+    duration_s: float
+    log: bytes
+    error: str | None = None  # the run could not start (no checkout, no such command)
+
+
+def environment(request: RunRequest, request_file: Path) -> dict[str, str]:
+    """What the command is told about the head it validates."""
+    env = git_env()
+    env.update(
+        {
+            f"{ENV_PREFIX}TARGET": request.target,
+            f"{ENV_PREFIX}HEAD": request.head,
+            f"{ENV_PREFIX}TREE": request.tree,
+            f"{ENV_PREFIX}BASE": request.base,
+            f"{ENV_PREFIX}ATTEMPT": str(request.attempt),
+            f"{ENV_PREFIX}LANDINGS": " ".join(c.staging for c in request.landings),
+            f"{ENV_PREFIX}CANDIDATES": " ".join(c.candidate or "-" for c in request.landings),
+            f"{ENV_PREFIX}TASKS": " ".join(c.task_id or "-" for c in request.landings),
+            f"{ENV_PREFIX}REQUEST": str(request_file),
+        }
+    )
+    return env
+
+
+def request_document(request: RunRequest) -> dict[str, object]:
+    return {
+        "schema": "integrator.validation-request.v1",
+        "target": request.target,
+        "head": request.head,
+        "tree": request.tree,
+        "base": request.base,
+        "attempt": request.attempt,
+        "landings": [c.wire() for c in request.landings],
+    }
+
+
+def checkout(repo_path: str | Path, tree: str, folder: Path, index: Path) -> None:
+    """Write `tree` into `folder` with git (a private index file at `index`)."""
+    env = {**git_env(), "GIT_INDEX_FILE": str(index)}
+    base = [
+        "git",
+        f"--git-dir={repo_path}",
+        f"--work-tree={folder}",
+        "-c",
+        "core.hooksPath=/dev/null",
+    ]
+    for args in (["read-tree", tree], ["checkout-index", "--all"]):
+        proc = subprocess.run(
+            [*base, *args], cwd=folder, capture_output=True, env=env, check=False, timeout=3600
+        )
+        if proc.returncode != 0:
+            why = proc.stderr.decode("utf-8", "replace").strip()
+            raise OSError(f"git {args[0]} {tree} failed: {why}")
+
+
+def argv_of(command: Sequence[str] | str) -> list[str]:
+    return ["sh", "-c", command] if isinstance(command, str) else list(command)
+
+
+def run(
+    repo_path: str | Path,
+    command: Sequence[str] | str,
+    timeout: float,
+    request: RunRequest,
+    *,
+    scratch: Path | None = None,
+) -> RunOutcome:
+    """Check the head's tree out into a temporary folder and run `command` in it."""
+    started = datetime.now(UTC)
+    clock = time.monotonic()
+    root = Path(tempfile.mkdtemp(prefix="integrator-validation-", dir=scratch))
+    try:
+        work = root / "checkout"
+        work.mkdir()
+        request_file = root / "request.json"
+        request_file.write_text(json.dumps(request_document(request), indent=2) + "\n")
+        try:
+            checkout(repo_path, request.tree, work, root / "index")
+        except (OSError, subprocess.TimeoutExpired) as err:
+            why = f"cannot check out {request.tree}: {err}"
+            return RunOutcome(False, None, False, started, time.monotonic() - clock, b"", why)
+        log_path = root / "output.log"
+        with log_path.open("wb") as log:
+            try:
+                proc = subprocess.Popen(
+                    argv_of(command), cwd=work, stdin=subprocess.DEVNULL, stdout=log,
+                    stderr=subprocess.STDOUT, env=environment(request, request_file),
+                    start_new_session=True,
+                )  # fmt: skip
+            except OSError as err:
+                why = f"cannot run {argv_of(command)[0]!r}: {err.strerror or err}"
+                return RunOutcome(False, None, False, started, time.monotonic() - clock, b"", why)
+            faults.children.add(proc.pid)  # a drill's SIGKILL takes the command down too
+            _running.add(proc.pid)
+            timed_out = False
+            try:
+                code: int | None = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(proc.pid)
+                proc.wait()
+                code = None
+            finally:
+                faults.children.discard(proc.pid)
+                _running.discard(proc.pid)
+        if _interrupted.is_set():
+            raise Interrupted(request.head)
+        output = _tail(log_path)
+        if timed_out:
+            output += f"\n[integrator: killed after the timeout of {timeout:g} s]\n".encode()
+        passed = code == 0 and not timed_out
+        return RunOutcome(passed, code, timed_out, started, time.monotonic() - clock, output)
+    finally:
+        _remove(root)
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _tail(path: Path) -> bytes:
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        if size > LOG_TAIL:
+            handle.seek(size - LOG_TAIL)
+            return b"[... %d earlier bytes not kept ...]\n" % (size - LOG_TAIL) + handle.read()
+        return handle.read()
+
+
+def _remove(root: Path) -> None:
+    """Remove the scratch folder even where the command made parts of it read-only."""
+
+    def writable(func: object, path: str, exc: object) -> None:
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(path), 0o700)
+            os.chmod(path, 0o700)
+        with contextlib.suppress(OSError):
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
+
+    shutil.rmtree(root, onerror=writable)

@@ -1,0 +1,103 @@
+"""The promoter's view of one target: the unpromoted landings and what is known of them.
+
+The target sits on the queue's first-parent chain (it only ever moves forward along it);
+the landings after it, oldest first, are the staging commits from the target to the queue
+head. Each head's validation result is read from its ref; the state is all the pure
+`next_step` needs, plus the names of things for the records.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pygit2
+
+from integrator.errors import ConfigurationError
+from integrator.landing.trailers import TRAILER_CANDIDATE, trailers
+from integrator.promotion.records import Covered, ValidationResult
+from integrator.repo import validations
+from integrator.repo.canonical import Canonical
+
+TRAILER_TASK = "Integrator-Task"
+TRAILER_ATTEMPT = "Integrator-Attempt"
+TRAILER_DIGEST = "Integrator-Contract-Digest"
+TRAILER_BASE = "Integrator-Base"
+TRAILER_REPLACES = "Integrator-Replaces"
+TRAILER_LANDING = "Integrator-Landing"
+WALK_LIMIT = 100_000  # unpromoted landings read before the state is refused as too long
+
+
+def covered(commit: pygit2.Commit) -> Covered:
+    """A staging commit as the records name it."""
+    found = trailers(commit.message)
+    oid = str(commit.id)
+    summary = commit.message.splitlines()[0][:200] if commit.message.strip() else None
+    return Covered(
+        staging=oid,
+        landing=found.get(TRAILER_LANDING, oid),
+        candidate=found.get(TRAILER_CANDIDATE),
+        task_id=found.get(TRAILER_TASK),
+        attempt_id=found.get(TRAILER_ATTEMPT),
+        summary=summary,
+    )
+
+
+@dataclass
+class QueueState:
+    """The target, the queue head, the landings between them and their heads' results."""
+
+    target: str  # the branch name
+    promoted: str  # refs/heads/<target>
+    queue: str  # refs/integrator/queue/<target>
+    landings: list[Covered]  # oldest first; landings[i - 1] made head i
+    results: dict[str, tuple[str, ValidationResult]] = field(default_factory=dict)
+
+    @property
+    def pending(self) -> int:
+        return len(self.landings)
+
+    def head(self, index: int) -> str:
+        """Head `index` (0 is the target)."""
+        return self.promoted if index == 0 else self.landings[index - 1].staging
+
+    def covering(self, index: int) -> list[Covered]:
+        return self.landings[:index]
+
+    def final(self) -> dict[int, bool]:
+        """The final results by head index, as `next_step` reads them."""
+        out: dict[int, bool] = {}
+        for i, landing in enumerate(self.landings, 1):
+            found = self.results.get(landing.staging)
+            if found is not None and found[1].final:
+                out[i] = found[1].status == "pass"
+        return out
+
+
+def read_state(canonical: Canonical, *, limit: int = WALK_LIMIT) -> QueueState:
+    """The queue between the target and its head; ConfigurationError when the target is
+    not on the queue's first-parent chain (moved by hand: a release manager reconciles)."""
+    target = canonical.target
+    promoted = canonical.ref(canonical.target_ref)
+    queue = canonical.ref(canonical.queue_ref)
+    if promoted is None or queue is None:
+        raise ConfigurationError(
+            f"{canonical.target_ref} or {canonical.queue_ref} is missing; run integrator init"
+        )
+    landings: list[Covered] = []
+    commit = canonical.commit(queue)
+    while str(commit.id) != promoted:
+        if len(landings) >= limit or not commit.parent_ids:
+            raise ConfigurationError(
+                f"{canonical.target_ref} ({promoted[:12]}) is not on the first-parent chain of "
+                f"{canonical.queue_ref} ({queue[:12]}): it was moved outside the queue; a "
+                "release manager must reconcile them before anything is promoted"
+            )
+        landings.append(covered(commit))
+        commit = canonical.commit(str(commit.parent_ids[0]))
+    landings.reverse()
+    state = QueueState(target, promoted, queue, landings)
+    for landing in landings:
+        found = validations.latest(canonical, target, landing.staging)
+        if found is not None:
+            state.results[landing.staging] = found
+    return state
