@@ -70,10 +70,19 @@ class Rollout:
     def open(self) -> Canonical:
         return self.canon.open()
 
-    def issue(self, task: str, paths: list[str], **kw: object) -> OwnershipContract:
+    def issue(
+        self,
+        task: str,
+        paths: list[str],
+        *,
+        resources: tuple[str, ...] = (),
+        force_shared: bool = False,
+    ) -> OwnershipContract:
         with self.open() as canonical:
-            request = IssueRequest(task_id=task, paths=tuple(paths), lease=timedelta(hours=4), **kw)  # type: ignore[arg-type]
-            return Claims(canonical).issue(request)
+            request = IssueRequest(
+                task_id=task, paths=tuple(paths), resources=resources, lease=timedelta(hours=4)
+            )
+            return Claims(canonical).issue(request, force_shared=force_shared)
 
     def commit(self, base: str, files: dict[str, Spec], message: str = "agent work") -> str:
         with self.open() as canonical:
@@ -99,10 +108,10 @@ class Rollout:
         files: dict[str, Spec],
         *,
         contract: OwnershipContract | None = None,
-        **kw: object,
+        force_shared: bool = False,
     ) -> str:
         """Issue (unless `contract` is given), commit on the contract's base, hand it in."""
-        contract = contract or self.issue(task, paths, **kw)
+        contract = contract or self.issue(task, paths, force_shared=force_shared)
         candidate = self.commit(contract.base_commit, files, f"{label}: work on {task}")
         return self.hand_in(label, contract.wire(), candidate)
 
