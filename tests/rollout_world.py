@@ -4,6 +4,7 @@ driven in-process on a fake clock (so a week of submissions takes a second)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -84,7 +85,7 @@ class Rollout:
             )
             return Claims(canonical).issue(request, force_shared=force_shared)
 
-    def commit(self, base: str, files: dict[str, Spec], message: str = "agent work") -> str:
+    def commit(self, base: str, files: Mapping[str, Spec], message: str = "agent work") -> str:
         with self.open() as canonical:
             repo = canonical.repo
             parent = canonical.commit(base)
@@ -105,7 +106,7 @@ class Rollout:
         label: str,
         task: str,
         paths: list[str],
-        files: dict[str, Spec],
+        files: Mapping[str, Spec],
         *,
         contract: OwnershipContract | None = None,
         force_shared: bool = False,
