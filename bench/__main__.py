@@ -23,7 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bench import phases, profile, remote_run, rows, workload
+from bench import phases, profile, remote_run, rows, startup_run, workload
 from bench.report import Row, machine, render, write_json
 
 T = TypeVar("T")
@@ -112,6 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"removing the previous run's scratch in {trash} …", flush=True)
         subprocess.run(["rm", "-rf", str(trash)], check=False)
     work.mkdir(parents=True)
+    _compile_bytecode()
     watch = Stopwatch()
     built: dict[int, workload.Workload] = {}
 
@@ -153,7 +154,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"stale flood: {plan.stale_submissions:,} submissions",
         lambda: phases.stale_flood(fleet_base, plan.stale_submissions, work),
     )
-    scale_bases = [base(files) for files in plan.scaling_files]
     scaling = phases.combine(
         [
             measured(
@@ -162,29 +162,26 @@ def main(argv: Sequence[str] | None = None) -> int:
                 partial(phases.fleet, w, "fleet", work, count=plan.scaling_candidates, plain=False),
             )
             for n in range(1, plan.scaling_rounds + 1)
-            for w in scale_bases
+            for w in [base(files) for files in plan.scaling_files]
         ]
+    )
+    started = measured(
+        "start-up: the guard per hook event, the gate CLI on a real tree",
+        lambda: startup_run.startup(work / "startup"),
     )
     floors = measured(
         "floor: ref moves alone",
         lambda: phases.floors(fleet_base, plan.floor_transactions, work),
     )
-    peer = None
-    if not args.no_mergetrain:
-        peer = measured(
+    peer = (
+        None
+        if args.no_mergetrain
+        else measured(
             f"mergetrain vs integrator: {plan.peer_branches} branches",
             lambda: phases.peer(fleet_base, plan.peer_branches, work, out),
         )
+    )
     hotspots = _profiles(fleet_base, work, out, measured) if args.profile else []
-    table = [
-        *rows.fleet_rows(fleet, shared=False),
-        *rows.remote_rows(remote, fleet),
-        *rows.fleet_rows(shared, shared=True),
-        *rows.stale_rows(stale, plan.stale_submissions),
-        *rows.scaling_rows(scaling),
-        *rows.floor_rows(floors, fleet),
-        *(rows.peer_rows(peer) if peer is not None else []),
-    ]
     results: dict[str, Any] = {
         "plan": plan,
         "seed": args.seed,
@@ -193,15 +190,33 @@ def main(argv: Sequence[str] | None = None) -> int:
         "shared": shared,
         "stale": stale,
         "scaling": scaling,
+        "startup": started,
         "floors": floors,
         "peer": peer,
         "profile": hotspots,
     }
+    table = _table(results)
     _report(out, plan, args.seed, table, results, hotspots, watch, load_before)
     if not args.keep:
         discard(work)
     _remove_later(trash)
     return 0
+
+
+def _table(results: dict[str, Any]) -> list[Row]:
+    """The report's rows, phase by phase, in the order they ran."""
+    plan: Plan = results["plan"]
+    peer = results["peer"]
+    return [
+        *rows.fleet_rows(results["fleet"], shared=False),
+        *rows.remote_rows(results["remote"], results["fleet"]),
+        *rows.fleet_rows(results["shared"], shared=True),
+        *rows.stale_rows(results["stale"], plan.stale_submissions),
+        *rows.scaling_rows(results["scaling"]),
+        *rows.startup_rows(results["startup"]),
+        *rows.floor_rows(results["floors"], results["fleet"]),
+        *(rows.peer_rows(peer) if peer is not None else []),
+    ]
 
 
 def _profiles(
@@ -225,6 +240,17 @@ def _profiles(
         )
     )
     return hotspots
+
+
+def _compile_bytecode() -> None:
+    """Byte-compile the package first, as an installation does: with
+    PYTHONDONTWRITEBYTECODE set (some shells and CI images set it), every command would
+    otherwise compile its modules afresh, and the start-up figures would measure that."""
+    import compileall
+
+    import integrator
+
+    compileall.compile_dir(str(Path(integrator.__file__).parent), quiet=1)
 
 
 def _remove_later(trash: Path) -> None:

@@ -7,6 +7,7 @@ from bench.daemon_run import DaemonRun
 from bench.phases import FleetResult, PeerResult
 from bench.remote_run import RemoteResult
 from bench.report import Row, fmt, ratio, summary, verdict
+from bench.startup_run import StartupResult, ratio_of
 
 TARGET_FILES = 100_000
 
@@ -274,3 +275,35 @@ def peer_rows(peer: PeerResult) -> list[Row]:
         ),
         Row(section, "final trees", same),
     ]
+
+
+def startup_rows(result: StartupResult) -> list[Row]:
+    """The guard per hook event against `python -c pass`; `integrator gate` against git."""
+    section = "start-up of per-event commands (p50 of interleaved runs)"
+    out = []
+    for event, timing in result.guard.items():
+        share = ratio_of(timing)
+        out.append(
+            Row(
+                section,
+                f"integrator guard, {event} → {result.answers[event]} (ms)",
+                fmt(timing.p50),
+                f"{fmt(timing.baseline_p50)} python -c pass",
+                f"{share:.1f}×",
+                "≤ 3× python -c pass",
+                verdict(share <= 3),
+            )
+        )
+    share = ratio_of(result.gate)
+    out.append(
+        Row(
+            section,
+            f"integrator gate, 10-file commit of a {result.gate_files:,}-file real tree (ms)",
+            fmt(result.gate.p50),
+            f"{fmt(result.gate.baseline_p50)} git diff-tree -M + merge-tree",
+            f"{share:.1f}×",
+            "≤ 2× git",
+            verdict(share <= 2),
+        )
+    )
+    return out

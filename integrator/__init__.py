@@ -5,7 +5,16 @@ verdict types) lives in `integrator.api` and is imported on first use, so the co
 and the agents' hooks do not pay for it.
 """
 
-from __future__ import annotations
+import os
+import sys
+
+# `python -m integrator` puts the current folder first on sys.path, and integrator runs in
+# folders others wrote (an agent's worktree for the guard, a candidate's checkout for the
+# gate): a `typing.py` there would run as ours. Drop that entry before importing anything
+# (this module has no `from __future__` import for the same reason: it imports a module).
+# Python 3.11's -P does the same from the command line; installed hooks pass it too.
+if sys.argv[:1] == ["-m"] and not sys.flags.safe_path and sys.path[:1] == [os.getcwd()]:
+    del sys.path[0]
 
 from typing import TYPE_CHECKING, Any
 

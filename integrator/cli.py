@@ -38,7 +38,7 @@ Exit codes: 0 accepted/ok, 1 fenced, 3 needs review, 2 usage or configuration er
 
 
 # Commands whose module is not named after them.
-_MODULE_OF = {"integrate": "gate"}
+_MODULE_OF = {"integrate": "gate", "server-hook": "server_hook"}
 
 
 def _modules() -> list[str]:

@@ -11,7 +11,9 @@ SIGSTOP (a pause another process can exploit, resumed with SIGCONT). Points:
 - `after-push`: (remote mode) the server applied an atomic push, the mirror not yet moved;
 - `before-publish`: (intake) a verdict is filed in the spool, not yet published;
 - `before-claim-transaction`: a claim operation read the claims and wrote its commits,
-  no ref moved yet.
+  no ref moved yet;
+- `archive-before-transaction`: `integrator refs archive` wrote a batch's archive commits,
+  no ref touched (neither the archive ref nor the records it folds in).
 
 Unset (the normal case), a point costs one dictionary lookup.
 """
@@ -31,6 +33,7 @@ POINTS = (
     "after-push",
     "before-publish",
     "before-claim-transaction",
+    "archive-before-transaction",
 )
 _ACTIONS = {"kill": signal.SIGKILL, "stop": signal.SIGSTOP}
 

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from integrator.documents.contract import parse_contract, refname_problem
+from integrator.documents.contract import parse_contract
 from integrator.errors import ContractError
+from integrator.refnames import refname_problem
 from tests.factories import contract_doc, create_contract
 
 

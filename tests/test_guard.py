@@ -15,6 +15,7 @@ import pytest
 
 from integrator.documents.claim import ClaimView
 from integrator.documents.contract import OwnershipContract
+from integrator.documents.rules import rules_from_bytes
 from integrator.fleet import guard, patches
 from integrator.fleet.assignments import Fleet
 from integrator.fleet.taskqueue import Queue
@@ -268,17 +269,18 @@ def test_contract_copied_to_another_worktree_is_refused(bound: Path, tmp_path: P
 
 def test_revoked_or_expired_claims_deny(bound: Path) -> None:
     """The pure decision denies revoked, stale and expired claims before looking at paths."""
-    contract = OwnershipContract.model_validate_json(
-        (binding_dir(bound) / "contract.json").read_bytes()
-    )
+    document = (binding_dir(bound) / "contract.json").read_bytes()
+    model = OwnershipContract.model_validate_json(document)
+    contract = rules_from_bytes(document)
+    assert contract.digest == model.digest  # the guard's plain reading digests alike
     view = ClaimView(
         task_id="CODE",
         generation=contract.ownership_generation,
-        attempt_id=contract.attempt_id,
+        attempt_id=model.attempt_id,
         contract_digest=contract.digest,
         state="live",
         lease_expires_at=NOW + timedelta(hours=1),
-        policy_digest=contract.policy_digest,
+        policy_digest=model.policy_digest,
     )
     inside = [guard.Target("src/a.py", "src/a.py")]
     assert guard.decide(contract, view, "alice", NOW, inside).allowed
@@ -572,20 +574,26 @@ def test_show_reports_the_bound_contract_and_whether_it_may_write(bound: Path) -
     assert doc["contract"]["paths"] == ["src/**"] and doc["live"]["generation"] == 1
 
 
-def test_calls_that_write_nothing_are_answered_without_the_contract_models(bound: Path) -> None:
-    """A plain shell command or a read is allowed by the hook's own parser alone (no pydantic
-    loaded), in each dialect's allow form; the command lists the same agents as the installer."""
+def test_hook_events_are_decided_without_the_contract_models(bound: Path) -> None:
+    """Every hook event — a plain shell command, a read, a write inside, a write outside —
+    is decided without loading pydantic or pygit2 (the guard reads the contract as plain
+    rules), each with its right answer; the command lists the same agents as the installer."""
     from integrator.commands.guard import AGENTS
     from integrator.fleet.hooks import AGENTS as INSTALLED
     from tests.test_api import _modules_loaded
 
     assert AGENTS == INSTALLED
     plain = codex_shell("ls -la && git status", bound)
-    assert "pydantic" not in _modules_loaded(["guard"], plain)
-    assert "pydantic" in _modules_loaded(
-        ["guard"], codex_shell(heredoc("*** Delete File: x"), bound)
-    )
+    inside = claude("Write", {"file_path": str(bound / "src/new.py"), "content": "x"}, bound)
+    outside = claude("Write", {"file_path": str(bound / "docs/new.md"), "content": "x"}, bound)
+    for event in (plain, inside, outside):
+        loaded = _modules_loaded(["guard"], event)
+        assert "integrator" in loaded and not {"pydantic", "pygit2"} & loaded
+    # The probe does see the models where a command loads them.
+    assert "pydantic" in _modules_loaded(["policy", "init"])
     assert hook(plain, bound).stdout == b""
+    assert hook(inside, bound).stdout == b""
+    assert "docs/new.md" in denied_reason(hook(outside, bound))
     read = hook(gemini("read_file", {"file_path": "docs/x.md"}, bound), bound)
     assert read.returncode == 0 and json.loads(read.stdout) == {}
 

@@ -250,3 +250,11 @@ def test_non_ascii_names_are_matched_both_ways_on_the_safe_side() -> None:
     assert PathMatcher.of(["é/*"]).covers("é/x")
     assert PathMatcher.of(["*.md"]).covers("dé.md")
     assert PathMatcher.of(["src/**"]).covers("src/é/ü.txt")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(blacklist_characters="*?[\\!", codec="utf-8"), max_size=40))
+def test_patterns_without_wildcards_are_never_refused_by_pathspec(pattern: str) -> None:
+    """glob_problem skips pathspec for a pattern with no wildcard character: pathspec
+    accepts every such pattern, so the shortcut answers as the full check would."""
+    pathspec.PathSpec.from_lines("gitignore", [pattern])  # raises if the shortcut were wrong

@@ -14,9 +14,9 @@ import pytest
 from integrator.cli import main
 from integrator.daemon.bundles import bundle_refs, create_bundle, import_bundle, quarantine_prefix
 from integrator.daemon.spool import BUNDLE_FILE, ID_RE, SUBMISSION_FILE, Spool, new_id
-from integrator.documents.contract import refname_problem
 from integrator.documents.submission import Submission
 from integrator.errors import ConfigurationError, UsageError
+from integrator.refnames import refname_problem
 from integrator.repo import git
 from tests.factories import contract_doc
 from tests.gitutil import commit_files, make_repo

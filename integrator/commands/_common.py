@@ -11,7 +11,6 @@ from typing import Any
 
 from integrator.clock import parse_duration, parse_timestamp
 from integrator.errors import UsageError
-from integrator.files import atomic_write
 from integrator.report.escape import visible, write_text
 
 
@@ -85,6 +84,8 @@ def write_output(text: str, output: str | None) -> None:
             with open(path, "wb") as handle:
                 handle.write(data)
             return
+        from integrator.files import atomic_write  # not on the guard's path
+
         atomic_write(path, data, sync=False)  # a complete file or none
     except OSError as err:
         raise UsageError(f"cannot write {output}: {err.strerror or err}") from err

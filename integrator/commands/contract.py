@@ -27,6 +27,12 @@ from integrator.errors import ConfigurationError, UsageError
 from integrator.fence.limits import EXPANSION_BYTES
 from integrator.fleet.expansion import build_request
 from integrator.fleet.workspace import bound_contract, worktree_root
+from integrator.repo.archive_index import (
+    archive_ref,
+    archived_claim,
+    archived_count,
+    archived_entries,
+)
 from integrator.repo.canonical import Canonical
 from integrator.repo.claims import (
     DEFAULT_MAX_PATCH_BYTES,
@@ -35,7 +41,12 @@ from integrator.repo.claims import (
     build_contract,
     history,
 )
-from integrator.repo.expansions import ExpansionEntry, Expansions, expansions
+from integrator.repo.expansions import (
+    ExpansionEntry,
+    Expansions,
+    archived_expansions,
+    expansions,
+)
 
 
 def register(sub: Any) -> None:
@@ -173,7 +184,13 @@ def _register_changes(inner: Any) -> None:
 
 
 def _register_reading(inner: Any) -> None:
-    show = inner.add_parser("show", help="show a claim, its contract and its history")
+    show = inner.add_parser(
+        "show",
+        help="show a claim, its contract and its history (also once archived)",
+        description="The claim of a task, its contract, its history and its expansion "
+        "requests. A finished claim folded into refs/integrator/archive/claims by "
+        "`integrator refs archive` is read from there (`archived` says when).",
+    )
     add_repo(show)
     show.add_argument("--task", required=True)
     add_json(show)
@@ -183,6 +200,11 @@ def _register_reading(inner: Any) -> None:
         "list", help="list every claim and the expansion requests waiting for review"
     )
     add_repo(listing)
+    listing.add_argument(
+        "--archived",
+        action="store_true",
+        help="also the finished claims folded into refs/integrator/archive/claims",
+    )
     add_json(listing)
     listing.set_defaults(func=run_list)
 
@@ -296,31 +318,41 @@ def run_revoke(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    archived: dict[str, object] | None = None
     with Canonical(args.repo) as canonical:
         claim = canonical.claim(args.task)
+        if claim is None and (claim := archived_claim(canonical, args.task)) is not None:
+            archived = {"ref": archive_ref("claims"), "commit": claim.oid}
         if claim is None:
             raise ConfigurationError(f"no claim for task {args.task!r}")
         events = history(canonical, args.task)
         requests = expansions(canonical, args.task)
+        folded = archived_expansions(canonical, args.task)
         summary = _summary(claim)
     if args.json:
         doc = {
             **summary,
+            "archived": archived,
             "contract": claim.contract.wire(),
             "history": [{"commit": c, **state} for c, state, _ in events],
-            "expansionRequests": [e.summary() for e in requests],
+            "expansionRequests": [e.summary() for e in requests]
+            + [{**e.summary(), "archived": True} for e in folded],
         }
         print_json(doc)
         return 0
     for key, value in summary.items():
         say(f"{key:>15}: {value}")
+    if archived is not None:
+        say(f"{'archived':>15}: in {archived['ref']} (the claim ref was folded into it)")
     say("\nhistory (newest first):")
     for commit, state, message in events:
         say(f"  {commit[:12]}  {state.get('state', '?'):9} {message.splitlines()[0]}")
-    if requests:
+    if requests or folded:
         say("\nexpansion requests (oldest first):")
         for entry in requests:
             say(f"  {entry.describe()}")
+        for entry in folded:
+            say(f"  {entry.describe()} (archived)")
     say("\ncontract:")
     print(json.dumps(claim.contract.wire(), indent=2))
     return 0
@@ -330,6 +362,13 @@ def run_list(args: argparse.Namespace) -> int:
     with Canonical(args.repo) as canonical:
         claims = canonical.claims()
         pending = expansions(canonical, pending_only=True)
+        folded = archived_count(canonical, "claims")
+        old: list[Claim] = []
+        if args.archived:
+            # A task issued again after it was archived has its ref: that row stands for it.
+            tasks = {c.view.task_id for c in claims}
+            entries = archived_entries(canonical, "claims")
+            old = [canonical.claim_at(e.oid) for e in entries if e.name not in tasks]
     by_task: dict[str, list[ExpansionEntry]] = {}
     for entry in pending:
         by_task.setdefault(entry.record.task_id, []).append(entry)
@@ -337,16 +376,17 @@ def run_list(args: argparse.Namespace) -> int:
         {
             **_summary(c),
             "pendingExpansions": [e.summary() for e in by_task.get(c.view.task_id, [])],
+            **({"archived": n >= len(claims)} if args.archived else {}),
         }
-        for c in claims
+        for n, c in enumerate([*claims, *old])
     ]
     if args.json:
         print_json(rows)
         return 0
     if not rows:
         say("no claims")
-        return 0
-    say(f"{'TASK':24} {'GEN':>4} {'STATE':9} {'LEASE UNTIL':26} PATHS")
+    else:
+        say(f"{'TASK':24} {'GEN':>4} {'STATE':9} {'LEASE UNTIL':26} PATHS")
     for row in rows:
         paths = ", ".join(str(p) for p in row["paths"])  # type: ignore[attr-defined]
         say(
@@ -358,6 +398,11 @@ def run_list(args: argparse.Namespace) -> int:
         for entry in pending:
             say(f"  {entry.describe()}")
         say("  (re-run `contract expand` to grant one, `contract dismiss ID` to close it)")
+    if folded and not args.archived:
+        say(
+            f"\n{folded} finished claim record(s) archived in {archive_ref('claims')} "
+            "(--archived lists them; `contract show --task T` shows one)"
+        )
     return 0
 
 

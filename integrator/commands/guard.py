@@ -129,11 +129,11 @@ def run(args: argparse.Namespace) -> int:
         return run_hook(args)
     from integrator.clock import utcnow
     from integrator.fleet import guard
-    from integrator.fleet.workspace import worktree_root
+    from integrator.fleet.bound import checkout_of
 
     cwd = Path.cwd()
     if args.staged:
-        targets, relative = guard.staged_paths(worktree_root(cwd)), True
+        targets, relative = guard.staged_paths(checkout_of(cwd).root), True
     else:
         targets, relative = list(args.path), False
     decision = guard.evaluate(

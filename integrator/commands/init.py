@@ -7,9 +7,10 @@ from pathlib import Path
 from typing import Any
 
 from integrator.commands._common import add_json, add_repo, print_json, say
-from integrator.errors import ConfigurationError
+from integrator.errors import ConfigurationError, UsageError
 from integrator.repo.canonical import Canonical
 from integrator.repo.prepare import prepare, prepare_remote
+from integrator.repo.remote import INTAKE_KEY_FILE_CONFIG, KEY_FILE_CONFIG
 
 
 def register(sub: Any) -> None:
@@ -34,6 +35,20 @@ def register(sub: Any) -> None:
         metavar="URL",
         help="the canonical repository's git URL (any URL git can push to with --atomic)",
     )
+    parser.add_argument(
+        "--remote-key-file",
+        type=Path,
+        metavar="F",
+        help="with --remote: sign every push to the server with this key (its integrator "
+        "server-hook checks the signature; see integrator server-hook keygen)",
+    )
+    parser.add_argument(
+        "--intake-key-file",
+        type=Path,
+        metavar="F",
+        help="with --remote: the key that signs verdicts published on an intake that is "
+        "another server (the canonical server's key serves an intake on the same URL)",
+    )
     add_json(parser)
     parser.set_defaults(func=run)
 
@@ -45,10 +60,17 @@ def run(args: argparse.Namespace) -> int:
             policy_text = args.policy.read_text("utf-8")
         except OSError as err:
             raise ConfigurationError(f"cannot read policy {args.policy}: {err.strerror}") from err
+    keys = {KEY_FILE_CONFIG: args.remote_key_file, INTAKE_KEY_FILE_CONFIG: args.intake_key_file}
     if args.remote:
         prepared = prepare_remote(
-            args.repo, args.remote, target=args.target, policy_text=policy_text
+            args.repo,
+            args.remote,
+            target=args.target,
+            policy_text=policy_text,
+            key_files={k: v for k, v in keys.items() if v is not None},
         )
+    elif any(keys.values()):
+        raise UsageError("--remote-key-file and --intake-key-file need --remote")
     else:
         prepared = prepare(args.repo, target=args.target, policy_text=policy_text)
     with Canonical(args.repo) as canonical:

@@ -21,6 +21,7 @@ from integrator.daemon.spool import SUBMISSION_FILE, VERDICT_FILE
 from integrator.documents.contract import Model
 from integrator.documents.verdict import Code, Decision, Verdict
 from integrator.repo import git, transaction
+from integrator.repo.archive_index import record_tip
 from integrator.repo.canonical import Canonical, signature
 from integrator.repo.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 
@@ -143,7 +144,7 @@ def hold_op(
 
 def history(canonical: Canonical, sid: str) -> list[tuple[str, ReviewAction]]:
     """(commit, action) of a held or archived candidate's records, oldest first."""
-    oid = canonical.ref(held_ref(sid)) or canonical.ref(archived_ref(sid))
+    oid = canonical.ref(held_ref(sid)) or record_tip(canonical, "archived", sid)
     out: list[tuple[str, ReviewAction]] = []
     while oid:
         try:

@@ -22,13 +22,19 @@ import structlog
 from integrator import faults
 from integrator.daemon.spool import ID_RE, REJECTION_FILE, SUBMISSION_LIMIT, VERDICT_FILE, Spool
 from integrator.daemon.submitted import read_at_most_path
-from integrator.documents.contract import refname_problem
 from integrator.errors import InfrastructureError, IntegratorError
 from integrator.fleet.intake import SUBMISSION_FILE, SUBMIT_PREFIX, submit_ref, verdict_ref
+from integrator.refnames import refname_problem
 from integrator.repo import git
 from integrator.repo.canonical import Canonical, signature
 from integrator.repo.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
-from integrator.repo.remote import PUSH_TIMEOUT, remote_refs
+from integrator.repo.remote import (
+    INTAKE_KEY_FILE_CONFIG,
+    KEY_FILE_CONFIG,
+    PUSH_TIMEOUT,
+    push_signature,
+    remote_refs,
+)
 
 log = structlog.get_logger("integrator.intake")
 
@@ -52,6 +58,10 @@ class Intake:
         self.canonical = canonical
         self.spool = spool
         self.url = url
+        # Publishing verdicts writes the intake's refs: signed, when its hook checks that.
+        self.key = canonical.push_key(INTAKE_KEY_FILE_CONFIG)
+        if self.key is None and url == canonical.remote_url:
+            self.key = canonical.push_key(KEY_FILE_CONFIG)
         self.imported = 0
         self.published = 0
         self._done: set[str] = set()  # published by this daemon (their refs may still show)
@@ -143,8 +153,9 @@ class Intake:
         commit = self._verdict_commit(item, name, document)
         target, source = verdict_ref(item.task_id, item.sid), submit_ref(item.task_id, item.sid)
         faults.point("before-publish")
+        sign = push_signature(self.key, [(None, commit, target), (item.commit, None, source)])
         proc = self._git(
-            ["push", "--atomic", "--porcelain", "--no-verify", self.url,
+            ["push", "--atomic", "--porcelain", "--no-verify", *sign, self.url,
              f"--force-with-lease={target}:", f"--force-with-lease={source}:{item.commit}",
              f"{commit}:{target}", f":{source}"]
         )  # fmt: skip
@@ -159,8 +170,9 @@ class Intake:
             return  # published (by us, or by another daemon first)
         if target in now and now.get(source) == item.commit:
             # Another daemon published and has not deleted the submission yet: finish it.
+            sign = push_signature(self.key, [(item.commit, None, source)])
             proc = self._git(
-                ["push", "--porcelain", "--no-verify", self.url,
+                ["push", "--porcelain", "--no-verify", *sign, self.url,
                  f"--force-with-lease={source}:{item.commit}", f":{source}"]
             )  # fmt: skip
             if proc.returncode == 0:

@@ -11,10 +11,12 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-from integrator.documents.contract import OwnershipContract
 from integrator.errors import ConfigurationError
+
+if TYPE_CHECKING:
+    from integrator.documents.contract import OwnershipContract
 
 CLAIM_SCHEMA = "integrator.claim.v1"
 ClaimStateName = Literal["live", "revoked", "consumed"]

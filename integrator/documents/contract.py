@@ -28,10 +28,10 @@ from integrator.errors import ContractError
 from integrator.fence import paths
 from integrator.fence.limits import CONTRACT_BYTES, MAX_GLOB_LENGTH, MAX_GLOBS, MAX_RESOURCES
 from integrator.fence.paths import PathMatcher
+from integrator.refnames import refname_problem
 
 # The largest integer every JSON reader holds exactly (and RFC 8785 can canonicalise).
 JSON_SAFE_INT = 2**53 - 1
-CONTRACT_SCHEMA = "coding.workspace.ownership.v1"
 
 RESOURCE_KINDS: frozenset[str] = frozenset(
     {"api", "schema", "migration-slot", "lockfile", "codegen", "symbol", "submodule", "ci"}
@@ -39,37 +39,6 @@ RESOURCE_KINDS: frozenset[str] = frozenset(
 
 DIGEST_RE = re.compile(r"^sha256:[0-9a-f]{64}$")
 OID_RE = re.compile(r"^[0-9a-f]{40}$|^[0-9a-f]{64}$")
-
-
-def refname_problem(value: str) -> str | None:  # noqa: PLR0911 — one return per check-ref-format rule, naming it
-    """Why `value` cannot be one git refname component (plus: no '/'), or None.
-
-    Mirrors `git check-ref-format` for a single component.
-    """
-    if not value:
-        return "is empty"
-    if "/" in value:
-        return "contains '/'"
-    if value.startswith("."):
-        return "starts with '.'"
-    if value.endswith(".lock"):
-        return "ends with '.lock'"
-    if value.endswith("."):
-        return "ends with '.'"
-    if ".." in value:
-        return "contains '..'"
-    if "@{" in value:
-        return "contains '@{'"
-    if value == "@":
-        return "is '@'"
-    for ch in value:
-        if ord(ch) < 0x20 or ord(ch) == 0x7F:
-            return "contains a control character"
-        if ch in " ~^:?*[\\":
-            return f"contains {ch!r}"
-    if len(value) > 200:
-        return "is longer than 200 characters"
-    return None
 
 
 def _refname_component(value: str) -> str:

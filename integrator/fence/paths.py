@@ -14,8 +14,6 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import pathspec
-
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
 _UNDECODABLE = re.compile("[\udc80-\udcff]")  # bytes that were not UTF-8 (surrogateescape)
 
@@ -157,6 +155,10 @@ def glob_problem(pattern: str) -> str | None:  # noqa: PLR0911 — one return pe
             return f"has a {part!r} component"
         if is_dotgit(part):
             return "names a .git component"
+    if not _WILD & set(pattern):
+        return None  # no wildcard, nothing pathspec could refuse (a test pins this)
+    import pathspec  # loaded only for wildcards: the write guard starts faster without it
+
     try:
         pathspec.PathSpec.from_lines("gitignore", [pattern])
     except Exception as exc:  # pathspec raises several types for bad patterns
@@ -330,6 +332,8 @@ def _compile(patterns: tuple[str, ...], narrow: bool = False) -> _Compiled:
             else:
                 prefixes.append((pattern, prefix, itself))
             continue
+        import pathspec  # only wildcard patterns need its translation
+
         for compiled in pathspec.PathSpec.from_lines("gitignore", [pattern]).patterns:
             regex = getattr(compiled, "regex", None)
             if regex is None or not getattr(compiled, "include", True):

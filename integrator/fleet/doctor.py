@@ -23,6 +23,7 @@ from integrator.fleet.hooks import (
     codex_hooks,
     guard_groups,
     hook_python,
+    hook_safe_path,
     location,
     read_settings,
 )
@@ -119,6 +120,15 @@ def _hook_checks(report: AgentReport, settings: Path, python: str) -> dict[str, 
         f"the hook runs {found!r}" + ("" if runs else f"; this Python is {python!r}: re-run "
         "`integrator guard install`"),
     )  # fmt: skip
+    safe = any(hook_safe_path(c) for c in commands)
+    report.check(
+        "safe path",
+        safe,
+        "the hook runs Python with -P (the worktree's files cannot shadow its modules)"
+        if safe
+        else "the hook runs `python -m` without -P: a file in the worktree named like a "
+        "module (json.py) would run inside the guard; re-run `integrator guard install`",
+    )
     return document
 
 

@@ -37,19 +37,14 @@ from datetime import datetime
 from pathlib import Path
 
 from integrator.documents.claim import ClaimView
-from integrator.documents.contract import OwnershipContract
+from integrator.documents.rules import ContractRules
 from integrator.errors import IntegratorError
 from integrator.fence import paths
+from integrator.fleet.bound import binding_record, bound_rules, checkout_of
 from integrator.fleet.events import Dialect, GuardInputError, Write, parse_event
 from integrator.fleet.patches import lexical
-from integrator.fleet.workspace import (
-    binding_record,
-    bound_contract,
-    worktree_id,
-    worktree_root,
-)
 from integrator.repo import git
-from integrator.repo.claimref import read_claim
+from integrator.repo.claimref import read_claim_rules
 from integrator.report.escape import visible
 
 COORDINATOR_ENV = "INTEGRATOR_COORDINATOR"
@@ -101,7 +96,7 @@ def deny(reason: str) -> GuardDecision:
 
 
 def contract_problem(  # noqa: PLR0911 — one return per reason a contract cannot write, naming it
-    contract: OwnershipContract | None,
+    contract: ContractRules | None,
     claim: ClaimView | None,
     wid: str | None,
     now: datetime,
@@ -150,7 +145,7 @@ def contract_problem(  # noqa: PLR0911 — one return per reason a contract cann
     return None
 
 
-def judge_path(contract: OwnershipContract, target: Target) -> PathVerdict:
+def judge_path(contract: ContractRules, target: Target) -> PathVerdict:
     if target.relative is None:
         if target.outside_allowed:
             return PathVerdict(target.given, None, True, "outside the repository, allowed")
@@ -170,7 +165,7 @@ def judge_path(contract: OwnershipContract, target: Target) -> PathVerdict:
 
 
 def decide(
-    contract: OwnershipContract | None,
+    contract: ContractRules | None,
     claim: ClaimView | None,
     wid: str | None,
     now: datetime,
@@ -255,10 +250,11 @@ def evaluate(
     (`coordinator_mode`) may write, and nothing is checked for it.
     """
     try:
-        root = worktree_root(cwd)
+        checkout = checkout_of(cwd)
     except IntegratorError:
         return deny(f"{cwd} is not inside a git worktree; nothing is bound here")
-    contract = bound_contract(root)
+    root = checkout.root
+    contract = bound_rules(checkout)
     if contract is None and not in_place_task and coordinator:
         return GuardDecision(
             True,
@@ -270,18 +266,18 @@ def evaluate(
     claim = None
     if task:
         try:
-            live = read_claim(root, task)
+            live = read_claim_rules(root, task)
         except IntegratorError as err:
             return deny(f"the claim of task {task!r} cannot be read: {err}")
         if live is not None:
-            claim = live.view
-            contract = contract or live.contract
+            claim = live[0]
+            contract = contract or live[1]
     base = root if relative_to_root else cwd
     writes = [t if isinstance(t, Write) else Write(t, t) for t in targets]
     located = [
         target for w in writes for target in locate(w.given, base, root, allow_outside, path=w.path)
     ]
-    return decide(contract, claim, worktree_id(root), now, located, in_place=in_place)
+    return decide(contract, claim, checkout.worktree_id, now, located, in_place=in_place)
 
 
 def bound_status(
@@ -289,20 +285,21 @@ def bound_status(
 ) -> dict[str, object]:
     """`guard show --json`: the contract this checkout writes under (bound here, or the live
     in-place one of `in_place_task`), its live claim, and whether the guard lets it write."""
-    root = worktree_root(cwd)
-    contract = bound_contract(root)
+    checkout = checkout_of(cwd)
+    contract = bound_rules(checkout)
     in_place = contract is None and bool(in_place_task)
     task = contract.task_id if contract is not None else in_place_task
-    live = read_claim(root, task) if task else None
+    live = read_claim_rules(checkout.root, task) if task else None
     if contract is None and live is not None:
-        contract = live.contract
-    view = live.view if live is not None else None
-    problem = contract_problem(contract, view, worktree_id(root), now, in_place=in_place)
+        contract = live[1]
+    view = live[0] if live is not None else None
+    wid = checkout.worktree_id
+    problem = contract_problem(contract, view, wid, now, in_place=in_place)
     return {
-        "worktree": str(root),
-        "worktreeId": worktree_id(root),
+        "worktree": str(checkout.root),
+        "worktreeId": wid,
         "task": task,
-        "binding": binding_record(root) or None,
+        "binding": binding_record(checkout) or None,
         "contract": contract.wire() if contract is not None else None,
         "live": None if view is None else {
             "generation": view.generation,

@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any
 
 from integrator.errors import ConfigurationError, IntegratorError
-from integrator.fleet.workspace import BINDING_DIR, exclude_path, worktree_git_dir, worktree_root
+from integrator.fleet.bound import BINDING_DIR
+from integrator.fleet.workspace import exclude_path, worktree_git_dir, worktree_root
 from integrator.repo import git
 
 
@@ -62,6 +63,9 @@ SPECS: dict[str, HookSpec] = {
 }  # fmt: skip
 AGENTS = tuple(SPECS)
 GUARD_MARK = "-m integrator guard"
+# `python -m` puts the current folder first on sys.path, and a hook runs in the agent's
+# worktree: a `json.py` there would run inside the guard. -P (Python 3.11+) leaves it out.
+SAFE_PATH = "-P"
 CODEX_EVENT_KEYS = {"PreToolUse": "pre_tool_use"}  # Codex's snake-case event labels
 
 
@@ -69,7 +73,7 @@ def hook_command(python: str, *, agent: str = "claude") -> str:
     # Exit 2 is the guard's own block; any other failure (it could not start, it crashed)
     # is turned into one, with a reason, so the tool still blocks the write.
     inner = (
-        f"{shlex.quote(python)} {GUARD_MARK} || {{ rc=$?; [ $rc -eq 2 ] || "
+        f"{shlex.quote(python)} {SAFE_PATH} {GUARD_MARK} || {{ rc=$?; [ $rc -eq 2 ] || "
         "echo 'integrator guard failed; the write is blocked (fail closed)' >&2; exit 2; }"
     )
     if agent == "codex":
@@ -81,17 +85,30 @@ def hook_command(python: str, *, agent: str = "claude") -> str:
 
 def hook_python(command: str) -> str | None:
     """The Python a guard hook command runs, or None when it runs no guard."""
+    found = _guard_words(command)
+    return found[0] if found else None
+
+
+def hook_safe_path(command: str) -> bool:
+    """Whether the guard hook command keeps the worktree off Python's path (-P or -I)."""
+    found = _guard_words(command)
+    return found is not None and bool({"-P", "-I"} & set(found[1]))
+
+
+def _guard_words(command: str) -> tuple[str, list[str]] | None:
+    """(the Python, its options before `-m integrator guard`) of a guard hook command."""
     try:
         words = shlex.split(command)
     except ValueError:
         return None
     if len(words) >= 3 and words[:2] == ["/bin/sh", "-c"]:
-        return hook_python(words[2])
-    for index in range(len(words) - 2):
-        if words[index + 1 : index + 3] == ["-m", "integrator"] and words[
-            index + 3 : index + 4
-        ] == ["guard"]:
-            return words[index]
+        return _guard_words(words[2])
+    for index in range(1, len(words) - 2):
+        if words[index : index + 3] == ["-m", "integrator", "guard"]:
+            start = index
+            while start > 0 and words[start - 1].startswith("-"):
+                start -= 1
+            return (words[start - 1], words[start:index]) if start > 0 else None
     return None
 
 
@@ -298,7 +315,7 @@ def install_pre_commit(root: Path, python: str) -> Path:
     )
     for name in sorted(names):
         chain = shlex.quote(f"{previous}/{name}")
-        check = f"{shlex.quote(python)} -m integrator guard --staged || exit 1\n"
+        check = f"{shlex.quote(python)} {SAFE_PATH} -m integrator guard --staged || exit 1\n"
         script = (
             "#!/bin/sh\n# Installed by `integrator guard install`.\n"
             + (check if name == "pre-commit" else "")

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from integrator.documents.contract import refname_problem
 from integrator.errors import InfrastructureError, UsageError
+from integrator.refnames import refname_problem
 from integrator.repo.git import run_git
 
 SUBMIT_PREFIX = "refs/integrator/submit/"

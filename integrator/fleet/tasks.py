@@ -29,10 +29,11 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from integrator.documents.contract import Resource, refname_problem
+from integrator.documents.contract import Resource
 from integrator.errors import UsageError
 from integrator.fence import paths
 from integrator.fence.limits import TASK_FILE_BYTES
+from integrator.refnames import refname_problem
 
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _KEY_RE = re.compile(r"^(?P<key>[A-Za-z_][A-Za-z0-9_-]*)\s*:(?:\s+(?P<value>.*))?$")

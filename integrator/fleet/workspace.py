@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from integrator.documents.contract import OwnershipContract, parse_contract, refname_problem
+from integrator.documents.contract import OwnershipContract, parse_contract
 from integrator.errors import (
     ConfigurationError,
     UsageError,
@@ -39,12 +39,14 @@ from integrator.errors import (
     WorkspaceConfigurationError,
 )
 from integrator.files import atomic_write
+from integrator.fleet.bound import binding_record as read_binding_record
+from integrator.fleet.bound import checkout_of
 from integrator.fleet.tasks import Task
+from integrator.refnames import refname_problem
 from integrator.repo import git
 
 WORKSPACES_FILE = "workspaces.toml"
 TREES_DIR = ".trees"
-BINDING_DIR = "integrator"
 
 
 # --- who and where ---------------------------------------------------------------------
@@ -273,23 +275,16 @@ def _rev_parse(path: Path, *args: str) -> str | None:
 
 
 def worktree_root(start: Path) -> Path:
-    top = _rev_parse(start, "--show-toplevel")
-    if top is None:
-        raise ConfigurationError(f"{start} is not inside a git worktree")
-    return Path(top)
+    return checkout_of(start).root
 
 
 def worktree_git_dir(worktree: Path) -> Path:
-    gd = _rev_parse(worktree, "--git-dir")
-    if gd is None:
-        raise ConfigurationError(f"{worktree} is not inside a git worktree")
-    return Path(gd)
+    return checkout_of(worktree).git_dir
 
 
 def worktree_id(worktree: Path) -> str | None:
     """The worktree's git name (`.git/worktrees/<name>`); None for the main checkout."""
-    gd = worktree_git_dir(worktree)
-    return gd.name if gd.parent.name == "worktrees" else None
+    return checkout_of(worktree).worktree_id
 
 
 def exclude_path(root: Path, line: str) -> None:
@@ -337,7 +332,7 @@ def prepare_worktree(main: Path, path: Path, base: str, workspace: str) -> Path:
 
 
 def binding_dir(worktree: Path) -> Path:
-    return worktree_git_dir(worktree) / BINDING_DIR
+    return checkout_of(worktree).binding_dir
 
 
 def bind(worktree: Path, contract: OwnershipContract, record: dict[str, str]) -> Path:
@@ -368,11 +363,7 @@ def bound_contract(worktree: Path) -> OwnershipContract | None:
 
 
 def binding_record(worktree: Path) -> dict[str, str]:
-    try:
-        data = json.loads((binding_dir(worktree) / "binding.json").read_text("utf-8"))
-    except (FileNotFoundError, ValueError):
-        return {}
-    return {str(k): str(v) for k, v in dict(data).items()}
+    return read_binding_record(checkout_of(worktree))
 
 
 def unbind(worktree: Path, task_id: str) -> bool:

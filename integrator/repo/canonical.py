@@ -23,7 +23,8 @@ from integrator.documents.policy import (
 )
 from integrator.errors import ConfigurationError
 from integrator.repo import git, transaction
-from integrator.repo.remote import RemotePush
+from integrator.repo.remote import KEY_FILE_CONFIG, RemotePush
+from integrator.repo.server_hook_run import load_key
 
 # Where a mirror remembers the claim commits it last saw (its own refs, never fetched).
 SEEN_PREFIX = "refs/integrator/seen/claims/"
@@ -67,8 +68,16 @@ class Canonical:
     def remote(self) -> RemotePush | None:
         """The server this repository mirrors (remote mode), or None."""
         if self.remote_url is not None and self._remote is None:
-            self._remote = RemotePush(self.repo.path, self.remote_url, self.target)
+            self._remote = RemotePush(
+                self.repo.path, self.remote_url, self.target, key=self.push_key(KEY_FILE_CONFIG)
+            )
         return self._remote
+
+    def push_key(self, setting: str) -> bytes | None:
+        """The key that signs pushes to a server whose hook checks them (`setting` names
+        the key file in this repository's config), or None when none is configured."""
+        files = [str(v) for v in self.repo.config.get_multivar(setting)]
+        return load_key(files[-1]) if files else None
 
     @property
     def updater(self) -> transaction.RefUpdater | RemotePush:
@@ -227,4 +236,8 @@ class Canonical:
         self._claims.clear()
 
     def has_claims(self) -> bool:
-        return any(name.startswith(git.CLAIMS_PREFIX) for name in self.repo.references)
+        """Whether this repository holds claim refs (live, or folded into their archive)."""
+        return any(
+            name.startswith(git.CLAIMS_PREFIX) or name == "refs/integrator/archive/claims"
+            for name in self.repo.references
+        )

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from integrator.documents.claim import Claim, parse_claim_state, view_from_state
-from integrator.documents.contract import parse_contract, refname_problem
+from integrator.documents.claim import Claim, ClaimView, parse_claim_state, view_from_state
+from integrator.documents.rules import ContractRules, rules_from_bytes
 from integrator.errors import ConfigurationError
+from integrator.refnames import refname_problem
 from integrator.repo.git import CLAIMS_PREFIX, run_git
 
 
@@ -32,8 +33,8 @@ def _objects(output: bytes, count: int) -> list[bytes | None]:
     return out
 
 
-def read_claim(repo: Path, task_id: str) -> Claim | None:
-    """The claim of `task_id` as its ref holds it now, or None when there is no claim."""
+def _claim_objects(repo: Path, task_id: str) -> tuple[str, bytes, bytes] | None:
+    """The claim ref's commit id, `claim.json` and `contract.json`; None: no claim."""
     problem = refname_problem(task_id)
     if problem:
         raise ConfigurationError(f"task id {task_id!r} cannot name a claim: it {problem}")
@@ -50,5 +51,26 @@ def read_claim(repo: Path, task_id: str) -> Claim | None:
         return None
     if state is None or contract is None:
         raise ConfigurationError(f"{ref} does not hold claim.json and contract.json")
-    oid = proc.stdout.split(b" ", 1)[0].decode()
+    return proc.stdout.split(b" ", 1)[0].decode(), state, contract
+
+
+def read_claim(repo: Path, task_id: str) -> Claim | None:
+    """The claim of `task_id` as its ref holds it now, or None when there is no claim."""
+    # Loaded here, not at the top: the guard reads claims with read_claim_rules alone.
+    from integrator.documents.contract import parse_contract
+
+    found = _claim_objects(repo, task_id)
+    if found is None:
+        return None
+    oid, state, contract = found
     return Claim(oid, view_from_state(parse_claim_state(state)), parse_contract(contract))
+
+
+def read_claim_rules(repo: Path, task_id: str) -> tuple[ClaimView, ContractRules] | None:
+    """The claim of `task_id` with its contract read as plain rules (no contract models:
+    the write guard's reading); None when there is no claim."""
+    found = _claim_objects(repo, task_id)
+    if found is None:
+        return None
+    _, state, contract = found
+    return view_from_state(parse_claim_state(state)), rules_from_bytes(contract)

@@ -20,11 +20,8 @@ from datetime import datetime, timedelta
 
 from integrator import faults
 from integrator.documents.claim import Claim, claim_state
-from integrator.documents.contract import (
-    CONTRACT_SCHEMA,
-    OwnershipContract,
-    parse_contract,
-)
+from integrator.documents.contract import OwnershipContract, parse_contract
+from integrator.documents.rules import CONTRACT_SCHEMA
 from integrator.errors import (
     ClaimConflictError,
     ConfigurationError,
@@ -33,6 +30,7 @@ from integrator.errors import (
 )
 from integrator.fence.overlap import Overlap, find_overlaps
 from integrator.repo import git, transaction
+from integrator.repo.archive_index import archived_claim, record_tip
 from integrator.repo.canonical import Canonical, signature
 from integrator.repo.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 from integrator.repo.pause import PAUSE_REF, refuse_if_paused
@@ -264,6 +262,11 @@ class Claims:
                 f"task {request.task_id!r} already has a live claim (generation "
                 f"{previous.view.generation}); use renew, reclaim or expand"
             )
+        expected = previous.oid if previous else None  # the claim ref's value (None: absent)
+        if previous is None:
+            # A finished claim folded into the archive (`integrator refs archive`): the new
+            # generation goes on from it, and its chain is the new claim's history.
+            previous = archived_claim(self.canonical, request.task_id)
         generation = previous.view.generation + 1 if previous else 1
         policy = self.canonical.ref(git.POLICY_REF)
         contract = build_contract(self.canonical, request, generation, now)
@@ -282,7 +285,7 @@ class Claims:
                 )
 
         event = f"issue {request.task_id} generation {generation}"
-        self.go_live(request.task_id, commit, parent, event, check, policy=policy)
+        self.go_live(request.task_id, commit, expected, event, check, policy=policy)
         return contract
 
     def renew(self, task_id: str, until: datetime) -> Claim:
@@ -414,8 +417,9 @@ class Claims:
 
 
 def history(canonical: Canonical, task_id: str) -> list[tuple[str, dict[str, object], str]]:
-    """(commit, claim state, message) for each commit of the claim's chain, newest first."""
-    oid = canonical.ref(Canonical.claim_ref(task_id))
+    """(commit, claim state, message) for each commit of the claim's chain, newest first
+    (of the archived chain when the claim was archived)."""
+    oid = record_tip(canonical, "claims", task_id)
     out: list[tuple[str, dict[str, object], str]] = []
     while oid:
         commit = canonical.commit(oid)

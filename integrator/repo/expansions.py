@@ -27,6 +27,7 @@ from integrator.errors import (
     UsageError,
 )
 from integrator.repo import git, transaction
+from integrator.repo.archive_index import archived_entries
 from integrator.repo.canonical import Canonical, signature
 from integrator.repo.claims import (
     Claims,
@@ -121,6 +122,24 @@ def expansions(
             continue
         if not pending_only or record.state == "pending":
             out.append(ExpansionEntry(ref, oid, record, request))
+    return sorted(out, key=lambda e: (e.record.at, e.ref))
+
+
+def archived_expansions(canonical: Canonical, task_id: str) -> list[ExpansionEntry]:
+    """The task's finished requests `integrator refs archive` folded into its archive ref."""
+    out = []
+    for entry in archived_entries(canonical, "expansions", task=task_id):
+        try:
+            record = ExpansionRecord.model_validate_json(
+                canonical.blob_at(entry.oid, "expansion.json")
+            )
+            request = ExpansionRequest.model_validate_json(
+                canonical.blob_at(entry.oid, "request.json")
+            )
+        except (KeyError, ConfigurationError, ValidationError) as err:
+            log.warning("expansion.unreadable", ref=entry.ref, error=str(err))
+            continue
+        out.append(ExpansionEntry(entry.ref, entry.oid, record, request))
     return sorted(out, key=lambda e: (e.record.at, e.ref))
 
 

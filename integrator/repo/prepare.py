@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -10,6 +11,7 @@ from integrator.errors import ConfigurationError, RefMovedError
 from integrator.repo import git, transaction
 from integrator.repo.canonical import Canonical
 from integrator.repo.policy_ref import write_policy_commit
+from integrator.repo.server_hook_run import load_key
 
 
 @dataclass(frozen=True)
@@ -91,11 +93,14 @@ def prepare_remote(
     *,
     target: str | None = None,
     policy_text: str | None = None,
+    key_files: Mapping[str, Path] | None = None,
 ) -> Preparation:
     """Prepare a canonical repository on a git server, with a local bare mirror at `mirror`
     (created when missing; only a cache). The queue and policy refs are created on the
     server in one atomic push, each expected absent; a second run (from any host) changes
-    nothing. A server without atomic pushes is refused."""
+    nothing. A server without atomic pushes is refused. `key_files` (config setting →
+    file) names the keys that sign pushes; each is read once here, so a bad one is refused
+    before anything is pushed."""
     path = Path(mirror)
     if not path.exists():
         git.run_git(
@@ -110,6 +115,9 @@ def prepare_remote(
             f"{path} already mirrors {configured}, not {url}; use another folder for the mirror"
         )
     chosen = target or next((str(v) for v in repo.config.get_multivar("integrator.target")), "main")
+    for setting, key_file in (key_files or {}).items():
+        load_key(key_file)
+        repo.config[setting] = str(Path(key_file).resolve())
     repo.config["integrator.remote"] = url
     repo.config["integrator.target"] = chosen
     with Canonical(path) as canonical:

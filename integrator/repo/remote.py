@@ -12,6 +12,11 @@ never checked: a `verify` cannot be pushed, and the landing fences on the claim 
 it (consuming it). And a push can be reported ambiguously (a connection dropped after the
 server committed): after any push that did not come back clean, the remote's refs are read
 again and the outcome decided from them, never from the report.
+
+A server that authenticates no pusher (a plain `git daemon`) can still protect its
+authority refs with integrator's pre-receive hook and a shared key: with
+`integrator.remoteKeyFile` set in the mirror's config, every push carries a fresh
+`integrator-hmac` push option over exactly the ref updates it asks for (`push_signature`).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from pathlib import Path
 from integrator import faults
 from integrator.errors import ConfigurationError, InfrastructureError, RefMovedError
 from integrator.repo.git import git_env
+from integrator.repo.server_hook import push_option
 from integrator.repo.transaction import RefOp, RefUpdater
 
 # What a mirror fetches: the target and every namespace of authority and records — all of
@@ -36,7 +42,21 @@ AUTHORITY_REFSPECS = (
     *(f"^refs/integrator/{name}/*" for name in LOCAL_ONLY),
 )
 PUSH_TIMEOUT = 300.0  # seconds for one push or fetch before it counts as failed
+KEY_FILE_CONFIG = "integrator.remoteKeyFile"  # the canonical server's push key
+INTAKE_KEY_FILE_CONFIG = "integrator.intakeKeyFile"  # the intake's, when it is another server
+ZERO_OID = "0" * 40
 _NOT_ATOMIC = "does not support --atomic"
+
+
+def push_signature(
+    key: bytes | None, updates: Sequence[tuple[str | None, str | None, str]]
+) -> list[str]:
+    """The `--push-option` that signs a push of `updates` — (expected old value or None for
+    "absent", new value or None to delete, ref) — for the server's hook; none without a key."""
+    if key is None:
+        return []
+    sent = [(old or ZERO_OID, new or ZERO_OID, ref) for old, new, ref in updates]
+    return [f"--push-option={push_option(key, sent)}"]
 
 
 class ServerRefused(ConfigurationError):
@@ -111,10 +131,13 @@ class RemotePush:
     push, the mirror's refs are moved to match, so the next read sees it without a fetch.
     """
 
-    def __init__(self, mirror: str | Path, url: str, target: str) -> None:
+    def __init__(
+        self, mirror: str | Path, url: str, target: str, *, key: bytes | None = None
+    ) -> None:
         self.mirror = Path(mirror)
         self.url = url
         self.target = target
+        self.key = key
         self._local = RefUpdater(self.mirror)
         self.transactions = 0
         self.pushes = 0
@@ -147,7 +170,11 @@ class RemotePush:
         moves = [op for op in ops if op.verb != "verify"]
         if not moves:
             return
-        args = ["push", "--atomic", "--porcelain", "--no-verify", self.url]
+        args = ["push", "--atomic", "--porcelain", "--no-verify"]
+        args += push_signature(
+            self.key, [(op.old, None if op.verb == "delete" else op.new, op.ref) for op in moves]
+        )
+        args.append(self.url)
         for op in moves:
             args.append(f"--force-with-lease={op.ref}:{op.old or ''}")
         for op in moves:

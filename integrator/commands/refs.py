@@ -1,0 +1,251 @@
+"""`integrator refs archive|count|show` — keep the number of refs bounded."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+from integrator.commands._common import add_json, add_repo, duration, print_json, say
+from integrator.errors import EXIT_OK, InfrastructureError, RefMovedError, UsageError
+from integrator.repo.archive import Archiver, KindReport
+from integrator.repo.archive_index import (
+    ARCHIVE_PREFIX,
+    KINDS,
+    PREFIXES,
+    archive_ref,
+    archived_count,
+    archived_entry,
+)
+from integrator.repo.canonical import Canonical
+
+INTEGRATOR_PREFIX = "refs/integrator/"
+# GitHub recommends at most 5,000 branches, and a push of ~10,000 refs failed there.
+ADVISE_AT = 5000
+HISTORY_LIMIT = 1000
+
+
+def kinds(text: str) -> tuple[str, ...]:
+    """The argparse type of `--kinds`: a comma-separated list of record kinds."""
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in KINDS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"{', '.join(unknown) or 'nothing'}: name kinds among {','.join(KINDS)}"
+        )
+    return names
+
+
+def register(sub: Any) -> None:
+    parser: argparse.ArgumentParser = sub.add_parser(
+        "refs",
+        help="count integrator's refs and fold finished records into archive refs",
+        description="Every claim, review record chain, expansion request and verdict is a ref; "
+        "hosts slow down past a few thousand refs. `refs archive` folds the finished ones into "
+        "one ref per kind, refs/integrator/archive/<kind>, whose commits keep every archived "
+        "chain reachable and index it; `contract show`, `contract list --archived`, review "
+        "history and `refs show` still read them. See docs/refs.md.",
+    )
+    inner = parser.add_subparsers(dest="refs_command", metavar="ACTION", required=True)
+
+    archive = inner.add_parser(
+        "archive",
+        help="fold finished records older than an age into refs/integrator/archive/<kind>",
+        description="Finished records: claims consumed or revoked (not while a held candidate "
+        "or an expansion request of the task waits), review chains under "
+        "refs/integrator/archived/, expansion requests granted or dismissed, verdicts (on an "
+        "intake repository). Live claims, held candidates and pending requests are never "
+        "archived. Each batch (at most 500 ref updates: the archive ref and the deletions, "
+        "each expecting the value it was read at) is one ref transaction, so a crash leaves "
+        "either the refs or the archive. Running it again archives nothing new.",
+    )
+    add_repo(archive)
+    archive.add_argument(
+        "--older-than",
+        type=duration,
+        default=timedelta(days=30),
+        metavar="AGE",
+        help="only records whose newest commit is at least this old (default 30d; 0s: all)",
+    )
+    archive.add_argument(
+        "--kinds",
+        type=kinds,
+        default=KINDS,
+        metavar="LIST",
+        help=f"comma-separated kinds (default {','.join(KINDS)})",
+    )
+    archive.add_argument(
+        "--dry-run", action="store_true", help="say what would be archived, change nothing"
+    )
+    add_json(archive)
+    archive.set_defaults(func=run_archive)
+
+    count = inner.add_parser(
+        "count", help="how many refs the repository holds, by kind, and how many are archived"
+    )
+    add_repo(count)
+    add_json(count)
+    count.set_defaults(func=run_count)
+
+    show = inner.add_parser(
+        "show",
+        help="one record, live or archived, and its history",
+        description="Find a record by kind and name (claims: the task id; archived: the "
+        "submission id; expansions and verdicts: TASK/ID) among the refs, else in the "
+        "archive's index, and print its chain, newest first.",
+    )
+    add_repo(show)
+    show.add_argument("kind", choices=KINDS, help="the record's kind")
+    show.add_argument("name", help="the record's name")
+    show.add_argument("--limit", type=int, default=50, help="at most this many commits (50)")
+    add_json(show)
+    show.set_defaults(func=run_show)
+
+
+def _ref_count(canonical: Canonical) -> int:
+    return sum(1 for name in canonical.repo.references if name.startswith("refs/"))
+
+
+def run_archive(args: argparse.Namespace) -> int:
+    with Canonical(args.repo) as canonical:
+        before = _ref_count(canonical)
+        started = time.monotonic()
+        archiver = Archiver(canonical)
+        reports: list[KindReport] = []
+        for kind in args.kinds:
+            try:
+                reports.append(archiver.run(kind, args.older_than, dry_run=args.dry_run))
+            except RefMovedError as err:
+                raise InfrastructureError(
+                    f"{kind}: records kept moving while being archived ({err}); run it again"
+                ) from err
+        seconds = time.monotonic() - started
+        after = _ref_count(canonical)
+    if args.json:
+        print_json(
+            {
+                "dryRun": args.dry_run,
+                "olderThanSeconds": int(args.older_than.total_seconds()),
+                "refsBefore": before,
+                "refsAfter": after,
+                "seconds": round(seconds, 3),
+                "kinds": [r.wire() for r in reports],
+            }
+        )
+        return EXIT_OK
+    verb = "would archive" if args.dry_run else "archived"
+    for report in reports:
+        batches = f"{report.transactions} transaction(s), {report.commits} archive commit(s)"
+        line = f"{report.kind}: {verb} {len(report.archived)}"
+        if report.archived:
+            line += f" in {batches} into {archive_ref(report.kind)}"
+        say(line)
+        why = Counter(reason.split(" (", 1)[0] for _, reason in report.kept)
+        for reason, n in sorted(why.items()):
+            say(f"  kept {n}: {reason}")
+    say(f"refs: {before} before, {after} after ({seconds:.2f}s)")
+    return EXIT_OK
+
+
+def count_document(canonical: Canonical) -> dict[str, Any]:
+    """The ref counts `refs count` prints: all refs, integrator's by folder, each archive."""
+    total = 0
+    folders: Counter[str] = Counter()
+    for name in canonical.repo.references:
+        if not name.startswith("refs/"):
+            continue
+        total += 1
+        if name.startswith(INTEGRATOR_PREFIX):
+            folders[name.removeprefix(INTEGRATOR_PREFIX).split("/", 1)[0]] += 1
+    records = {
+        kind: {
+            "refs": folders.get(prefix.removeprefix(INTEGRATOR_PREFIX).rstrip("/"), 0),
+            "archived": archived_count(canonical, kind),
+            "archiveRef": archive_ref(kind) if canonical.ref(archive_ref(kind)) else None,
+        }
+        for kind, prefix in PREFIXES.items()
+    }
+    advice = None
+    if total > ADVISE_AT:
+        advice = (
+            f"{total} refs: hosts slow down past a few thousand (GitHub recommends at most "
+            f"{ADVISE_AT}); fold finished records with `integrator refs archive`"
+        )
+    return {
+        "total": total,
+        "integrator": sum(folders.values()),
+        "byFolder": dict(sorted(folders.items())),
+        "records": records,
+        "archivePrefix": ARCHIVE_PREFIX,
+        "advice": advice,
+    }
+
+
+def run_count(args: argparse.Namespace) -> int:
+    with Canonical(args.repo) as canonical:
+        doc = count_document(canonical)
+    if args.json:
+        print_json(doc)
+        return EXIT_OK
+    say(f"{doc['total']} refs, {doc['integrator']} under {INTEGRATOR_PREFIX}")
+    for folder, n in doc["byFolder"].items():
+        say(f"  {folder:<16} {n:>8}")
+    say("records (refs, archived):")
+    for kind, row in doc["records"].items():
+        say(f"  {kind:<16} {row['refs']:>8} {row['archived']:>8}")
+    if doc["advice"]:
+        say(f"integrator: note: {doc['advice']}", err=True)
+    return EXIT_OK
+
+
+def _chain(
+    canonical: Canonical, kind: str, name: str, oid: str, limit: int
+) -> list[dict[str, str]]:
+    """The record's commits, newest first: first parents, except that a review chain's
+    first record has the candidate as its parent, so its records are followed instead."""
+    if kind == "archived":
+        from integrator.daemon.held import history
+
+        oids = [c for c, _ in reversed(history(canonical, name))][:limit]
+    else:
+        oids, commit = [], canonical.commit(oid)
+        while len(oids) < limit:
+            oids.append(str(commit.id))
+            if not commit.parent_ids:
+                break
+            commit = canonical.commit(str(commit.parent_ids[0]))
+    return [{"commit": c, "subject": canonical.commit(c).message.split("\n", 1)[0]} for c in oids]
+
+
+def run_show(args: argparse.Namespace) -> int:
+    if args.limit < 1 or args.limit > HISTORY_LIMIT:
+        raise UsageError(f"--limit must be between 1 and {HISTORY_LIMIT}")
+    with Canonical(args.repo) as canonical:
+        ref = PREFIXES[args.kind] + args.name
+        oid = canonical.ref(ref)
+        doc: dict[str, Any] = {"kind": args.kind, "name": args.name, "ref": ref}
+        if oid is not None:
+            doc.update({"where": "ref", "oid": oid})
+        else:
+            entry = archived_entry(canonical, args.kind, args.name)
+            if entry is None:
+                raise UsageError(
+                    f"no {args.kind} record {args.name!r}: neither {ref} nor an entry of "
+                    f"{archive_ref(args.kind)}"
+                )
+            oid = entry.oid
+            doc.update({"where": archive_ref(args.kind), **entry.wire()})
+        chain = _chain(canonical, args.kind, args.name, oid, args.limit)
+        doc["history"] = chain
+    if args.json:
+        print_json(doc)
+        return EXIT_OK
+    for key, value in doc.items():
+        if key != "history":
+            say(f"{key:>12}: {value}")
+    say("\nhistory (newest first):")
+    for item in chain:
+        say(f"  {item['commit'][:12]}  {item['subject']}")
+    return EXIT_OK

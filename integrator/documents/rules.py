@@ -1,0 +1,95 @@
+"""An ownership contract's rules as plain data: what the write guard decides on.
+
+The guard runs before every file write an agent makes, so it reads the contract without the
+contract models (pydantic): `ContractRules` holds the fields it decides on, type-checked,
+each glob checked as the contract model checks it. The guard then requires the rules'
+digest to equal the live claim's `contractDigest`, so a document that passes here but is
+not the one the coordinator issued writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from integrator.documents.digests import digest_of
+from integrator.errors import ContractError
+from integrator.fence.limits import CONTRACT_BYTES, MAX_GLOB_LENGTH, MAX_GLOBS
+from integrator.fence.paths import PathMatcher, glob_problem
+from integrator.refnames import refname_problem
+
+CONTRACT_SCHEMA = "coding.workspace.ownership.v1"
+
+
+@dataclass(frozen=True)
+class ContractRules:
+    """What the guard needs of an ownership contract; `document` is the whole JSON object."""
+
+    document: dict[str, Any] = field(repr=False)
+    task_id: str
+    worktree_id: str | None
+    ownership_generation: int
+    paths: tuple[str, ...]
+    deny: tuple[str, ...]
+
+    @cached_property
+    def digest(self) -> str:
+        """The contract digest, as the contract model computes it over its wire form."""
+        return digest_of(self.document)
+
+    @cached_property
+    def _matcher(self) -> PathMatcher:
+        return PathMatcher.of(self.paths, self.deny)
+
+    def matcher(self) -> PathMatcher:
+        return self._matcher
+
+    def wire(self) -> dict[str, Any]:
+        return self.document
+
+
+def _refused(problem: str) -> ContractError:
+    return ContractError(f"contract is invalid: {problem}", [problem])
+
+
+def _globs(document: dict[str, Any], key: str, *, required: bool) -> tuple[str, ...]:
+    value = document.get(key, [] if not required else None)
+    if not isinstance(value, list) or (required and not value) or len(value) > MAX_GLOBS:
+        raise _refused(f"{key}: not a list of 1 to {MAX_GLOBS} patterns")
+    for glob in value:
+        if not isinstance(glob, str) or len(glob) > MAX_GLOB_LENGTH:
+            raise _refused(f"{key}: a pattern is not a string of at most {MAX_GLOB_LENGTH}")
+        problem = glob_problem(glob)
+        if problem:
+            raise _refused(f"{key}: pattern {glob!r}: {problem}")
+    return tuple(value)
+
+
+def rules_from_bytes(data: bytes) -> ContractRules:
+    """The rules of a contract document; ContractError when it is not one the guard reads."""
+    if len(data) > CONTRACT_BYTES:
+        raise _refused(f"the contract is {len(data)} bytes, more than {CONTRACT_BYTES}")
+    try:
+        document = json.loads(data)
+    except ValueError as err:
+        raise _refused(f"not JSON: {err}") from err
+    if not isinstance(document, dict) or document.get("schema") != CONTRACT_SCHEMA:
+        raise _refused(f"not a {CONTRACT_SCHEMA} document")
+    task, worktree = document.get("taskId"), document.get("worktreeId")
+    generation = document.get("ownershipGeneration")
+    if not isinstance(task, str) or refname_problem(task):
+        raise _refused("taskId: not a task id")
+    if worktree is not None and (not isinstance(worktree, str) or not worktree):
+        raise _refused("worktreeId: not a worktree name")
+    if type(generation) is not int or generation < 1:
+        raise _refused("ownershipGeneration: not a positive integer")
+    return ContractRules(
+        document,
+        task,
+        worktree,
+        generation,
+        _globs(document, "paths", required=True),
+        _globs(document, "deny", required=False),
+    )
