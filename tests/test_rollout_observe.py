@@ -179,3 +179,17 @@ def test_the_text_report_and_a_mark_that_names_nothing(week: Rollout) -> None:
                            "--reason", "x", cwd=week.repo)  # fmt: skip
     assert wrong.returncode == 2
     assert "names no held submission and no landing" in wrong.stderr
+
+
+def test_the_report_reads_records_folded_into_the_archive(
+    week: Rollout, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After `refs archive` folds the consumed claims away, every landing is still found
+    with its contract (the claim chains are read from the archive): the same findings."""
+    capsys.readouterr()
+    before = _report(week, capsys)
+    assert main(["refs", "archive", "--repo", str(week.repo), "--older-than", "0s"]) == 0
+    capsys.readouterr()
+    assert git("for-each-ref", "refs/integrator/claims/mig", cwd=week.repo) == ""
+    after = _report(week, capsys)
+    assert after["categories"] == before["categories"] and after["skipped"] == []

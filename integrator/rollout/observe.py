@@ -24,6 +24,7 @@ from integrator.errors import UsageError
 from integrator.fence.paths import unquote_path
 from integrator.landing.trailers import TRAILER_CANDIDATE, trailers
 from integrator.repo import git
+from integrator.repo.archive_index import find_archived
 from integrator.repo.canonical import Canonical
 from integrator.repo.marks import FalsePositive, read_marks
 from integrator.repo.scratch import scratch
@@ -197,8 +198,9 @@ def find_subject(records: Records, ident: str) -> Recorded:
     """The recorded submission `ident` names: a held (or archived) submission id, or a
     landing's staging commit (a unique prefix will do); UsageError otherwise."""
     canonical = records.canonical
+    archived = find_archived(canonical, "archived", ident) if ident else None
     for prefix, state in ((git.HELD_PREFIX, "held"), ("refs/integrator/archived/", "archived")):
-        if canonical.ref(prefix + ident) is not None:
+        if canonical.ref(prefix + ident) is not None or (state == "archived" and archived):
             found = records.held_one(ident, state)
             if found is None:
                 raise UsageError(f"the records of submission {ident} cannot be read")

@@ -34,6 +34,7 @@ from integrator.documents.verdict import Code, Verdict
 from integrator.errors import ConfigurationError, IntegratorError
 from integrator.landing.trailers import TRAILER_CANDIDATE, trailers
 from integrator.repo import claims, git
+from integrator.repo.archive_index import archived_entries
 from integrator.repo.canonical import Canonical
 
 WALK_LIMIT = 100_000  # staging commits (and held records) read at most, newest first
@@ -208,13 +209,19 @@ class Records:
 
     def held(self, since: datetime | None = None) -> list[Recorded]:
         """Every held or archived submission decided at or after `since`, oldest first."""
-        out = []
+        names: dict[str, str] = {}
         for prefix, state in ((git.HELD_PREFIX, "held"), (ARCHIVED_PREFIX, "archived")):
-            refs = git.refs_under(self.canonical.repo, prefix)
-            for ref in sorted(refs)[:WALK_LIMIT]:
-                record = self.held_one(ref.removeprefix(prefix), state)
-                if record is not None and (since is None or record.at >= since):
-                    out.append(record)
+            for ref in sorted(git.refs_under(self.canonical.repo, prefix)):
+                names.setdefault(ref.removeprefix(prefix), state)
+        # Archived reviews folded into refs/integrator/archive/archived (`integrator refs
+        # archive`) are records too: their chains are read from the archive.
+        for entry in archived_entries(self.canonical, "archived"):
+            names.setdefault(entry.name, "archived")
+        out = []
+        for sid, state in list(names.items())[:WALK_LIMIT]:
+            record = self.held_one(sid, state)
+            if record is not None and (since is None or record.at >= since):
+                out.append(record)
         return sorted(out, key=lambda r: (r.at, r.key))
 
     def held_one(self, sid: str, state: str) -> Recorded | None:
