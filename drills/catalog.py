@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from drills import d_crash, d_fencing, d_hostile, d_merges, d_scale  # noqa: F401  (registration)
+from drills import (  # noqa: F401  (registration)
+    d_crash,
+    d_fencing,
+    d_hostile,
+    d_merges,
+    d_rollout,
+    d_scale,
+)
 from drills.registry import REGISTRY, Drill
 
 
 def ordered() -> list[Drill]:
-    """Groups 1–7 in order, then the drills that feed the quantitative gates."""
+    """Groups 1–8 in order, then the drills that feed the quantitative gates."""
     entries = list(REGISTRY.values())
     return sorted(entries, key=lambda d: (d.group == "gate", d.group, entries.index(d)))

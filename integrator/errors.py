@@ -49,6 +49,10 @@ class WorkspaceBusyError(ClaimConflictError):
     """The workspace is held by another task, or still carries an earlier task's changes."""
 
 
+class ClaimsPausedError(ClaimConflictError):
+    """New claims are paused (`integrator contract pause`); the message names the reason."""
+
+
 class ReviewRequired(IntegratorError):
     """The operation cannot be decided automatically and was routed to review."""
 

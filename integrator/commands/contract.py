@@ -20,6 +20,7 @@ from integrator.commands._common import (
     timestamp,
     write_output,
 )
+from integrator.commands._contract_rollout import register_rollout
 from integrator.documents.claim import Claim
 from integrator.documents.contract import parse_contract
 from integrator.documents.expansion import ExpansionRequest
@@ -61,6 +62,7 @@ def register(sub: Any) -> None:
     _register_changes(inner)
     _register_request(inner)
     _register_reading(inner)
+    register_rollout(inner)
 
 
 def _register_issue(inner: Any) -> None:

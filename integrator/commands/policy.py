@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from integrator.commands._common import add_json, add_repo, print_json, say
-from integrator.documents.policy import default_policy_text, load_policy_file
+from integrator.documents.policy import Category, default_policy_text, load_policy_file
 from integrator.errors import ConfigurationError
 from integrator.repo.canonical import Canonical
 from integrator.repo.policy_ref import set_policy
@@ -34,6 +34,26 @@ def register(sub: Any) -> None:
     setp.add_argument("file", type=Path, help="policy TOML")
     add_json(setp)
     setp.set_defaults(func=run_set)
+    for mode, what in (
+        ("observe", "record what it would fence and let it through (after a false block)"),
+        ("enforce", "fence it (once observe mode reported no false positives)"),
+    ):
+        change = inner.add_parser(
+            mode,
+            help=f"switch one category to {mode}: {what}",
+            description=f"Switch CATEGORY to {mode} in the live policy's [enforcement] table "
+            "(the policy text is edited in place, comments kept) as a policy change: generation "
+            "+ 1 and every unconsumed contract revoked in the same ref transaction, like `policy "
+            "set`; the category, the mode, who and why are in the policy commit's message. "
+            "Nothing changes when the category is in that mode already. Reissue the revoked "
+            "contracts with `integrator contract reissue`. See docs/rollout.md.",
+        )
+        add_repo(change)
+        change.add_argument("category", choices=[c.value for c in Category], help="the category")
+        change.add_argument("--reason", required=True, help="why, for the record")
+        change.add_argument("--actor", help="who (default: user@host)")
+        add_json(change)
+        change.set_defaults(func=run_mode, mode=mode)
 
 
 def run_init(args: argparse.Namespace) -> int:
@@ -65,4 +85,40 @@ def run_set(args: argparse.Namespace) -> int:
     else:
         say(f"policy generation {state.generation} ({state.digest})")
         say(f"revoked {len(revoked)} live claim(s): {', '.join(revoked) or '-'}")
+    return 0
+
+
+def run_mode(args: argparse.Namespace) -> int:
+    from integrator.daemon.review import default_actor
+    from integrator.rollout.enforcement import change_mode
+
+    with Canonical(args.repo) as canonical:
+        done = change_mode(
+            canonical,
+            Category(args.category),
+            args.mode,
+            args.reason,
+            args.actor or default_actor(),
+        )
+    state = done.state
+    if args.json:
+        print_json(
+            {
+                "category": done.category.value,
+                "mode": done.mode,
+                "changed": done.changed,
+                "generation": state.generation,
+                "digest": state.digest,
+                "revoked": list(done.revoked),
+            }
+        )
+    elif not done.changed:
+        say(f"{done.category.value} is already {done.mode}; nothing changed")
+    else:
+        say(
+            f"{done.category.value} → {done.mode}: policy generation {state.generation} ({state.digest})"
+        )
+        say(f"revoked {len(done.revoked)} live claim(s): {', '.join(done.revoked) or '-'}")
+        if done.revoked:
+            say("reissue them one at a time: integrator contract reissue --repo REPO")
     return 0

@@ -6,7 +6,7 @@ import argparse
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -79,22 +79,8 @@ def register(sub: Any) -> None:
     reject.add_argument("--actor", default=None, help="who rejects (default: user@host)")
     reject.set_defaults(func=run_reject)
 
-    requeue = inner.add_parser(
-        "requeue",
-        help="resubmit a candidate ejected by validation, under a new attempt",
-        description="An ejected candidate's claim stays consumed (its landing happened), so "
-        "requeueing reclaims the task (generation + 1, a new attempt, the same paths and "
-        "resources, the candidate's own base) and submits the candidate again under that "
-        "contract: it goes through the fence and validation like any other. The held "
-        "record is archived naming the new submission. Refused when the task's claim moved "
-        "on since (someone else holds it).",
-    )
-    requeue.add_argument("id", help="submission id")
-    common(requeue)
-    requeue.add_argument("--reason", required=True, help="why, for the record")
-    requeue.add_argument("--actor", default=None, help="who requeues (default: user@host)")
-    requeue.add_argument("--urgent", action="store_true", help="in the priority lane")
-    requeue.set_defaults(func=run_requeue)
+    _register_requeue(inner, common)
+    _register_mark(inner)
 
     web = inner.add_parser(
         "web",
@@ -127,6 +113,47 @@ def register(sub: Any) -> None:
         "--actor", default=None, help="who the token acts as in the records (default: user@host)"
     )
     web.set_defaults(func=run_web)
+
+
+def _register_requeue(inner: Any, common: Callable[[argparse.ArgumentParser], None]) -> None:
+    requeue = inner.add_parser(
+        "requeue",
+        help="resubmit a candidate ejected by validation, under a new attempt",
+        description="An ejected candidate's claim stays consumed (its landing happened), so "
+        "requeueing reclaims the task (generation + 1, a new attempt, the same paths and "
+        "resources, the candidate's own base) and submits the candidate again under that "
+        "contract: it goes through the fence and validation like any other. The held "
+        "record is archived naming the new submission. Refused when the task's claim moved "
+        "on since (someone else holds it).",
+    )
+    requeue.add_argument("id", help="submission id")
+    common(requeue)
+    requeue.add_argument("--reason", required=True, help="why, for the record")
+    requeue.add_argument("--actor", default=None, help="who requeues (default: user@host)")
+    requeue.add_argument("--urgent", action="store_true", help="in the priority lane")
+    requeue.set_defaults(func=run_requeue)
+
+
+def _register_mark(inner: Any) -> None:
+    mark = inner.add_parser(
+        "mark-false-positive",
+        help="record that the fence was wrong about a landing or a held submission",
+        description="Mark a recorded submission — a held submission's id, or a landing's "
+        "staging commit — a false positive: the fence (observe or enforce) was wrong about "
+        "it. Recorded in git on refs/integrator/false-positives/<ID> (who, when, why, which "
+        "codes; none named: all), like the other review actions; `integrator report observe` "
+        "counts marks per category, and a category is ready for enforce only without any. "
+        "--withdraw records that an earlier mark was itself a mistake.",
+    )
+    mark.add_argument("id", help="submission id, or the staging commit of a landing")
+    mark.add_argument("--repo", type=Path, metavar="PATH", help="canonical repo")
+    mark.add_argument("--spool", type=Path, metavar="DIR", help="the spool (names the repo)")
+    mark.add_argument("--reason", required=True, help="why, for the record")
+    mark.add_argument("--code", action="append", default=[], metavar="CODE", help="only this code")
+    mark.add_argument("--withdraw", action="store_true", help="withdraw an earlier mark")
+    mark.add_argument("--actor", default=None, help="who marks (default: user@host)")
+    mark.add_argument("--json", action="store_true", help="print the mark as JSON")
+    mark.set_defaults(func=run_mark)
 
 
 @contextlib.contextmanager
@@ -372,3 +399,40 @@ def run_web(args: argparse.Namespace) -> int:
     backend = Backend(open_review=opener, summary=summary_document, show=show_document)
     config = WebConfig(token=token, actor=args.actor or default_actor())
     return serve(args.http, config, backend, sys.stdout)
+
+
+def run_mark(args: argparse.Namespace) -> int:
+    from integrator.documents.verdict import Code
+    from integrator.repo.marks import FalsePositive, write_mark
+    from integrator.rollout.observe import find_subject
+    from integrator.rollout.records import Records
+
+    unknown = [c for c in args.code if c not in Code.__members__]
+    if unknown:
+        raise UsageError(f"unknown code(s): {', '.join(unknown)}")
+    repo = args.repo or (Spool(args.spool).existing().repo_path() if args.spool else None)
+    if repo is None:
+        raise UsageError("pass --repo PATH (or --spool DIR of a daemon that names its repository)")
+    with Canonical(repo) as canonical:
+        canonical.refresh()
+        record = find_subject(Records(canonical), args.id)
+        mark = FalsePositive(
+            subject=record.key,
+            kind=record.kind,
+            candidate=record.candidate,
+            task_id=record.task_id,
+            codes=list(dict.fromkeys(args.code)),
+            actor=args.actor or default_actor(),
+            at=canonical.clock(),
+            reason=args.reason,
+            withdrawn=args.withdraw,
+        )
+        commit = write_mark(canonical, mark)
+    if args.json:
+        print_json({**mark.wire(), "commit": commit})
+    else:
+        verb = (
+            "withdrew the false-positive mark on" if args.withdraw else "marked a false positive:"
+        )
+        say(f"{verb} {record.describe()} ({', '.join(mark.codes) or 'all codes'}): {args.reason}")
+    return EXIT_OK

@@ -61,6 +61,13 @@ def register(sub: Any) -> None:
         "`integrator promote`); ejections are still held in this spool",
     )
     parser.add_argument(
+        "--shadow-policy",
+        type=Path,
+        metavar="FILE",
+        help="also decide every batch again under FILE and log each mismatch "
+        "(shadow.mismatch events; see integrator shadow)",
+    )
+    parser.add_argument(
         "--log-format", choices=("auto", "json", "console"), default="auto", help="default auto"
     )
     parser.set_defaults(func=run)
@@ -105,6 +112,14 @@ def run(args: argparse.Namespace) -> int:
         logs.configure(fmt=args.log_format, level=fresh.log_level)
         return fresh
 
+    shadow = None
+    if args.shadow_policy is not None:
+        from integrator.documents.policy import PolicyState, load_policy_file
+        from integrator.rollout.shadow import DaemonShadow
+
+        text = args.shadow_policy.read_text("utf-8")
+        state = PolicyState(load_policy_file(args.shadow_policy), 0, text)
+        shadow = DaemonShadow(canonical, state)
     daemon = Daemon(
         spool=spool,
         canonical=canonical,
@@ -116,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
         reload=reload,
         intake=Intake(canonical, spool, args.intake) if args.intake else None,
         promote=not args.no_promote,
+        shadow=shadow,
     )
     daemon.install_signal_handlers()
     server: HealthServer | None = None
@@ -131,6 +147,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if server is not None:
             server.stop()
+        if shadow is not None:
+            shadow.close()
         mirror.close()
         canonical.close()
 

@@ -42,7 +42,7 @@ from integrator.daemon.spool import (
     rejection_document,
 )
 from integrator.daemon.submitted import copy_submitted
-from integrator.documents.verdict import Decision
+from integrator.documents.verdict import Decision, Verdict
 from integrator.errors import (
     ConfigurationError,
     InfrastructureError,
@@ -81,6 +81,7 @@ class Daemon:
         intake: Intake | None = None,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         promote: bool = True,
+        shadow: Callable[[list[Ready], list[Verdict]], None] | None = None,
     ) -> None:
         self.spool = spool
         self.canonical = canonical
@@ -92,6 +93,7 @@ class Daemon:
         self.reload = reload
         self.intake = intake
         self.clock = clock
+        self.shadow = shadow  # decides each batch again and logs mismatches (rollout)
         self.log = structlog.get_logger("integrator.daemon")
         self.decided = 0
         self.last_error: str | None = None
@@ -332,6 +334,8 @@ class Daemon:
             )
             return self._one_by_one(ready)
         done = time.perf_counter()
+        if self.shadow is not None:
+            self.shadow(ready, verdicts)
         outcomes = [
             Outcome(p.sid, v, None, p.raw, done - p.started, p.bundle)
             for p, v in zip(ready, verdicts, strict=True)

@@ -33,6 +33,7 @@ from integrator.repo import git, transaction
 from integrator.repo.archive_index import archived_claim, record_tip
 from integrator.repo.canonical import Canonical, signature
 from integrator.repo.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
+from integrator.repo.pause import PAUSE_REF, refuse_if_paused
 
 DEFAULT_MAX_PATCH_BYTES = 10 * 1024 * 1024
 
@@ -219,9 +220,11 @@ class Claims:
         transaction, `check` (the overlap check; it raises to refuse) having seen the live
         claims as the index read before it stood, and the policy ref still at `policy` (the
         one the contract was built under). A lost race on the index runs `check` again; one
-        on the claim ref itself, or a policy change, is the caller's RefMovedError."""
+        on the claim ref itself, or a policy change, is the caller's RefMovedError.
+        While new claims are paused (`integrator.repo.pause`) it refuses, naming the reason."""
         for attempt in range(LIVE_RETRIES):
             index = self.canonical.ref(git.CLAIMS_INDEX_REF)
+            pause = refuse_if_paused(self.canonical)  # read after the index: see pause.py
             check()
             buffer = ObjectBuffer(self.canonical.repo)
             serial = index_commit(self.canonical, index, event, self.now(), objects=buffer)
@@ -233,11 +236,13 @@ class Claims:
             ]
             if policy is not None:
                 ops.insert(0, transaction.verify(git.POLICY_REF, policy))
+            ops.insert(0, transaction.verify(PAUSE_REF, pause))
             try:
                 self.apply(ops)
                 return
             except RefMovedError as moved:
-                if moved.ref != git.CLAIMS_INDEX_REF or attempt == LIVE_RETRIES - 1:
+                retry = moved.ref in (git.CLAIMS_INDEX_REF, PAUSE_REF)
+                if not retry or attempt == LIVE_RETRIES - 1:
                     raise
             time.sleep(random.uniform(0.001, 0.02) * (attempt + 1))
 

@@ -16,7 +16,12 @@ from integrator.repo.packs import ObjectBuffer, flush_loose
 
 
 def write_policy_commit(
-    canonical: Canonical, text: str, generation: int, parent: str | None, event: str
+    canonical: Canonical,
+    text: str,
+    generation: int,
+    parent: str | None,
+    event: str,
+    reason: str | None = None,
 ) -> str:
     repo = canonical.repo
     builder = repo.TreeBuilder()
@@ -27,11 +32,18 @@ def write_policy_commit(
     sig = signature(canonical.clock())
     parents = [pygit2.Oid(hex=parent)] if parent else []
     message = f"policy {event}: generation {generation}\n"
+    if reason:
+        message += f"\n{reason}\n"
     return str(repo.create_commit(None, sig, sig, message, builder.write(), parents))
 
 
-def set_policy(canonical: Canonical, text: str) -> tuple[PolicyState, list[str]]:
-    """Replace the policy, bump its generation, revoke every live claim; one transaction."""
+def set_policy(
+    canonical: Canonical, text: str, *, event: str = "set", reason: str | None = None
+) -> tuple[PolicyState, list[str]]:
+    """Replace the policy, bump its generation, revoke every live claim; one transaction.
+
+    `event` and `reason` name the change in the policy commit's message (`policy observe
+    migrations`, and why)."""
     parse_policy(text)
     canonical.refresh()
     # The claims index read before the live claims are: a claim made live meanwhile moves
@@ -40,7 +52,7 @@ def set_policy(canonical: Canonical, text: str) -> tuple[PolicyState, list[str]]
     old_oid = canonical.ref(git.POLICY_REF)
     old = canonical.policy_state(old_oid)
     generation = old.generation + 1
-    commit = write_policy_commit(canonical, text, generation, old_oid, "set")
+    commit = write_policy_commit(canonical, text, generation, old_oid, event, reason)
     ops = [transaction.update(git.POLICY_REF, commit, old_oid)]
     claims = Claims(canonical)
     revoked: list[str] = []

@@ -17,7 +17,15 @@ from integrator.documents.verdict import Verdict, Violation
 from integrator.errors import ContractError
 from integrator.fence.paths import Match, PathMatcher
 from integrator.repo.expansions import ExpansionEntry
-from integrator.web.views import ExpansionRow, codes_of, expansion_row, text
+from integrator.repo.marks import FalsePositive
+from integrator.web.views import (
+    ExpansionRow,
+    codes_of,
+    expansion_row,
+    is_legacy,
+    mark_line,
+    text,
+)
 
 DIFF_CHAR_LIMIT = 256 * 1024  # characters of unified diff rendered on a page
 DIFF_LINE_LIMIT = 6000
@@ -148,6 +156,8 @@ class CandidateView:
     review_history: tuple[ReviewEvent, ...]
     expansions: tuple[ExpansionRow, ...]
     diff: DiffView
+    legacy: bool = False
+    false_positive: str | None = None
 
 
 def mode(value: int) -> str:
@@ -323,6 +333,7 @@ def candidate_view(
     review_chain: Sequence[tuple[str, ReviewAction]] = (),
     expansions: Sequence[ExpansionEntry] = (),
     omitted: str | None = None,
+    mark: FalsePositive | None = None,
 ) -> CandidateView:
     """Everything the Candidate page shows, from what was read for it."""
     v = held.verdict
@@ -354,6 +365,8 @@ def candidate_view(
         review_history=review_events(review_chain),
         expansions=tuple(expansion_row(e) for e in expansions),
         diff=diff_view(files, sum(f.size for f in files), omitted),
+        legacy=is_legacy(v),
+        false_positive=mark_line(mark),
     )
 
 

@@ -28,6 +28,8 @@ from integrator.landing.trailers import TRAILER_CANDIDATE
 from integrator.repo import claims
 from integrator.repo.canonical import Canonical
 from integrator.repo.expansions import expansions
+from integrator.repo.marks import FalsePositive, read_marks
+from integrator.repo.marks import history as marks_history
 from integrator.web import candidate as candidate_views
 from integrator.web import views
 
@@ -118,7 +120,17 @@ def candidate_page(review: Review, sid: str) -> candidate_views.CandidateView:
         review_chain=history(canonical, held.sid),
         expansions=requests,
         omitted=omitted,
+        mark=_mark(canonical, held.sid),
     )
+
+
+def _mark(canonical: Canonical, sid: str) -> FalsePositive | None:
+    """The newest false-positive mark on `sid` (None when none can be read)."""
+    try:
+        found = marks_history(canonical, sid)
+    except (IntegratorError, KeyError, ValueError):
+        return None
+    return found[0] if found else None
 
 
 def raw_patch(review: Review, sid: str) -> bytes:
@@ -148,7 +160,10 @@ def held_page(spool: Spool, canonical: Canonical, filters: views.Filters) -> vie
     requests = []
     with contextlib.suppress(IntegratorError):  # the held candidates are still worth listing
         requests = expansions(canonical, pending_only=True)
-    return views.held_page(pending(spool), filters, datetime.now(UTC), requests)
+    marks = {}
+    with contextlib.suppress(IntegratorError, KeyError, ValueError):
+        marks = read_marks(canonical)
+    return views.held_page(pending(spool), filters, datetime.now(UTC), requests, marks)
 
 
 # -- the Queue page --------------------------------------------------------------------------

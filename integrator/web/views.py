@@ -19,6 +19,7 @@ from integrator.documents.submission import Submission
 from integrator.documents.verdict import Code, Verdict
 from integrator.landing.trailers import TRAILER_CANDIDATE, trailers
 from integrator.repo.expansions import ExpansionEntry
+from integrator.repo.marks import FalsePositive
 from integrator.report.escape import visible
 
 HELD_DECISIONS = ("FENCED", "REVIEW")
@@ -93,6 +94,8 @@ class HeldRow:
     reason: str
     candidate: str
     raw_task: str | None = field(default=None, repr=False)
+    legacy: bool = False  # a runner without ownership generations: review only
+    false_positive: str | None = None  # the reason a release manager marked it one
 
 
 @dataclass(frozen=True)
@@ -151,8 +154,26 @@ class HeldPage:
     filters: Filters
     expansions: tuple[ExpansionRow, ...] = ()
 
+    @property
+    def legacy(self) -> int:
+        return sum(r.legacy for r in self.rows)
 
-def held_row(held: Held, now: datetime) -> HeldRow:
+
+def is_legacy(verdict: Verdict) -> bool:
+    return any(v.code is Code.LEGACY_SUBMISSION for v in verdict.violations)
+
+
+def mark_line(mark: FalsePositive | None) -> str | None:
+    """A false-positive mark in one line (None: not marked, or the mark was withdrawn)."""
+    if mark is None or mark.withdrawn:
+        return None
+    codes = ", ".join(mark.codes) or "all codes"
+    return text(
+        f"{mark.actor} at {mark.at.isoformat(timespec='seconds')} ({codes}): {mark.reason}", 300
+    )
+
+
+def held_row(held: Held, now: datetime, mark: FalsePositive | None = None) -> HeldRow:
     task, _, generation = held.subject()
     who = held.submission.submitter
     return HeldRow(
@@ -167,6 +188,8 @@ def held_row(held: Held, now: datetime) -> HeldRow:
         reason=reason_line(held.verdict),
         candidate=held.submission.candidate[:12],
         raw_task=task,
+        legacy=is_legacy(held.verdict),
+        false_positive=mark_line(mark),
     )
 
 
@@ -187,9 +210,13 @@ def held_page(
     filters: Filters,
     now: datetime,
     expansions: Sequence[ExpansionEntry] = (),
+    marks: Mapping[str, FalsePositive] | None = None,
 ) -> HeldPage:
     """Every held candidate, newest first, the filtered ones shown, counts over all."""
-    rows = sorted((held_row(h, now) for h in items), key=lambda r: r.sid, reverse=True)
+    marked = marks or {}
+    rows = sorted(
+        (held_row(h, now, marked.get(h.sid)) for h in items), key=lambda r: r.sid, reverse=True
+    )
     counts = Counter(code for row in rows for code in row.codes)
     decisions = Counter(row.decision for row in rows)
     tasks = sorted({row.raw_task for row in rows if row.raw_task})

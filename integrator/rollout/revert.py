@@ -1,0 +1,174 @@
+"""Reverting a bad landing through the same gate, never by moving a ref back.
+
+`integrator revert STAGING_COMMIT` builds an explicit revert commit R of a landed staging
+commit S: R's parent is S and R's tree is S's parent's, so R's diff (S → R) is exactly the
+landing undone. Why S and not the current queue head as R's parent: the merge onto the
+queue then happens *in the gate*, with S as the merge base, by the same code and rules as
+every candidate. When nothing landed since, the merge is trivial and the target's tree
+becomes exactly the tree before the change. When later landings changed other paths,
+git's three-way merge carries the undo onto them. When a later landing changed the same
+lines, the merge conflicts (MERGE_CONFLICT) and when one touched a semantic resource the
+landing touched, it is RESOURCE_CONFLICT: held for a release manager, not guessed at.
+Building R on the queue head instead would do that merge outside the gate, resolving (or
+hiding) exactly the conflicts a person must see.
+
+The ownership contract comes from the landing's own evidence: every path its staging
+commit changed (both ends of a rename) as an anchored literal, and every semantic resource
+those changes touch under the live policy — nothing more. It is issued as a claim like any
+other (task `revert-<S>`, base S; the overlap check and a pause apply), and R's trailers
+name the reverted staging commit, task, attempt and candidate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+
+import pygit2
+
+from integrator.documents.contract import OwnershipContract
+from integrator.errors import ConfigurationError, UsageError
+from integrator.fence.diff import recompute
+from integrator.fence.limits import MAX_GLOB_LENGTH, MAX_GLOBS, MAX_RESOURCES
+from integrator.fence.paths import PathMatcher, glob_problem, unsafe_reason
+from integrator.fence.resources import touched_resources
+from integrator.landing.trailers import TRAILER_CANDIDATE, trailers
+from integrator.repo import git
+from integrator.repo.canonical import Canonical
+from integrator.repo.claims import DEFAULT_MAX_PATCH_BYTES, Claims, IssueRequest
+from integrator.repo.revert import write_revert
+
+TRAILER_REVERTS = "Integrator-Reverts"
+_GLOB_SPECIAL = "*?[\\"
+
+
+@dataclass(frozen=True)
+class RevertPlan:
+    """What a revert of one landing undoes, read from the landing's evidence."""
+
+    staging: str
+    task_id: str
+    attempt_id: str
+    candidate: str
+    summary: str
+    paths: tuple[str, ...]  # every path the landing changed
+    resources: tuple[str, ...]  # every resource those changes touch
+    patch_bytes: int = 0
+
+    @property
+    def task(self) -> str:
+        return f"revert-{self.staging[:12]}"
+
+    def globs(self) -> tuple[str, ...]:
+        return tuple(literal_glob(p) for p in self.paths)
+
+
+def literal_glob(path: str) -> str:
+    """An ownership glob naming exactly `path` (anchored, wildcards escaped)."""
+    if unsafe_reason(path) or path != path.strip():
+        raise UsageError(f"cannot name {path!r} in a contract; revert this landing by hand")
+    glob = "/" + "".join(f"\\{ch}" if ch in _GLOB_SPECIAL else ch for ch in path)
+    problem = glob_problem(glob)
+    if problem or len(glob) > MAX_GLOB_LENGTH:
+        raise UsageError(f"cannot name {path!r} in a contract ({problem or 'too long'})")
+    return glob
+
+
+def plan_revert(canonical: Canonical, rev: str) -> RevertPlan:
+    """Read the landing `rev` names; UsageError unless it is a staging commit on the queue."""
+    try:
+        staging = str(git.resolve_commit(canonical.repo, rev).id)
+    except ConfigurationError as err:
+        raise UsageError(str(err)) from err
+    commit = canonical.commit(staging)
+    found = trailers(commit.message)
+    task, candidate = found.get("Integrator-Task"), found.get(TRAILER_CANDIDATE)
+    if task is None or candidate is None or len(commit.parent_ids) != 1:
+        raise UsageError(f"{staging} is not a staging commit (no Integrator-Task trailer)")
+    queue = canonical.ref(canonical.queue_ref)
+    if queue is None or not (
+        queue == staging
+        or canonical.repo.descendant_of(pygit2.Oid(hex=queue), pygit2.Oid(hex=staging))
+    ):
+        raise UsageError(f"{staging} is not on {canonical.queue_ref}; only a landing is reverted")
+    parent = canonical.commit(str(commit.parent_ids[0]))
+    policy = canonical.policy_state().policy
+    diff = recompute(
+        canonical.repo, parent.tree, commit.tree, rename_limit=policy.integration.rename_limit
+    )
+    paths = tuple(dict.fromkeys(p for change in diff.changes for p in change.paths))
+    if not paths:
+        raise UsageError(f"{staging} changed nothing; there is nothing to revert")
+    if len(paths) > MAX_GLOBS:
+        raise UsageError(f"{staging} changed {len(paths)} paths, more than a contract names")
+    touched = touched_resources(policy, diff.changes, diff.reconfigured)
+    resources = tuple(t.resource for t in touched)
+    if len(resources) > MAX_RESOURCES:
+        raise UsageError(
+            f"{staging} touched {len(resources)} resources, more than a contract names"
+        )
+    summary = commit.message.splitlines()[0] if commit.message.strip() else "a landing"
+    return RevertPlan(
+        staging=staging,
+        task_id=task,
+        attempt_id=found.get("Integrator-Attempt", "-"),
+        candidate=candidate,
+        summary=summary,
+        paths=paths,
+        resources=resources,
+        patch_bytes=diff.patch_bytes,
+    )
+
+
+def revert_message(plan: RevertPlan, actor: str, reason: str | None) -> str:
+    body = (
+        f'Revert "{plan.summary}"\n\n'
+        f"This reverts staging commit {plan.staging} of task {plan.task_id} (attempt "
+        f"{plan.attempt_id}), which landed candidate {plan.candidate}. Requested by {actor}"
+    )
+    body += f": {reason}\n" if reason else ".\n"
+    return body + (
+        f"\n{TRAILER_REVERTS}: {plan.staging}\n"
+        f"Integrator-Reverted-Task: {plan.task_id}\n"
+        f"Integrator-Reverted-Attempt: {plan.attempt_id}\n"
+        f"Integrator-Reverted-Candidate: {plan.candidate}\n"
+    )
+
+
+@dataclass(frozen=True)
+class Revert:
+    plan: RevertPlan
+    commit: str  # the revert commit (the candidate)
+    contract: OwnershipContract
+
+
+def prepare_revert(
+    canonical: Canonical,
+    rev: str,
+    *,
+    actor: str,
+    reason: str | None = None,
+    lease: timedelta = timedelta(minutes=30),
+    force_shared: bool = False,
+) -> Revert:
+    """Write the revert commit and issue its claim; nothing lands yet."""
+    canonical.refresh()
+    plan = plan_revert(canonical, rev)
+    commit = write_revert(canonical, plan.staging, revert_message(plan, actor, reason))
+    globs = plan.globs()
+    matcher = PathMatcher.of(globs)
+    uncovered: Sequence[str] = [p for p in plan.paths if not matcher.covers(p)]
+    if uncovered:  # the escaping above must name each path; never send what it does not
+        raise UsageError(f"cannot name {uncovered[0]!r} exactly in a contract")
+    request = IssueRequest(
+        task_id=plan.task,
+        paths=globs,
+        resources=plan.resources,
+        base=plan.staging,
+        lease=lease,
+        holder=actor[:200],
+        max_patch_bytes=max(DEFAULT_MAX_PATCH_BYTES, plan.patch_bytes),
+    )
+    contract = Claims(canonical).issue(request, force_shared=force_shared)
+    return Revert(plan, commit, contract)

@@ -1,0 +1,144 @@
+"""Reverting a landing through the same gate: an explicit revert commit, a claim derived
+from the landing's evidence, the gate's own merge — never a ref moved back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from integrator.cli import main
+from integrator.daemon.held import held_ref
+from integrator.fence.paths import PathMatcher
+from integrator.landing.trailers import trailers
+from integrator.repo.pause import set_pause
+from integrator.rollout.revert import literal_glob
+from tests.gitutil import git
+from tests.rollout_world import Rollout, make_rollout
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Rollout:
+    """A bad landing (observed: it also wrote an unowned migration) on a clean queue."""
+    w = make_rollout(tmp_path)
+    w.submit(
+        "bad",
+        "billing",
+        ["src/billing/**"],
+        {
+            "src/billing/invoice.py": "invoice = None  # wrong\n",
+            "db/migrations/0002.sql": "drop;\n",
+        },
+    )
+    w.drain()
+    return w
+
+
+def _revert(
+    world: Rollout, capsys: pytest.CaptureFixture[str], *args: str
+) -> tuple[int, dict[str, Any]]:
+    capsys.readouterr()
+    code = main(["revert", "--repo", str(world.repo), "--json", *args])
+    doc: dict[str, Any] = json.loads(capsys.readouterr().out)
+    return code, doc
+
+
+def _tree(world: Rollout, rev: str) -> str:
+    return git("rev-parse", f"{rev}^{{tree}}", cwd=world.repo)
+
+
+def test_a_revert_lands_through_the_gate_and_restores_the_tree(
+    world: Rollout, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With nothing landed since, the revert lands and main's tree is the tree before the
+    change; main only moved forward; the revert commit names what it reverts; its claim
+    owns exactly the landing's paths and resources and was consumed by the revert."""
+    staging = world.staging("bad")
+    main_before = git("rev-parse", "main", cwd=world.repo)
+    code, doc = _revert(
+        world, capsys, staging, "--reason", "invoice broke checkout", "--actor", "rm-alice"
+    )
+    assert code == 0, doc
+    verdict = doc["verdict"]
+    assert verdict["decision"] == "ACCEPTED" and verdict["violations"] == []
+    assert _tree(world, "main") == _tree(world, f"{staging}^")
+    assert git("merge-base", "--is-ancestor", main_before, "main", cwd=world.repo) == ""
+    revert = doc["revertCommit"]
+    assert git("rev-parse", f"{revert}^", cwd=world.repo) == staging
+    found = trailers(git("log", "-1", "--format=%B", revert, cwd=world.repo))
+    assert found["Integrator-Reverts"] == staging
+    assert found["Integrator-Reverted-Task"] == "billing"
+    assert found["Integrator-Reverted-Candidate"] == world.candidates["bad"]
+    assert found["Integrator-Reverted-Attempt"].startswith("billing-")
+    landed = trailers(git("log", "-1", "--format=%B", "main", cwd=world.repo))
+    assert landed["Integrator-Candidate"] == revert
+    assert landed["Integrator-Task"] == f"revert-{staging[:12]}"
+    with world.open() as canonical:
+        claim = canonical.claim(f"revert-{staging[:12]}")
+        assert claim is not None and claim.view.state == "consumed"
+        assert claim.contract.base_commit == staging
+        assert list(claim.contract.paths) == ["/db/migrations/0002.sql", "/src/billing/invoice.py"]
+        assert list(claim.contract.resources) == ["migration-slot:db/migrations/0002.sql"]
+
+
+def test_later_landings_elsewhere_are_kept(
+    world: Rollout, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A landing on other paths since: the gate's merge undoes the bad change and keeps it."""
+    staging = world.staging("bad")
+    world.submit("later", "auth", ["src/auth/**"], {"src/auth/login.py": "login = 2\n"})
+    world.drain()
+    code, _ = _revert(world, capsys, staging)
+    assert code == 0
+    for path in ("src/billing/invoice.py", "db/migrations/0002.sql"):
+        before = git("ls-tree", f"{staging}^", "--", path, cwd=world.repo)
+        assert git("ls-tree", "main", "--", path, cwd=world.repo) == before
+    assert git("show", "main:src/auth/login.py", cwd=world.repo) == "login = 2"
+
+
+def test_a_later_landing_on_the_same_lines_sends_the_revert_to_review(
+    world: Rollout, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Handed to the daemon, the revert of a change a later landing edited conflicts in the
+    gate's merge: held (refs/integrator/held/<id>), the queue untouched."""
+    staging = world.staging("bad")
+    world.submit(
+        "fix", "billing-fix", ["src/billing/**"], {"src/billing/invoice.py": "invoice = 3\n"}
+    )
+    world.drain()
+    queue = git("rev-parse", "refs/integrator/queue/main", cwd=world.repo)
+    code, doc = _revert(world, capsys, staging, "--spool", str(world.spool.root))
+    assert code == 0 and doc["submission"]
+    world.drain()
+    found = world.spool.find(doc["submission"])
+    assert found is not None and found[0] == "fenced"
+    held = json.loads((found[1] / "verdict.json").read_text())
+    assert [v["code"] for v in held["violations"]] == ["MERGE_CONFLICT"]
+    assert held["violations"][0]["path"] == "src/billing/invoice.py"
+    assert git("rev-parse", held_ref(doc["submission"]), cwd=world.repo)
+    assert git("rev-parse", "refs/integrator/queue/main", cwd=world.repo) == queue
+
+
+def test_what_cannot_be_reverted_and_a_pause(
+    world: Rollout, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not a staging commit: exit 2; while claims are paused the revert's claim is refused
+    (exit 1, the reason named) and nothing lands."""
+    assert main(["revert", "--repo", str(world.repo), "main~1"]) == 2
+    assert "not a staging commit" in capsys.readouterr().err
+    with world.open() as canonical:
+        set_pause(canonical, "paused", "incident 9", "rm")
+    head = git("rev-parse", "main", cwd=world.repo)
+    assert main(["revert", "--repo", str(world.repo), world.staging("bad")]) == 1
+    assert "incident 9" in capsys.readouterr().err
+    assert git("rev-parse", "main", cwd=world.repo) == head
+
+
+def test_literal_globs_name_exactly_one_path() -> None:
+    """Wildcards in a path are escaped, so the revert's contract owns that path only."""
+    assert literal_glob("a/b[1]*.txt") == "/a/b\\[1]\\*.txt"
+    matcher = PathMatcher.of([literal_glob("a/b[1]*.txt"), literal_glob("README")])
+    assert matcher.covers("a/b[1]*.txt") and matcher.covers("README")
+    assert not matcher.covers("a/b1x.txt") and not matcher.covers("docs/README")
