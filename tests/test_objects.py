@@ -9,9 +9,9 @@ import pygit2
 
 from integrator.repo.packs import (
     ObjectBuffer,
+    Repacker,
     commit_bytes,
     flush_loose,
-    Repacker,
     maybe_repack,
     object_id,
     tree_bytes,
