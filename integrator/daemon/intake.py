@@ -93,6 +93,25 @@ class Intake:
             found.append(Pending(task_id, sid, oid))
         return sorted(found, key=lambda p: p.sid)
 
+    def poll(self) -> list[Pending]:
+        """Fetch and take; the intake's trouble is logged, never the spool's (it goes on)."""
+        try:
+            pending = self.fetch()
+            taken = self.take(pending)
+        except IntegratorError as err:
+            log.warning("intake.unavailable", error=str(err))
+            return []
+        if taken:
+            log.info("intake.taken", submissions=taken, waiting=len(pending))
+        return pending
+
+    def publish_logged(self, pending: list[Pending]) -> None:
+        """`publish`, its trouble logged (a later drain publishes what this one could not)."""
+        try:
+            self.publish(pending)
+        except IntegratorError as err:
+            log.warning("intake.unavailable", error=str(err))
+
     def take(self, pending: list[Pending]) -> int:
         """Put every submission the spool does not know yet into `new/`; how many."""
         taken = 0

@@ -28,7 +28,7 @@ import watchfiles
 from integrator.daemon.bundles import import_bundle, quarantine_prefix
 from integrator.daemon.health import Metrics
 from integrator.daemon.held import hold_op
-from integrator.daemon.intake import Intake, Pending
+from integrator.daemon.intake import Intake
 from integrator.daemon.mirror import Mirror, MirrorWorker
 from integrator.daemon.notify import Notifier
 from integrator.daemon.outcomes import Engine, Outcome, Ready
@@ -209,7 +209,7 @@ class Daemon:
         of those decided are published after every batch.
         """
         total = 0
-        pending = self._intake_take() if not only_work else []
+        pending = self.intake.poll() if self.intake is not None and not only_work else []
         while not self._stopping:
             names = [("work", n) for n in self.spool.entries("work")]
             if not only_work:
@@ -218,8 +218,8 @@ class Daemon:
                 break  # paused: everything waits where it is
             done, error = self._batch(names)
             total += done
-            if pending:
-                self._intake_publish(pending)
+            if pending and self.intake is not None:
+                self.intake.publish_logged(pending)
             if self._watchdog:
                 self.notifier.watchdog()  # a long drain is progress, not a hang
             if error is not None:
@@ -230,30 +230,9 @@ class Daemon:
                 break
             self.last_error = None
             self._backoff = 0.0
-        if pending:
-            self._intake_publish(pending)  # decided by an earlier run
+        if pending and self.intake is not None:
+            self.intake.publish_logged(pending)  # decided by an earlier run
         return total
-
-    def _intake_take(self) -> list[Pending]:
-        """The intake's submissions (its trouble is logged: the spool goes on regardless)."""
-        if self.intake is None:
-            return []
-        try:
-            pending = self.intake.fetch()
-            taken = self.intake.take(pending)
-        except IntegratorError as err:
-            self.log.warning("intake.unavailable", error=str(err))
-            return []
-        if taken:
-            self.log.info("intake.taken", submissions=taken, waiting=len(pending))
-        return pending
-
-    def _intake_publish(self, pending: list[Pending]) -> None:
-        assert self.intake is not None
-        try:
-            self.intake.publish(pending)
-        except IntegratorError as err:
-            self.log.warning("intake.unavailable", error=str(err))
 
     def _batch(self, names: list[tuple[str, str]]) -> tuple[int, IntegratorError | None]:
         """Claim up to a batch, integrate it in one `integrate_many`, commit the outcomes."""
