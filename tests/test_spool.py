@@ -339,3 +339,24 @@ def test_submit_outside_a_repository_says_so(
         )  # fmt: skip
         assert code == ConfigurationError.exit_code
         assert why in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("bundle", [False, True], ids=["spool", "bundle"])
+def test_submit_runs_without_libgit2(tmp_path: Path, bundle: bool) -> None:
+    """A real `integrator submit` (resolve, bundle, publish) never imports pygit2: agents run
+    it after every task, and libgit2 is most of a cold start."""
+    from tests.test_api import _modules_loaded
+
+    repo = make_repo(tmp_path / "repo")
+    commit_files(repo, {"a": "a"}, "base")
+    base = run("rev-parse", "HEAD", cwd=repo)
+    commit_files(repo, {"b": "b"}, "work")
+    contract = tmp_path / "contract.json"
+    contract.write_text(json.dumps(contract_doc(baseCommit=base)))
+    spool = tmp_path / "spool"
+    args = ["submit", "--spool", str(spool), "--contract", str(contract), "--candidate", "HEAD",
+            "--repo", str(repo), *(["--bundle"] if bundle else [])]  # fmt: skip
+    loaded = _modules_loaded(args)
+    assert "integrator" in loaded and "pygit2" not in loaded
+    [entry] = Spool(spool).entries("new")  # it did submit
+    assert (spool / "new" / entry / BUNDLE_FILE).exists() == bundle

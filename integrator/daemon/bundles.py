@@ -41,10 +41,10 @@ def create_bundle(repo_path: Path, candidate: str, base: str | None, out: Path) 
     `git bundle` only packs named refs, so the candidate gets a short-lived ref under
     refs/integrator/outgoing/ in the submitting clone, written and removed through git.py.
     """
-    repo = git.open_repo(repo_path)
     ref = f"{OUTGOING_PREFIX}{out.parent.name}"
     args = ["bundle", "create", "-q", str(out), ref]
-    if base and base != candidate and git.has_object(repo, base):
+    # A git process, not libgit2: submit runs after every task and must start light.
+    if base and base != candidate and _OID.match(base) and _has_commit(repo_path, base):
         args.append(f"^{base}")
     with transaction.RefUpdater(repo_path) as updater:
         updater.apply([transaction.update(ref, candidate, None)])
@@ -52,6 +52,11 @@ def create_bundle(repo_path: Path, candidate: str, base: str | None, out: Path) 
             git.run_git(args, cwd=repo_path)
         finally:
             updater.apply([transaction.delete(ref, candidate)])
+
+
+def _has_commit(repo_path: Path, oid: str) -> bool:
+    probe = git.run_git(["cat-file", "-e", f"{oid}^{{commit}}"], cwd=repo_path, check=False)
+    return probe.returncode == 0
 
 
 def bundle_refs(path: Path) -> list[tuple[str, str]]:
