@@ -98,3 +98,55 @@ def test_many_small_packs_are_merged(tmp_path: Path) -> None:
     assert len(list(packs.glob("*.idx"))) < 12
     for oid in oids:
         assert git("cat-file", "-t", oid.hex(), cwd=path) == "blob"
+
+
+def _packs(repo: pygit2.Repository, count: int, tag: str) -> list[bytes]:
+    oids = []
+    for i in range(count):
+        buffer = ObjectBuffer(repo)
+        oids.append(buffer.add("blob", f"{tag} {i}\n".encode()))
+        buffer.flush()
+    return oids
+
+
+def test_background_repack_runs_beside_writers(tmp_path: Path) -> None:
+    """The daemon's repacker only starts a child; packs written meanwhile survive it."""
+    path = make_repo(tmp_path / "r")
+    repo = pygit2.Repository(str(path))
+    packs = path / ".git" / "objects" / "pack"
+    before = _packs(repo, 12, "before")
+    repacker = Repacker(background=True, threshold=10)
+    assert repacker.poke(repo)
+    child = repacker.child
+    assert child is not None and repacker.started == 1
+    assert not repacker.poke(repo)  # one child at a time, whatever the count
+    during = _packs(repo, 3, "during")  # the landing goes on while git repacks
+    child.wait()
+    assert not repacker.poke(repo)  # reaps it: 15 packs became fewer than the threshold
+    assert repacker.child is None and repacker.failed == 0
+    assert len(list(packs.glob("*.idx"))) <= 10
+    for oid in before + during:
+        assert git("cat-file", "-t", oid.hex(), cwd=path) == "blob"
+        assert pygit2.Oid(raw=oid) in repo  # libgit2 after its reopen
+    assert git("fsck", "--no-dangling", cwd=path) == ""
+
+
+def test_inline_repacker_and_a_failed_child(tmp_path: Path) -> None:
+    """Inline, poke repacks before returning; a child that fails is counted, packs kept."""
+    path = make_repo(tmp_path / "r")
+    repo = pygit2.Repository(str(path))
+    packs = path / ".git" / "objects" / "pack"
+    oids = _packs(repo, 12, "x")
+    inline = Repacker(background=False, threshold=10)
+    assert inline.poke(repo) and inline.child is None
+    assert len(list(packs.glob("*.idx"))) < 12
+    _packs(repo, 12, "y")
+    count = len(list(packs.glob("*.idx")))
+    broken = Repacker(background=True, threshold=10)
+    (path / ".git" / "config").write_text("not a config\n")  # git refuses to start
+    assert broken.poke(repo)
+    broken.close(repo)
+    assert broken.failed == 1 and broken.child is None
+    assert len(list(packs.glob("*.idx"))) == count
+    for oid in oids:
+        assert pygit2.Oid(raw=oid) in repo

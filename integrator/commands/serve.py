@@ -21,6 +21,7 @@ from integrator.errors import ConfigurationError
 from integrator.landing.engine import Integrator
 from integrator.repo import git
 from integrator.repo.canonical import Canonical
+from integrator.repo.packs import Repacker
 
 
 def register(sub: Any) -> None:
@@ -120,10 +121,12 @@ def run(args: argparse.Namespace) -> int:
         text = args.shadow_policy.read_text("utf-8")
         state = PolicyState(load_policy_file(args.shadow_policy), 0, text)
         shadow = DaemonShadow(canonical, state)
+    repacker = Repacker(background=True)  # one child at a time, for both of them
     daemon = Daemon(
         spool=spool,
         canonical=canonical,
-        engine=Integrator(canonical),
+        engine=Integrator(canonical, repacker=repacker),
+        repacker=repacker,
         mirror=mirror,
         settings=settings,
         metrics=metrics,

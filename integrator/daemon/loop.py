@@ -55,7 +55,7 @@ from integrator.fence.paths import escape_undecodable
 from integrator.promotion.attach import Promotion
 from integrator.repo import git, transaction
 from integrator.repo.canonical import Canonical
-from integrator.repo.packs import ObjectBuffer, maybe_repack
+from integrator.repo.packs import ObjectBuffer, Repacker
 
 BUNDLE_COPY = "bundle.copy"  # the daemon's copy of a submission's bundle, in its folder
 
@@ -82,6 +82,7 @@ class Daemon:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         promote: bool = True,
         shadow: Callable[[list[Ready], list[Verdict]], None] | None = None,
+        repacker: Repacker | None = None,
     ) -> None:
         self.spool = spool
         self.canonical = canonical
@@ -94,6 +95,7 @@ class Daemon:
         self.intake = intake
         self.clock = clock
         self.shadow = shadow  # decides each batch again and logs mismatches (rollout)
+        self.repacker = repacker or Repacker(background=True)  # never inside a landing
         self.log = structlog.get_logger("integrator.daemon")
         self.decided = 0
         self.last_error: str | None = None
@@ -162,11 +164,13 @@ class Daemon:
                 self._close_watcher()
                 self.promotion.stop()
                 self._worker.stop()
+                self.repacker.close(self.canonical.repo)
                 self.log.info("daemon.stopped", decided=self.decided)
         return 0
 
     def _run_once(self) -> int:
         self.drain()
+        self.repacker.close(self.canonical.repo)
         self.promotion.once()
         if self.last_error is not None and not self._stopping:
             self.log.error("daemon.incomplete", error=self.last_error, left=self.spool.depth())
@@ -186,6 +190,7 @@ class Daemon:
         watchdog = self.notifier.watchdog_interval()
         while not self._stopping:
             self.drain()  # pings the watchdog after every batch
+            self.repacker.poke(self.canonical.repo)  # between drains: merge packs meanwhile
             self.promotion.reflect()
             if watchdog is not None:
                 self.notifier.watchdog()
@@ -371,7 +376,7 @@ class Daemon:
                 refs = git.refs_under(self.canonical.repo, quarantine_prefix(o.sid))
                 ops.extend(transaction.delete(ref, oid) for ref, oid in sorted(refs.items()))
         if records.flush() is not None:
-            maybe_repack(self.canonical.repo)
+            self.repacker.poke(self.canonical.repo)  # starts a child at most; never waits
         self._apply(ops)
         self.mirror.record(
             [decision_record(o.sid, o.verdict, now, o.latency, o.reason) for o in outcomes]

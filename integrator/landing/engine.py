@@ -31,7 +31,7 @@ from integrator.landing.history import QueueHistory
 from integrator.repo import git
 from integrator.repo.canonical import Canonical
 from integrator.repo.claims import Claims
-from integrator.repo.packs import ObjectBuffer, maybe_repack
+from integrator.repo.packs import ObjectBuffer, Repacker
 from integrator.repo.queue_control import paused
 
 LOCK_RETRIES = 2
@@ -46,8 +46,11 @@ class Integrator:
         *,
         policy_override: PolicyState | None = None,
         static: bool = False,
+        repacker: Repacker | None = None,
     ) -> None:
         self.canonical = canonical
+        # Inline unless the caller runs long (the daemon's merges packs in a child process).
+        self.repacker = repacker or Repacker(background=False)
         self.repo = canonical.repo
         objects = ObjectBuffer(canonical.repo)
         trees = TreeReader(canonical.repo, objects.read)
@@ -114,7 +117,7 @@ class Integrator:
         if pending:
             faults.point("after-check")
         self._land(pending, results)
-        maybe_repack(self.repo)
+        self.repacker.poke(self.repo)
         assert all(v is not None for v in results)
         return [v for v in results if v is not None]
 

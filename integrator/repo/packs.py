@@ -15,13 +15,17 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
+import subprocess
 import zlib
 from pathlib import Path
 
 import pygit2
+import structlog
 
 from integrator.files import atomic_write
-from integrator.repo.git import common_dir, run_git
+from integrator.repo.git import common_dir, git_env, run_git
+
+log = structlog.get_logger("integrator.packs")
 
 _TYPES = {"commit": 1, "tree": 2, "blob": 3}
 _TREE_MODE = b"40000"
@@ -181,22 +185,97 @@ def flush_loose(buffer: ObjectBuffer) -> None:
 # After this many packs, `git repack --geometric=2` merges the small ones: a daemon writes
 # one or two per batch, and every object lookup that misses scans them all.
 REPACK_THRESHOLD = 64
+REPACK_ARGS = ("repack", "-d", "-q", "--geometric=2", "--no-write-bitmap-index")
+
+
+def pack_count(repo: pygit2.Repository) -> int | None:
+    """How many packs the object store holds (None: the folder cannot be read)."""
+    folder = common_dir(repo) / "objects" / "pack"
+    try:
+        return sum(1 for name in os.listdir(folder) if name.endswith(".idx"))
+    except OSError:
+        return None
 
 
 def maybe_repack(repo: pygit2.Repository, threshold: int = REPACK_THRESHOLD) -> bool:
     """Merge small packs when there are more than `threshold` (cost follows their size)."""
-    folder = common_dir(repo) / "objects" / "pack"
-    try:
-        count = sum(1 for name in os.listdir(folder) if name.endswith(".idx"))
-    except OSError:
+    count = pack_count(repo)
+    if count is None or count <= threshold:
         return False
-    if count <= threshold:
-        return False
-    run_git(["repack", "-d", "-q", "--geometric=2", "--no-write-bitmap-index"], cwd=repo.path)
+    run_git(list(REPACK_ARGS), cwd=repo.path)
     # libgit2 keeps the packs it had open, deleted or not: one file handle (and its disk
     # space) per merged pack, until a long-running daemon runs out. Let it reopen them.
     repo.free()
     return True
+
+
+class Repacker:
+    """Merges small packs in a child `git repack` while the caller goes on landing.
+
+    A repack's cost follows the size of what it merges, up to hundreds of milliseconds on a
+    large repository: inside a landing, that was the worst latency a candidate saw. Here
+    `poke` only counts packs and starts the child; a later `poke` (on the same thread, between
+    landings) reaps it and lets libgit2 reopen the packs. git repacks alongside writers by
+    design: `--geometric` rolls up only the packs it listed when it started, so packs written
+    meanwhile stay, and a pack is deleted only after the one holding its objects is in place.
+    `background=False` repacks inline (one-shot commands that exit right after).
+    """
+
+    def __init__(self, *, background: bool, threshold: int = REPACK_THRESHOLD) -> None:
+        self.background = background
+        self.threshold = threshold
+        self.child: subprocess.Popen[bytes] | None = None
+        self.started = 0  # repacks started (inline ones included)
+        self.failed = 0  # repacks that exited non-zero (the packs stay as they were)
+
+    def poke(self, repo: pygit2.Repository) -> bool:
+        """Reap a finished repack; start one if there are too many packs. True: one started."""
+        if self.child is not None:
+            if self.child.poll() is None:
+                return False
+            self._reaped(repo, self.child.returncode)
+        if not self.background:
+            started = maybe_repack(repo, self.threshold)
+            self.started += started
+            return started
+        count = pack_count(repo)
+        if count is None or count <= self.threshold:
+            return False
+        try:
+            self.child = subprocess.Popen(
+                ["git", *REPACK_ARGS],
+                cwd=repo.path,
+                env=git_env(),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        except OSError as err:
+            log.warning("repack.unstarted", error=str(err))
+            return False
+        self.started += 1
+        return True
+
+    def close(self, repo: pygit2.Repository | None = None, timeout: float = 60.0) -> None:
+        """Wait for a running repack (at shutdown), so no child outlives its daemon's care."""
+        if self.child is None:
+            return
+        try:
+            code = self.child.wait(timeout)
+        except subprocess.TimeoutExpired:
+            log.warning("repack.abandoned", pid=self.child.pid)  # git finishes it alone
+            self.child = None
+            return
+        if repo is not None:
+            self._reaped(repo, code)
+        self.child = None
+
+    def _reaped(self, repo: pygit2.Repository, code: int) -> None:
+        self.child = None
+        if code != 0:
+            self.failed += 1
+            log.warning("repack.failed", exit=code)
+        repo.free()  # see maybe_repack
 
 
 def _write(path: Path, data: bytes) -> None:
