@@ -8,6 +8,8 @@ rename included — is allowed and not denied by the contract.
 
 from __future__ import annotations
 
+import atexit
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -26,6 +28,7 @@ NAMES = ["f1.txt", "f2.txt", "f3.py", "g.md"]
 PATTERNS = ["a/**", "a/x/**", "b/**", "c/**", "*.md", "a/f1.txt", "c/y/**", "b/*.py"]
 
 _REPO_DIR = Path(tempfile.mkdtemp(prefix="integrator-prop-"))
+atexit.register(shutil.rmtree, _REPO_DIR, ignore_errors=True)  # one repo for every example
 REPO = make_repo(_REPO_DIR / "repo")
 # The examples' commits are unrelated roots and HEAD names none: record an identity.
 git("config", "integrator.repoId", "sha256:" + "ab" * 32, cwd=REPO)
