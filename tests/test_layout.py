@@ -109,3 +109,15 @@ def test_subpackage_inits_are_empty() -> None:
         if path.parent != ROOT / "integrator" and path.read_text("utf-8").strip()
     ]
     assert busy == []
+
+
+def test_every_folder_is_a_package() -> None:
+    """Every folder of modules has its __init__.py: setuptools' `find` (not the namespace
+    variant) leaves a folder without one out of a wheel, and its commands would fail only
+    after installation."""
+    bare = sorted(
+        str(folder.relative_to(ROOT))
+        for folder in {path.parent for path in (ROOT / "integrator").rglob("*.py")}
+        if not (folder / "__init__.py").exists()
+    )
+    assert bare == []
