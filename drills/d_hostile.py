@@ -138,7 +138,8 @@ def symlink_escape(ctx: Context) -> str:
     name="shallow-base",
     group="7",
     title="CI gate in a shallow clone that lacks the contract's base",
-    gate="never ACCEPTED; REVIEW BASE_MISSING (exit 3), plus REPO_UNVERIFIED without a repoId",
+    gate="never ACCEPTED; REVIEW BASE_MISSING (exit 3), plus REPO_UNVERIFIED without a repoId "
+    "and CLAIM_UNVERIFIED without the claim refs",
 )
 def shallow_base(ctx: Context) -> str:
     w = World(ctx, "world", {"src/a.py": "a = 1\n", "docs/index.md": "# d\n"})
@@ -169,17 +170,19 @@ def shallow_base(ctx: Context) -> str:
         "the gate sends the shallow case to review, saying why",
         plain.decision == "REVIEW"
         and plain.code == 3
-        and plain.codes == ["BASE_MISSING", "REPO_UNVERIFIED"],
-        expected="REVIEW, exit 3, BASE_MISSING and REPO_UNVERIFIED",
+        and sorted(plain.codes) == ["BASE_MISSING", "CLAIM_UNVERIFIED", "REPO_UNVERIFIED"],
+        expected="REVIEW, exit 3, BASE_MISSING, REPO_UNVERIFIED and CLAIM_UNVERIFIED",
         actual=first,
         evidence=[plain.file],
     )
-    # With the canonical identity carried into the clone only the missing base remains.
+    # With the canonical identity and the claim refs carried into the clone, only the
+    # missing base remains.
     repo_id = git("config", "integrator.repoId", cwd=w.repo)
     git("config", "integrator.repoId", repo_id, cwd=clone)
+    git("fetch", "-q", "origin", "+refs/integrator/*:refs/integrator/*", cwd=clone)  # README
     known = w.keep_verdict("gate-shallow-repoid", w.cli(*argv, expect=(0, 1, 3)), c)
     ctx.expect(
-        "with integrator.repoId set, REVIEW BASE_MISSING alone",
+        "with integrator.repoId set and the claims fetched, REVIEW BASE_MISSING alone",
         known.decision == "REVIEW" and known.code == 3 and known.codes == ["BASE_MISSING"],
         expected="REVIEW, exit 3, BASE_MISSING",
         actual=f"{known.decision} exit {known.code} {known.codes}",

@@ -51,23 +51,19 @@ def _landing_pair(ctx: Context, w: World, first: str) -> tuple[str, str, str, st
     return folders["rename"], folders["edit"], edit_sid, cand_e, e
 
 
-def _expand(w: World, contract: Contract, add: list[str]) -> Contract:
+def _expand(w: World, contract: Contract, candidate: str, add: list[str]) -> Contract:
     """`integrator contract expand` adding `add` to the live contract (the coordinator's
-    answer to an agent whose change git carried to a path it does not own)."""
+    answer to an agent whose change git carried to a path it does not own). The agent asks
+    from its workspace (`contract request-expansion`), so the request names the workspace's
+    tree and `expand` can verify it has not written what it asks for."""
     from integrator.documents.contract import parse_contract
 
     live = parse_contract(contract.path.read_bytes())
-    request = {
-        "schema": "integrator.expansion.v1",
-        "taskId": live.task_id,
-        "contractDigest": live.digest,
-        "expectedGeneration": live.ownership_generation,
-        "treeDigest": "sha256:" + "0" * 64,
-        "diffDigest": "sha256:" + "0" * 64,
-        "addPaths": add,
-    }
+    workspace = w.root / f"{live.task_id}-workspace"
+    git("worktree", "add", "-q", "--detach", str(workspace), candidate, cwd=w.repo)
     path = w.contracts / f"{live.task_id}-expand-request.json"
-    path.write_text(json.dumps(request))
+    w.cli("contract", "request-expansion", "--worktree", str(workspace), "--contract",
+          str(contract.path), *(f"--add-path={p}" for p in add), "-o", str(path))  # fmt: skip
     out = w.contracts / f"{live.task_id}-expanded.json"
     w.cli("contract", "expand", "--repo", str(w.repo), "--request", str(path), "-o", str(out))
     return Contract(out, json.loads(out.read_text()))
@@ -103,7 +99,7 @@ def rename_vs_edit(ctx: Context) -> str:
             )
             ctx.equal("rename first: nothing of the fenced edit landed", INVOICE.rstrip("\n"),
                       w.show(f"{MAIN}:billing/invoices/core.py"), w.evidence())  # fmt: skip
-            wider = _expand(w, contract, ["billing/invoices/core.py"])
+            wider = _expand(w, contract, cand_e, ["billing/invoices/core.py"])
             sid = w.publish(wider, cand_e)
             w.serve_once()
             w.settle()
