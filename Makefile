@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: venv test lint typecheck demo drills drills-quick bench bench-quick schema e2e screenshots soak demo-remote clean
+.PHONY: venv test lint typecheck demo drills drills-quick bench bench-quick schema e2e screenshots soak fuzz demo-remote clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +28,10 @@ test: lint typecheck
 e2e: $(STAMP)
 	bash tests/e2e/install.sh
 	$(PY) -m pytest -q -m e2e tests/e2e
+
+# The parsers of agent input on 10,000 generated inputs each (prints the count per parser).
+fuzz: $(STAMP)
+	INTEGRATOR_FUZZ_EXAMPLES=$${INTEGRATOR_FUZZ_EXAMPLES:-10000} $(PY) -m pytest -q -n 0 -s tests/test_fuzz.py
 
 # Heavier race runs: 20 trials of eight coordinators per claim operation.
 soak: $(STAMP)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import os
 import socket
 import time
@@ -12,6 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from integrator import jsontext
 from integrator.commands._common import print_json, read_input, say
 from integrator.daemon.bundles import create_bundle
 from integrator.daemon.spool import (
@@ -110,7 +110,7 @@ def publish(
     """Write one submission into the spool; the `--json` document `submit` prints (the MCP
     server's `submit` returns the same document)."""
     contract = parse_contract(data)  # refuse locally what the gate would fence anyway
-    document = json.loads(data)
+    document = jsontext.loads(data)
     repo_path = repo.resolve()
     candidate = git.rev_parse_commit(repo_path, rev)
     now = datetime.now(UTC)
@@ -137,7 +137,7 @@ def _to_intake(args: argparse.Namespace) -> int:
         raise UsageError("--bundle is for a spool; a push to the intake carries the objects")
     data = read_input(args.contract)
     task_id = parse_contract(data).task_id  # refuse locally what the gate would fence anyway
-    document = json.loads(data)
+    document = jsontext.loads(data)
     repo_path = Path(args.repo).resolve()
     candidate = git.rev_parse_commit(repo_path, args.candidate)
     now = datetime.now(UTC)
@@ -221,7 +221,7 @@ def document_of(
 ) -> tuple[dict[str, Any], int]:
     """The document (and exit code) of a verdict or rejection, as filed or published."""
     if rejected:
-        rejection: dict[str, Any] = json.loads(data)
+        rejection: dict[str, Any] = jsontext.loads(data)
         return rejection, EXIT_USAGE
     from integrator.documents.verdict import (
         Verdict,  # only when waiting: keeps submit's start-up short

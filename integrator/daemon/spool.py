@@ -32,6 +32,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from integrator import jsontext
 from integrator.daemon.submitted import open_submitted, read_at_most_path, read_submitted
 from integrator.documents.submission import SUBMISSION_SCHEMA, Submission
 from integrator.documents.verdict import Decision
@@ -342,7 +343,7 @@ class Spool:
         """How often deciding `sid` failed unexpectedly (kept across runs of the daemon)."""
         try:
             data = read_at_most_path(Path(self._in("work", sid)) / ATTEMPTS_FILE, 4096)
-            doc = json.loads(data)
+            doc = jsontext.loads(data)
         except (OSError, ValueError):
             return 0
         count = doc.get("attempts") if isinstance(doc, dict) else None
@@ -454,7 +455,7 @@ class Spool:
     def repo_path(self) -> Path | None:
         """The repository the daemon last served from this spool, if recorded."""
         try:
-            doc = json.loads((self.root / META_FILE).read_bytes())
+            doc = jsontext.loads((self.root / META_FILE).read_bytes())
         except (OSError, ValueError):
             return None
         repo = doc.get("repo") if isinstance(doc, dict) else None

@@ -7,12 +7,12 @@ it). `ClaimView` is its parsed form, the input the gate's live checks decide on.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
+from integrator import jsontext
 from integrator.errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ def claim_state(
 def parse_claim_state(data: bytes) -> dict[str, object]:
     """The `claim.json` document; ConfigurationError when it is not one."""
     try:
-        doc = json.loads(data)
+        doc = jsontext.loads(data)
     except ValueError as err:
         raise ConfigurationError(f"claim commit holds no JSON claim.json: {err}") from err
     if not isinstance(doc, dict) or doc.get("schema") != CLAIM_SCHEMA:

@@ -9,11 +9,11 @@ not the one the coordinator issued writes nothing.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from integrator import jsontext
 from integrator.errors import ContractError
 from integrator.fence.limits import CONTRACT_BYTES, MAX_GLOB_LENGTH, MAX_GLOBS
 from integrator.fence.paths import PathMatcher, glob_problem
@@ -84,7 +84,7 @@ def rules_from_bytes(data: bytes, *, stated_digest: str | None = None) -> Contra
     if len(data) > CONTRACT_BYTES:
         raise _refused(f"the contract is {len(data)} bytes, more than {CONTRACT_BYTES}")
     try:
-        document = json.loads(data)
+        document = jsontext.loads(data)
     except ValueError as err:
         raise _refused(f"not JSON: {err}") from err
     if not isinstance(document, dict) or document.get("schema") != CONTRACT_SCHEMA:

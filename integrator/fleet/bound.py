@@ -7,10 +7,10 @@ checkout and its git folder, and the bound `contract.json` is read as plain rule
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from integrator import jsontext
 from integrator.documents.rules import ContractRules, rules_from_bytes
 from integrator.errors import ConfigurationError
 from integrator.repo.git import run_git
@@ -57,7 +57,7 @@ def bound_rules(checkout: Checkout) -> ContractRules | None:
 def binding_record(checkout: Checkout) -> dict[str, str]:
     """The binding's record (task, agent, workspace…); empty when there is none."""
     try:
-        data = json.loads((checkout.binding_dir / "binding.json").read_text("utf-8"))
+        data = jsontext.loads((checkout.binding_dir / "binding.json").read_text("utf-8"))
     except (FileNotFoundError, ValueError):
         return {}
     if not isinstance(data, dict):

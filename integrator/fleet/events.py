@@ -10,12 +10,12 @@ GuardInputError, and the guard denies.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from integrator import jsontext
 from integrator.fleet.patches import PatchError, parse_patch, readings, resolve
 from integrator.fleet.shell import APPLY_PATCH_NAMES, ShellError, invocation_paths, shell_patches
 
@@ -133,14 +133,14 @@ def _event(data: bytes, default_cwd: Path) -> tuple[Dialect, str, dict[str, obje
     if len(data) > MAX_EVENT_BYTES:
         raise GuardInputError(f"hook input is larger than {MAX_EVENT_BYTES >> 20} MiB")
     try:
-        event = json.loads(data)
+        event = jsontext.loads(data)
     except (ValueError, UnicodeDecodeError) as err:
         raise GuardInputError(f"hook input is not JSON: {err}") from err
     if not isinstance(event, dict):
         raise GuardInputError("hook input is not a JSON object")
     name = event.get("hook_event_name")
     dialects: dict[object, Dialect] = {"PreToolUse": "claude", "BeforeTool": "gemini"}
-    if name not in dialects:
+    if not isinstance(name, str) or name not in dialects:
         raise GuardInputError(f"hook_event_name {name!r} is not PreToolUse or BeforeTool")
     dialect = dialects[name]
     if dialect == "claude" and "turn_id" in event:

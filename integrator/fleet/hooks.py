@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from integrator import jsontext
 from integrator.errors import ConfigurationError, IntegratorError
 from integrator.fleet.bound import BINDING_DIR
 from integrator.fleet.workspace import exclude_path, worktree_git_dir, worktree_root
@@ -149,7 +150,7 @@ def location(agent: str, root: Path) -> Location:
 
 def read_settings(path: Path) -> dict[str, Any]:
     try:
-        document = json.loads(path.read_text("utf-8")) if path.exists() else {}
+        document = jsontext.loads(path.read_text("utf-8")) if path.exists() else {}
     except (ValueError, OSError) as err:
         raise IntegratorError(f"{path} is not JSON ({err}); fix it and retry") from err
     if not isinstance(document, dict):

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from integrator import jsontext
 from integrator.errors import ConfigurationError
 from integrator.files import atomic_write
 from integrator.fleet.hooks import codex_checkout, codex_hooks, location
@@ -217,7 +218,7 @@ def read_trusted_folders(path: Path) -> tuple[str, dict[str, object]]:
     except FileNotFoundError:
         return "", {}
     try:
-        doc = json.loads(text) if text.strip() else {}
+        doc = jsontext.loads(text) if text.strip() else {}
     except ValueError as err:
         raise ConfigurationError(
             f"{path} is not plain JSON (comments?) ({err}); integrator does not rewrite it — "

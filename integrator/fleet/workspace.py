@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from integrator import jsontext
 from integrator.documents.contract import OwnershipContract, parse_contract
 from integrator.errors import (
     ConfigurationError,
@@ -213,7 +214,7 @@ def lock_path(queue_root: Path, workspace: str) -> Path:
 
 def read_lock(queue_root: Path, workspace: str) -> dict[str, str] | None:
     try:
-        data = json.loads(lock_path(queue_root, workspace).read_text("utf-8"))
+        data = jsontext.loads(lock_path(queue_root, workspace).read_text("utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError):

@@ -9,12 +9,12 @@ only gathers their inputs.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
 import pygit2
 
+from integrator import jsontext
 from integrator.documents.claim import Claim
 from integrator.documents.contract import OwnershipContract, parse_contract
 from integrator.documents.policy import PolicyState
@@ -33,7 +33,7 @@ from integrator.repo.edits import edits_before_grants
 def _legacy(data: bytes) -> bool:
     """A JSON object that looks like a contract but carries no ownership generation."""
     try:
-        doc = json.loads(data)
+        doc = jsontext.loads(data)
     except ValueError:
         return False
     return isinstance(doc, dict) and "taskId" in doc and "ownershipGeneration" not in doc

@@ -4,13 +4,13 @@ and the time-in-queue metrics of what it landed."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
 import structlog
 from prometheus_client import CollectorRegistry
 
+from integrator import jsontext
 from integrator.daemon.mirror import Mirror
 from integrator.daemon.outcomes import Outcome
 from integrator.daemon.spool import Spool
@@ -114,7 +114,7 @@ class Promotion:
             if o.verdict is None or o.verdict.decision is not Decision.ACCEPTED:
                 continue
             try:
-                at = datetime.fromisoformat(json.loads(o.raw)["submittedAt"])
+                at = datetime.fromisoformat(jsontext.loads(o.raw)["submittedAt"])
             except (ValueError, KeyError, TypeError):
                 continue
             self.metrics.time_to_land((now - at).total_seconds())

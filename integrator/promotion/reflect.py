@@ -25,6 +25,7 @@ from pathlib import Path
 import structlog
 from pydantic import ValidationError
 
+from integrator import jsontext
 from integrator.daemon.held import hold_op
 from integrator.daemon.mirror import Mirror
 from integrator.daemon.records import MirrorRecord, review_record
@@ -53,7 +54,7 @@ _VERDICT_LIMIT = 16 << 20
 
 def _seen(spool: Spool) -> dict[str, str]:
     try:
-        doc = json.loads(read_at_most_path(spool.root / SEEN_FILE, 1 << 16))
+        doc = jsontext.loads(read_at_most_path(spool.root / SEEN_FILE, 1 << 16))
     except (OSError, ValueError):
         return {}
     return {k: v for k, v in doc.items() if isinstance(v, str)} if isinstance(doc, dict) else {}

@@ -32,7 +32,7 @@ from datetime import UTC, datetime, timedelta
 
 import pygit2
 
-from integrator import faults
+from integrator import faults, jsontext
 from integrator.documents.claim import parse_claim_state, view_from_state
 from integrator.errors import IntegratorError, RefMovedError, UsageError
 from integrator.repo import git, transaction
@@ -125,7 +125,7 @@ def _json_at(repo: pygit2.Repository, commit: pygit2.Commit, path: str) -> objec
     if not isinstance(blob, pygit2.Blob):
         return None
     try:
-        return json.loads(blob.data)
+        return jsontext.loads(blob.data)
     except ValueError:
         return None
 

@@ -20,6 +20,7 @@ from datetime import datetime
 
 import pygit2
 
+from integrator import jsontext
 from integrator.documents.claim import Claim
 from integrator.repo import git
 from integrator.repo.canonical import Canonical
@@ -82,7 +83,7 @@ class Entry:
     def parse(cls, kind: str, line: bytes) -> Entry | None:
         """The entry of one index line; None for a line that is not one."""
         try:
-            doc = json.loads(line)
+            doc = jsontext.loads(line)
             name, ref, oid, state = doc["name"], doc["ref"], doc["oid"], doc["state"]
             committed = datetime.fromisoformat(doc["committedAt"])
             archived = datetime.fromisoformat(doc["archivedAt"])
@@ -181,7 +182,7 @@ def archived_count(canonical: Canonical, kind: str) -> int:
         return 0
     try:
         blob = canonical.repo[tree[SUMMARY].id]
-        count = json.loads(blob.data)["records"] if isinstance(blob, pygit2.Blob) else 0
+        count = jsontext.loads(blob.data)["records"] if isinstance(blob, pygit2.Blob) else 0
     except (KeyError, ValueError, TypeError):
         return 0
     return count if type(count) is int else 0

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from integrator import faults
+from integrator import faults, jsontext
 from integrator.documents.claim import Claim, claim_state
 from integrator.documents.contract import OwnershipContract, parse_contract
 from integrator.documents.rules import CONTRACT_SCHEMA
@@ -423,7 +423,7 @@ def history(canonical: Canonical, task_id: str) -> list[tuple[str, dict[str, obj
     out: list[tuple[str, dict[str, object], str]] = []
     while oid:
         commit = canonical.commit(oid)
-        state = json.loads(canonical.blob_at(oid, "claim.json"))
+        state = jsontext.loads(canonical.blob_at(oid, "claim.json"))
         out.append((oid, state, commit.message))
         oid = str(commit.parent_ids[0]) if commit.parent_ids else None
     return out

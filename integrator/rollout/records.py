@@ -17,7 +17,6 @@ Nothing here is a new record: every fact was written when the decision was made.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,6 +24,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
+from integrator import jsontext
 from integrator.daemon.held import ARCHIVED_PREFIX, history
 from integrator.daemon.spool import SUBMISSION_FILE, VERDICT_FILE
 from integrator.documents.claim import Claim
@@ -296,7 +296,7 @@ def merge_by_time(*groups: Iterable[Recorded]) -> list[Recorded]:
 
 def _task_of(contract: bytes) -> str | None:
     try:
-        doc = json.loads(contract)
+        doc = jsontext.loads(contract)
     except ValueError:
         return None
     task = doc.get("taskId") if isinstance(doc, dict) else None

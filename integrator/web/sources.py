@@ -8,7 +8,6 @@ entries, and no link in a folder a producer made is followed.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import stat
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from pathlib import Path
 import pygit2
 import structlog
 
+from integrator import jsontext
 from integrator.daemon.held import history
 from integrator.daemon.review import FileDiff, Held, Review, pending
 from integrator.daemon.spool import ID_RE, VERDICT_FILE, Spool
@@ -195,7 +195,7 @@ def _landed_sids(spool: Spool) -> dict[str, str]:
         if data is None:
             continue
         try:
-            staging = json.loads(data).get("stagingCommit")
+            staging = jsontext.loads(data).get("stagingCommit")
         except (ValueError, AttributeError):
             continue
         if isinstance(staging, str):
