@@ -311,3 +311,26 @@ def test_gate_refuses_a_deeply_nested_contract(
     out = capsys.readouterr()
     assert "Traceback" not in out.out + out.err
     assert code in (1, 2, 3)  # a verdict or a usage refusal, never host trouble (4)
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        {"hook_event_name": []},
+        {"hook_event_name": {"a": 1}},
+        {"hook_event_name": 7},
+        {"hook_event_name": "PreToolUse", "tool_name": ["Write"], "tool_input": {}},
+        {"hook_event_name": "PreToolUse", "tool_name": "Write", "tool_input": []},
+        {"hook_event_name": "PreToolUse", "tool_name": "Write", "tool_input": {"file_path": []}},
+        {"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": {}}},
+        {"hook_event_name": "PreToolUse", "tool_name": "Bash",
+         "tool_input": {"command": "ls", "workdir": ["x"]}},
+        {"hook_event_name": "PreToolUse", "tool_name": "apply_patch", "tool_input": {"command": 1}},
+    ],
+)  # fmt: skip
+def test_hook_fields_of_the_wrong_type_are_refused(event: dict[str, Any]) -> None:
+    """A field of the wrong type is the event's refusal (GuardInputError), never a TypeError
+    (a list as hook_event_name raised one: the guard denied, but as its own "internal
+    error")."""
+    with pytest.raises(GuardInputError):
+        parse_event(_dumps({**event, "cwd": "/work/agent"}), default_cwd=HERE)
