@@ -23,6 +23,7 @@ from integrator.documents.policy import (
 )
 from integrator.errors import ConfigurationError
 from integrator.repo import git, transaction
+from integrator.repo.packs import ObjectBuffer, flush_loose
 from integrator.repo.remote import KEY_FILE_CONFIG, RemotePush
 from integrator.repo.server_hook_run import load_key
 
@@ -84,6 +85,14 @@ class Canonical:
         """Where authority refs move: one `update-ref --stdin` transaction here, or in
         remote mode one atomic push to the server with a lease per moved ref."""
         return self.remote or self.local_updater
+
+    def record(self, buffer: ObjectBuffer, ops: list[transaction.RefOp]) -> None:
+        """Write a one-off record's objects (loose: a pack of three would pile up), make them
+        durable, then move `ops` in one transaction: no ref names an object not on disk."""
+        flush_loose(buffer)
+        if git.durable(self.repo):
+            git.sync_objects(self.repo)
+        self.updater.apply(ops)
 
     @property
     def bulk_updater(self) -> transaction.RefUpdater | RemotePush:

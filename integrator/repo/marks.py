@@ -22,7 +22,7 @@ from integrator.errors import UsageError
 from integrator.fence.limits import REASON_CHARS
 from integrator.repo import git, transaction
 from integrator.repo.canonical import Canonical, signature
-from integrator.repo.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
+from integrator.repo.packs import ObjectBuffer, commit_bytes, tree_bytes
 
 MARKS_PREFIX = "refs/integrator/false-positives/"
 MARK_FILE = "mark.json"
@@ -96,8 +96,5 @@ def write_mark(canonical: Canonical, mark: FalsePositive) -> str:
     )
     parents = [bytes.fromhex(old)] if old else []
     commit = buffer.add("commit", commit_bytes(tree, parents, sig, sig, message)).hex()
-    flush_loose(buffer)
-    if git.durable(canonical.repo):
-        git.sync_objects(canonical.repo)
-    canonical.updater.apply([transaction.update(ref, commit, old)])
+    canonical.record(buffer, [transaction.update(ref, commit, old)])
     return commit

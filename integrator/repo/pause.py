@@ -32,7 +32,7 @@ from integrator.errors import (
 from integrator.fence.limits import REASON_CHARS
 from integrator.repo import git, transaction
 from integrator.repo.canonical import Canonical, signature
-from integrator.repo.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
+from integrator.repo.packs import ObjectBuffer, commit_bytes, tree_bytes
 
 PAUSE_REF = "refs/integrator/pause"
 PAUSE_FILE = "pause.json"
@@ -136,13 +136,11 @@ def set_pause(canonical: Canonical, state: PauseName, reason: str, actor: str) -
     parents = [bytes.fromhex(old)] if old else []
     commit = buffer.add("commit", commit_bytes(tree, parents, sig, sig, message)).hex()
     serial = _serial(index, f"{verb} claims", now, buffer)
-    flush_loose(buffer)
-    if git.durable(canonical.repo):
-        git.sync_objects(canonical.repo)
-    canonical.updater.apply(
+    canonical.record(
+        buffer,
         [
             transaction.update(PAUSE_REF, commit, old),
             transaction.update(git.CLAIMS_INDEX_REF, serial, index),
-        ]
+        ],
     )
     return doc

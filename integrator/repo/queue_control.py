@@ -15,9 +15,9 @@ from pydantic import ValidationError
 
 from integrator.errors import ConfigurationError, UsageError
 from integrator.promotion.records import TEXT, QueueControl
-from integrator.repo import git, transaction
+from integrator.repo import transaction
 from integrator.repo.canonical import SIGNATURE_EMAIL, SIGNATURE_NAME, Canonical
-from integrator.repo.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
+from integrator.repo.packs import ObjectBuffer, commit_bytes, tree_bytes
 
 CONTROL_PREFIX = "refs/integrator/queue-control/"
 CONTROL_FILE = "control.json"
@@ -74,10 +74,7 @@ def set_control(
     message = f"{word} {canonical.target}: {reason or '-'}\n\nIntegrator-Actor: {actor}\n"
     parents = [bytes.fromhex(old)] if old else []
     commit = buffer.add("commit", commit_bytes(tree, parents, sig, sig, message)).hex()
-    flush_loose(buffer)
-    if git.durable(canonical.repo):
-        git.sync_objects(canonical.repo)
-    canonical.updater.apply([transaction.update(ref, commit, old)])
+    canonical.record(buffer, [transaction.update(ref, commit, old)])
     return control
 
 
