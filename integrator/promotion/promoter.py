@@ -33,6 +33,7 @@ from integrator.documents.policy import Validation
 from integrator.documents.verdict import Code
 from integrator.errors import IntegratorError, RefMovedError
 from integrator.landing.engine import Integrator
+from integrator.promotion import scratch as scratch_folders
 from integrator.promotion import validate
 from integrator.promotion.bisect import Step, next_step
 from integrator.promotion.metrics import PromotionMetrics
@@ -75,6 +76,9 @@ class Promoter:
         self.landing = Integrator(canonical).landing
         self.metrics = metrics or PromotionMetrics()
         self.scratch = scratch
+        swept = scratch_folders.sweep(scratch)  # checkouts of promoters that died
+        if swept:
+            log.info("promote.swept", folders=len(swept), where=str(swept[0].parent))
         self.runs = 0  # command runs by this promoter
         self.rounds: list[Round] = []
         self._probes = 0  # validations since the last ejection or full promotion

@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -28,6 +27,7 @@ from pathlib import Path
 
 from integrator import faults
 from integrator.promotion.records import LOG_TAIL, Covered
+from integrator.promotion.scratch import PREFIX, mark, remove_folder
 from integrator.repo.git import git_env
 
 ENV_PREFIX = "INTEGRATOR_VALIDATION_"
@@ -136,8 +136,9 @@ def run(
     """Check the head's tree out into a temporary folder and run `command` in it."""
     started = datetime.now(UTC)
     clock = time.monotonic()
-    root = Path(tempfile.mkdtemp(prefix="integrator-validation-", dir=scratch))
+    root = Path(tempfile.mkdtemp(prefix=PREFIX, dir=scratch))
     try:
+        mark(root)  # a promoter that dies leaves it: the next one finds it (scratch.sweep)
         work = root / "checkout"
         work.mkdir()
         request_file = root / "request.json"
@@ -179,7 +180,7 @@ def run(
         passed = code == 0 and not timed_out
         return RunOutcome(passed, code, timed_out, started, time.monotonic() - clock, output)
     finally:
-        _remove(root)
+        remove_folder(root)
 
 
 def _kill_group(pid: int) -> None:
@@ -194,19 +195,3 @@ def _tail(path: Path) -> bytes:
             handle.seek(size - LOG_TAIL)
             return b"[... %d earlier bytes not kept ...]\n" % (size - LOG_TAIL) + handle.read()
         return handle.read()
-
-
-def _remove(root: Path) -> None:
-    """Remove the scratch folder even where the command made parts of it read-only."""
-
-    def writable(func: object, path: str, exc: object) -> None:
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(path), 0o700)
-            os.chmod(path, 0o700)
-        with contextlib.suppress(OSError):
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                os.unlink(path)
-
-    shutil.rmtree(root, onerror=writable)
