@@ -294,3 +294,36 @@ def test_claim_json_reports_an_unknown_task_as_a_document(
     doc = json.loads(capsys.readouterr().out)
     assert doc["error"]["type"] == "UsageError" and doc["error"]["exitCode"] == 2
     assert "no such task NOPE" in doc["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["gate", "--contract", "/dev/zero", "--candidate", "HEAD"],
+        ["submit", "--spool", "SPOOL", "--contract", "/dev/zero", "--candidate", "HEAD"],
+        ["contract", "expand", "--request", "/dev/zero"],
+    ],
+)
+def test_an_endless_input_is_refused_unread(
+    tmp_path: Path, argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every document a command reads is read up to a limit: a path naming a device that
+    never ends (or stdin) is refused with exit 2, not read until memory runs out."""
+    repo = make_repo(tmp_path / "repo")
+    commit_files(repo, {"a": "a\n"}, "base")
+    args = [a.replace("SPOOL", str(tmp_path / "spool")) for a in argv]
+    assert main([*args, "--repo", str(repo)]) == 2
+    assert "limit" in capsys.readouterr().err
+
+
+def test_validation_details_must_be_a_small_json_document(tmp_path: Path) -> None:
+    """`validation report --details` takes a JSON document of at most DETAILS_LIMIT bytes."""
+    from integrator.commands._common import read_input
+    from integrator.errors import UsageError
+    from integrator.promotion.records import DETAILS_LIMIT
+
+    big = tmp_path / "big.json"
+    big.write_bytes(b" " * (DETAILS_LIMIT + 1))
+    with pytest.raises(UsageError, match="limit"):
+        read_input(str(big), DETAILS_LIMIT)
+    assert read_input(str(big), DETAILS_LIMIT + 1) == b" " * (DETAILS_LIMIT + 1)

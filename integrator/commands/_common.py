@@ -30,14 +30,23 @@ def timestamp(text: str) -> datetime:
         raise argparse.ArgumentTypeError(str(err)) from err
 
 
-def read_input(path: str) -> bytes:
-    """Read a file, or standard input for `-`."""
-    if path == "-":
-        return sys.stdin.buffer.read()
+INPUT_LIMIT = 16 << 20  # any one input document a command reads (each has its own, lower, too)
+
+
+def read_input(path: str, limit: int = INPUT_LIMIT) -> bytes:
+    """Read a file, or standard input for `-`: at most `limit` bytes, refused past it before
+    the rest is read (a path may name a device, stdin may never end)."""
     try:
-        return Path(path).read_bytes()
+        if path == "-":
+            data = sys.stdin.buffer.read(limit + 1)
+        else:
+            with open(path, "rb") as handle:
+                data = handle.read(limit + 1)
     except OSError as err:
-        raise UsageError(f"cannot read {path}: {err.strerror}") from err
+        raise UsageError(f"cannot read {path}: {err.strerror or err}") from err
+    if len(data) > limit:
+        raise UsageError(f"{path} is more than the limit of {limit:,} bytes")
+    return data
 
 
 def add_repo(parser: argparse.ArgumentParser) -> None:

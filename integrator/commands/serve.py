@@ -115,11 +115,11 @@ def run(args: argparse.Namespace) -> int:
 
     shadow = None
     if args.shadow_policy is not None:
-        from integrator.documents.policy import PolicyState, load_policy_file
+        from integrator.documents.policy import PolicyState, read_policy_file
         from integrator.rollout.shadow import DaemonShadow
 
-        text = args.shadow_policy.read_text("utf-8")
-        state = PolicyState(load_policy_file(args.shadow_policy), 0, text)
+        read, text = read_policy_file(args.shadow_policy)
+        state = PolicyState(read, 0, text)
         shadow = DaemonShadow(canonical, state)
     repacker = Repacker(background=True)  # one child at a time, for both of them
     daemon = Daemon(

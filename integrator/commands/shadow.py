@@ -46,7 +46,7 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.decide is not None:
         return _answer(args.decide)
-    from integrator.documents.policy import PolicyState, load_policy_file
+    from integrator.documents.policy import PolicyState, read_policy_file
     from integrator.repo.canonical import Canonical
     from integrator.rollout.records import parse_since
     from integrator.rollout.shadow import CommandDecider, run_shadow
@@ -56,9 +56,8 @@ def run(args: argparse.Namespace) -> int:
     with Canonical(args.repo) as canonical:
         policy = None
         if args.policy is not None:
-            text = args.policy.read_text("utf-8")
-            live = canonical.policy_state()
-            policy = PolicyState(load_policy_file(args.policy), live.generation, text)
+            read, text = read_policy_file(args.policy)
+            policy = PolicyState(read, canonical.policy_state().generation, text)
         since = None
         if args.since:
             try:

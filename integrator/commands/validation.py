@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from integrator import jsontext
 from integrator.commands._common import add_json, print_json, read_input, say
 from integrator.daemon import logs
 from integrator.errors import EXIT_FENCED, EXIT_OK, ConfigurationError, UsageError
@@ -115,18 +116,26 @@ def run_request(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _control(c: str) -> bool:
+    """C0 and C1 control characters and DEL: never in a one-line record field."""
+    return ord(c) < 0x20 or 0x7F <= ord(c) < 0xA0
+
+
 def run_report(args: argparse.Namespace) -> int:
     from integrator.promotion.records import DETAILS_LIMIT, TEXT
     from integrator.promotion.state import read_state
     from integrator.promotion.validate import report
 
-    if args.log is not None and (len(args.log) > TEXT or any(ord(c) < 0x20 for c in args.log)):
+    if args.log is not None and (len(args.log) > TEXT or any(_control(c) for c in args.log)):
         raise UsageError(f"--log must be one line of at most {TEXT} characters")
-    if len(args.reporter) > 200 or any(ord(c) < 0x20 for c in args.reporter):
+    if len(args.reporter) > 200 or any(_control(c) for c in args.reporter):
         raise UsageError("--reporter must be one line of at most 200 characters")
-    details = read_input(args.details) if args.details else None
-    if details is not None and len(details) > DETAILS_LIMIT:
-        raise UsageError(f"--details is larger than {DETAILS_LIMIT} bytes")
+    details = read_input(args.details, DETAILS_LIMIT) if args.details else None
+    if details is not None:
+        try:
+            jsontext.loads(details)
+        except ValueError as err:
+            raise UsageError(f"--details is not a JSON document: {err}") from err
     canonical, config = _open(args)
     with canonical:
         state = read_state(canonical)

@@ -51,6 +51,12 @@ class ClaimView:
     candidate: str | None = None
     reason: str | None = None
     grants: tuple[Grant, ...] = ()
+    event: str = ""  # what made this claim commit: issue, renew, consume, revoke, …
+
+
+# The event of a revocation `policy set` made. Only integrator writes it: an agent's own
+# release or a coordinator's revoke records `revoke`, whatever reason text they chose.
+POLICY_REVOKE_EVENT = "policy-revoke"
 
 
 def claim_state(
@@ -133,6 +139,7 @@ def view_from_state(doc: dict[str, object]) -> ClaimView:
         candidate=optional("candidate"),
         reason=optional("reason"),
         grants=_grants(doc.get("grants", [])),
+        event=optional("event") or "",
     )
 
 

@@ -229,12 +229,23 @@ def parse_policy(text: str, *, source: str = "policy") -> Policy:
         raise ConfigurationError(f"{source}: invalid policy: {problems}") from err
 
 
-def load_policy_file(path: Path) -> Policy:
+def read_policy_file(path: Path) -> tuple[Policy, str]:
+    """A policy file and its text; ConfigurationError when it cannot be read, is not UTF-8,
+    is too long (checked before it is all read: a path may name a device) or is invalid."""
     try:
-        text = path.read_text("utf-8")
+        with open(path, "rb") as handle:
+            data = handle.read(4 * POLICY_BYTES + 1)  # POLICY_BYTES characters, 4 bytes each
     except OSError as err:
-        raise ConfigurationError(f"cannot read policy {path}: {err.strerror}") from err
-    return parse_policy(text, source=str(path))
+        raise ConfigurationError(f"cannot read policy {path}: {err.strerror or err}") from err
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigurationError(f"policy {path} is not UTF-8 text ({err.reason})") from err
+    return parse_policy(text, source=str(path)), text
+
+
+def load_policy_file(path: Path) -> Policy:
+    return read_policy_file(path)[0]
 
 
 def default_policy() -> Policy:

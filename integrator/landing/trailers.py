@@ -36,9 +36,20 @@ def staging_message(
 
 
 def trailers(message: str) -> dict[str, str]:
-    """The `Integrator-*` trailers of a commit message (the last value of each wins)."""
+    """The `Integrator-*` trailers of a commit message: its last paragraph only.
+
+    Every writer puts its trailers last, after a blank line; what comes before is text
+    someone else chose — a candidate's summary line, a reviewer's reason — and a line
+    there spelled like a trailer (`Integrator-Landing: <another landing>`) must never name
+    anything. Lines are split as git splits them (on newline only); within the block the
+    last value of each key wins.
+    """
+    lines = message.rstrip("\n").split("\n")
+    blank = [i for i, line in enumerate(lines) if not line.strip()]
+    if not blank:
+        return {}  # one paragraph: a summary at most, no trailer block
     out: dict[str, str] = {}
-    for line in message.splitlines():
+    for line in lines[blank[-1] + 1 :]:
         key, sep, value = line.partition(": ")
         if sep and key.startswith(TRAILER_PREFIX):
             out[key] = value.strip()

@@ -154,7 +154,7 @@ class Promoter:
             validations=[commit for commit, _ in results],
         )  # fmt: skip
         ref = validations.promotion_ref(state.target)
-        old_record = canonical.ref(ref)
+        old_record = state.record  # the lease: nothing promoted or ejected since the read
         commit = validations.write_promotion(canonical, record, old_record)
         ops = [
             transaction.update(target_ref, new, state.promoted),
@@ -209,7 +209,7 @@ class Promoter:
             ejected=ejected, rebuilt=built.rebuilt, depth=depth,
         )  # fmt: skip
         ref = validations.promotion_ref(state.target)
-        old_record = canonical.ref(ref)
+        old_record = state.record  # the lease: nothing promoted or ejected since the read
         commit = validations.write_promotion(canonical, record, old_record)
         ops = [
             transaction.update(canonical.queue_ref, built.head, state.queue),

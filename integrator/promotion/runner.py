@@ -170,6 +170,11 @@ def run(
                 proc.wait()
                 code = None
             finally:
+                # Whatever the command left running in its group (`sleep 300 &`) is code of
+                # a head that may be ejected: it does not outlive its run. (A process that
+                # made a session of its own is out of reach; run the promoter in a container
+                # or a cgroup where that matters.)
+                _kill_group(proc.pid)
                 faults.children.discard(proc.pid)
                 _running.discard(proc.pid)
         if _interrupted.is_set():
@@ -193,5 +198,7 @@ def _tail(path: Path) -> bytes:
     with path.open("rb") as handle:
         if size > LOG_TAIL:
             handle.seek(size - LOG_TAIL)
-            return b"[... %d earlier bytes not kept ...]\n" % (size - LOG_TAIL) + handle.read()
-        return handle.read()
+            return b"[... %d earlier bytes not kept ...]\n" % (size - LOG_TAIL) + handle.read(
+                LOG_TAIL
+            )
+        return handle.read(LOG_TAIL)

@@ -51,6 +51,10 @@ class QueueState:
     queue: str  # refs/integrator/queue/<target>
     landings: list[Covered]  # oldest first; landings[i - 1] made head i
     results: dict[str, tuple[str, ValidationResult]] = field(default_factory=dict)
+    # refs/integrator/promotion/<target> when this state was read (before the target and
+    # the queue): every promotion and every ejection moves it with this as its lease, so of
+    # two promoters deciding from the same state only one can commit.
+    record: str | None = None
 
     @property
     def pending(self) -> int:
@@ -77,6 +81,7 @@ def read_state(canonical: Canonical, *, limit: int = WALK_LIMIT) -> QueueState:
     """The queue between the target and its head; ConfigurationError when the target is
     not on the queue's first-parent chain (moved by hand: a release manager reconciles)."""
     target = canonical.target
+    record = canonical.ref(validations.promotion_ref(target))  # first: see QueueState.record
     promoted = canonical.ref(canonical.target_ref)
     queue = canonical.ref(canonical.queue_ref)
     if promoted is None or queue is None:
@@ -95,7 +100,7 @@ def read_state(canonical: Canonical, *, limit: int = WALK_LIMIT) -> QueueState:
         landings.append(covered(commit))
         commit = canonical.commit(str(commit.parent_ids[0]))
     landings.reverse()
-    state = QueueState(target, promoted, queue, landings)
+    state = QueueState(target, promoted, queue, landings, record=record)
     for landing in landings:
         found = validations.latest(canonical, target, landing.staging)
         if found is not None:

@@ -381,12 +381,14 @@ class Claims:
         self._cas(task_id, commit, claim.oid)
         return self.canonical.claim_at(commit)
 
-    def revoke_commit(self, claim: Claim, reason: str, now: datetime) -> str:
+    def revoke_commit(
+        self, claim: Claim, reason: str, now: datetime, *, event: str = "revoke"
+    ) -> str:
         state = claim_state(
             claim.contract,
             state="revoked",
             lease_expires_at=claim.view.lease_expires_at,
-            event="revoke",
+            event=event,
             reason=reason,
             grants=claim.view.grants,
         )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pygit2
 
+from integrator.documents.claim import POLICY_REVOKE_EVENT
 from integrator.documents.policy import PolicyState, parse_policy
 from integrator.repo import git, transaction
 from integrator.repo.canonical import Canonical, signature
@@ -61,7 +62,7 @@ def set_policy(
         if claim.view.state != "live":
             continue
         reason = f"policy changed to generation {generation}; reissue the contract"
-        revoke = claims.revoke_commit(claim, reason, now)
+        revoke = claims.revoke_commit(claim, reason, now, event=POLICY_REVOKE_EVENT)
         ops.append(transaction.update(Canonical.claim_ref(claim.view.task_id), revoke, claim.oid))
         revoked.append(claim.view.task_id)
     buffer = ObjectBuffer(canonical.repo)

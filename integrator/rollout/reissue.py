@@ -19,13 +19,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
-from integrator.documents.claim import Claim
+from integrator.documents.claim import POLICY_REVOKE_EVENT, Claim
 from integrator.documents.contract import OwnershipContract
 from integrator.errors import ClaimConflictError, ClaimsPausedError, UsageError
 from integrator.repo.canonical import Canonical
 from integrator.repo.claims import Claims
 
-# The reason `integrator.repo.policy_ref.set_policy` writes into each claim it revokes.
+# The reason `integrator.repo.policy_ref.set_policy` writes into each claim it revokes; only
+# read for the generation once the event says the revocation was a policy change's (a
+# reason is text anyone revoking may choose: an agent releasing its task, among others).
 POLICY_REVOKE = re.compile(r"^policy changed to generation (?P<generation>\d+)")
 
 
@@ -54,8 +56,10 @@ def revoked_by_policy(canonical: Canonical) -> list[Revoked]:
     """Every claim whose last event is a revocation by a policy change, by task id."""
     out = []
     for claim in canonical.claims():
+        if claim.view.state != "revoked" or claim.view.event != POLICY_REVOKE_EVENT:
+            continue
         found = POLICY_REVOKE.match(claim.view.reason or "")
-        if claim.view.state == "revoked" and found is not None:
+        if found is not None:
             out.append(Revoked(claim, int(found.group("generation"))))
     return out
 

@@ -52,7 +52,10 @@ class CommandDecider:
     """Another integrator as a process: one request on stdin, its verdict on stdout."""
 
     def __init__(self, command: str, timeout: float = COMMAND_TIMEOUT) -> None:
-        self.argv = shlex.split(command)
+        try:
+            self.argv = shlex.split(command)
+        except ValueError as err:  # an unbalanced quote
+            raise UsageError(f"--command is not a command line: {err}") from err
         if not self.argv:
             raise UsageError("--command is empty")
         self.timeout = timeout
