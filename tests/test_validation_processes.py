@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 from integrator.promotion.runner import RunRequest, run
@@ -25,6 +26,10 @@ def test_a_run_leaves_no_process_behind(tmp_path: Path) -> None:
     outcome = run(repo / ".git", command, 60, request, scratch=tmp_path)
     assert outcome.passed
     pid = int(pidfile.read_text())
+    for _ in range(1000):  # SIGKILL takes effect asynchronously: wait (bounded) for it
+        if not _running(pid):
+            break
+        time.sleep(0.01)
     alive = _running(pid)
     if alive:
         os.kill(pid, signal.SIGKILL)  # not left behind by the test either

@@ -45,7 +45,7 @@ class Interrupted(Exception):
 def interrupt() -> None:
     _interrupted.set()
     for pid in list(_running):
-        _kill_group(pid)
+        _kill_group(pid, settle=0)
 
 
 @dataclass(frozen=True)
@@ -166,7 +166,7 @@ def run(
                 code: int | None = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 timed_out = True
-                _kill_group(proc.pid)
+                _kill_group(proc.pid, settle=0)  # the leader first (reaped just below)
                 proc.wait()
                 code = None
             finally:
@@ -188,9 +188,14 @@ def run(
         remove_folder(root)
 
 
-def _kill_group(pid: int) -> None:
+def _kill_group(pid: int, *, settle: float = 2.0) -> None:
+    """SIGKILL the process group `pid` and wait (up to `settle` s) until it is gone."""
+    deadline = time.monotonic() + settle
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
+        while time.monotonic() < deadline:
+            os.killpg(pid, 0)  # ProcessLookupError once no member (or only reaped ones) is left
+            time.sleep(0.01)
 
 
 def _tail(path: Path) -> bytes:
