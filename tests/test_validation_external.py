@@ -112,3 +112,28 @@ def test_a_request_nobody_answers_lapses_and_fails(promotion: PromotionWorld) ->
     record = git("show", f"{ejected}:ejection.json", cwd=world.repo)
     assert "no report within the timeout" in record
     assert request["head"] not in world.chain("refs/integrator/queue/main")
+
+
+def test_reports_are_refused_where_the_promoter_runs_the_command(
+    promotion: PromotionWorld,
+) -> None:
+    """In command mode a report would be a result the command never produced (over a run
+    in progress, even): refused, nothing recorded; bad details are refused in any mode."""
+    world = promotion
+    world.set_policy(world.command())
+    world.submit("t0")
+    assert world.serve_once("--no-promote").proc.returncode == 0
+    head = git("rev-parse", "refs/integrator/queue/main", cwd=world.repo)
+    done = world.cli(
+        "validation", "report", "--repo", str(world.repo), "--head", head, "--status", "pass"
+    )
+    assert done.returncode == 2 and b"command" in done.stderr
+    assert git("for-each-ref", "refs/integrator/validations/", cwd=world.repo) == ""
+    world.set_policy('mode = "external"\ntimeout = 600')
+    details = world.tmp / "details.json"
+    details.write_text("not json")
+    done = world.cli(
+        "validation", "report", "--repo", str(world.repo), "--head", head, "--status", "pass",
+        "--details", str(details),
+    )  # fmt: skip
+    assert done.returncode == 2 and b"JSON" in done.stderr

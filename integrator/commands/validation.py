@@ -138,6 +138,13 @@ def run_report(args: argparse.Namespace) -> int:
             raise UsageError(f"--details is not a JSON document: {err}") from err
     canonical, config = _open(args)
     with canonical:
+        if config.mode != "external":
+            # The promoter's own command decides these heads; a report would be a result
+            # the command never produced (over a run in progress, even).
+            raise ConfigurationError(
+                'validation mode is "command": results come from the promoter\'s command, '
+                "not from reports"
+            )
         state = read_state(canonical)
         head = _full(canonical, args.head)
         result, earlier = report(
