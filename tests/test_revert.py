@@ -142,3 +142,19 @@ def test_literal_globs_name_exactly_one_path() -> None:
     matcher = PathMatcher.of([literal_glob("a/b[1]*.txt"), literal_glob("README")])
     assert matcher.covers("a/b[1]*.txt") and matcher.covers("README")
     assert not matcher.covers("a/b1x.txt") and not matcher.covers("docs/README")
+
+
+def test_revert_task_names_are_reserved(
+    world: Rollout, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """An ordinary contract cannot take the task a revert will need (`revert-<staging>`):
+    it would block the revert, or lend it its chain. The revert itself still lands."""
+    staging = world.staging("bad")
+    for task in (f"revert-{staging[:12]}", "revert-anything"):
+        code = main(["contract", "issue", "--repo", str(world.repo), "--task", task,
+                     "--path", "docs/**", "-o", str(tmp_path / "c.json")])  # fmt: skip
+        assert code == 2
+        assert "reserved for integrator revert" in capsys.readouterr().err
+        assert git("for-each-ref", f"refs/integrator/claims/{task}", cwd=world.repo) == ""
+    code, doc = _revert(world, capsys, staging, "--reason", "undo")
+    assert code == 0 and doc["verdict"]["decision"] == "ACCEPTED", doc

@@ -84,6 +84,9 @@ def write_claim_commit(
     return commit
 
 
+REVERT_TASK_PREFIX = "revert-"  # integrator revert's tasks: revert-<staging commit>
+
+
 @dataclass(frozen=True)
 class IssueRequest:
     task_id: str
@@ -252,8 +255,18 @@ class Claims:
             raise ConfigurationError(f"no claim for task {task_id!r}")
         return claim
 
-    def issue(self, request: IssueRequest, *, force_shared: bool = False) -> OwnershipContract:
-        """Issue a contract and register its claim; refuses overlap with live claims."""
+    def issue(
+        self, request: IssueRequest, *, force_shared: bool = False, revert: bool = False
+    ) -> OwnershipContract:
+        """Issue a contract and register its claim; refuses overlap with live claims.
+
+        Task ids starting `revert-` are `integrator revert`'s (`revert=True`): an ordinary
+        task of that name could hold the claim a revert needs and block it, or lend it its
+        chain."""
+        if request.task_id.startswith(REVERT_TASK_PREFIX) and not revert:
+            raise UsageError(
+                f"task ids starting {REVERT_TASK_PREFIX!r} are reserved for integrator revert"
+            )
         self.canonical.refresh()
         now = self.now()
         previous = self.canonical.claim(request.task_id)

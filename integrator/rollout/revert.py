@@ -36,7 +36,7 @@ from integrator.fence.resources import touched_resources
 from integrator.landing.trailers import TRAILER_CANDIDATE, trailers
 from integrator.repo import git
 from integrator.repo.canonical import Canonical
-from integrator.repo.claims import DEFAULT_MAX_PATCH_BYTES, Claims, IssueRequest
+from integrator.repo.claims import DEFAULT_MAX_PATCH_BYTES, REVERT_TASK_PREFIX, Claims, IssueRequest
 from integrator.repo.revert import write_revert
 
 TRAILER_REVERTS = "Integrator-Reverts"
@@ -58,7 +58,7 @@ class RevertPlan:
 
     @property
     def task(self) -> str:
-        return f"revert-{self.staging[:12]}"
+        return f"{REVERT_TASK_PREFIX}{self.staging[:12]}"
 
     def globs(self) -> tuple[str, ...]:
         return tuple(literal_glob(p) for p in self.paths)
@@ -170,5 +170,5 @@ def prepare_revert(
         holder=actor[:200],
         max_patch_bytes=max(DEFAULT_MAX_PATCH_BYTES, plan.patch_bytes),
     )
-    contract = Claims(canonical).issue(request, force_shared=force_shared)
+    contract = Claims(canonical).issue(request, force_shared=force_shared, revert=True)
     return Revert(plan, commit, contract)
