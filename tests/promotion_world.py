@@ -101,7 +101,9 @@ class PromotionWorld:
             env={**os.environ, **GIT_ENV, **(env or {})}, timeout=300,
         )  # fmt: skip
 
-    def candidate(self, task: str, files: dict[str, str]) -> tuple[dict[str, Any], str]:
+    def candidate(
+        self, task: str, files: dict[str, str], message: str | None = None
+    ) -> tuple[dict[str, Any], str]:
         with Canonical(self.repo) as canonical:
             contract = Claims(canonical).issue(
                 IssueRequest(task_id=task, paths=(f"{task}/**",), lease=timedelta(hours=2))
@@ -115,7 +117,8 @@ class PromotionWorld:
                 index.add(pygit2.IndexEntry(path, blob, pygit2.enums.FileMode.BLOB))
             tree = index.write_tree(repo)
             sig = pygit2.Signature("agent", "agent@example.invalid", 1767225600, 0)
-            oid = str(repo.create_commit(None, sig, sig, f"work on {task}", tree, [base.id]))
+            text = message if message is not None else f"work on {task}"
+            oid = str(repo.create_commit(None, sig, sig, text, tree, [base.id]))
         self.heads[task] = oid
         self.contracts[task] = json.loads(contract.to_json())
         return self.contracts[task], oid

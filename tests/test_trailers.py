@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 
-import pygit2
 import pytest
 
 from integrator.promotion.landings import locate
 from integrator.repo.canonical import Canonical
-from integrator.repo.claims import Claims, IssueRequest
 from tests.daemon_world import submission
 from tests.gitutil import git
 from tests.promotion_world import MARKER, PromotionWorld, promotion_world
@@ -31,23 +28,8 @@ def promotion(tmp_path: Path) -> Iterator[PromotionWorld]:
 
 
 def _submit(world: PromotionWorld, task: str, message: str, files: dict[str, str]) -> str:
-    with Canonical(world.repo) as canonical:
-        contract = Claims(canonical).issue(
-            IssueRequest(task_id=task, paths=(f"{task}/**",), lease=timedelta(hours=2))
-        )
-        repo = canonical.repo
-        base = canonical.commit(contract.base_commit)
-        index = pygit2.Index()
-        index.read_tree(base.tree)
-        for path, text in files.items():
-            index.add(
-                pygit2.IndexEntry(path, repo.create_blob(text.encode()), pygit2.enums.FileMode.BLOB)
-            )
-        tree = index.write_tree(repo)
-        sig = pygit2.Signature("agent", "agent@example.invalid", 1767225600, 0)
-        oid = str(repo.create_commit(None, sig, sig, message, tree, [base.id]))
-    world.heads[task] = oid
-    sid = world.spool.submit(submission(json.loads(contract.to_json()), oid))
+    contract, oid = world.candidate(task, files, message)
+    sid = world.spool.submit(submission(contract, oid))
     world.sids[task] = sid
     return sid
 
