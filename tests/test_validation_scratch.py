@@ -121,3 +121,23 @@ def test_a_killed_promoters_checkout_is_removed_by_the_next(promotion: Promotion
     assert list(tmp.glob(f"{scratch.PREFIX}*")) == []
     swept = again.events("promote.swept")
     assert swept and swept[0]["folders"] == 1
+
+
+def test_removing_a_checkout_never_changes_what_a_link_in_it_names(tmp_path: Path) -> None:
+    """A read-only folder holding a link to a file outside: the folder goes, the file's
+    mode stays (chmod would have followed the link)."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep\n")
+    outside.chmod(0o600)
+    dead = _folder(tmp_path, "linked")
+    _owned_by_a_process_that_ended(dead)
+    (dead / "checkout" / "link").symlink_to(outside)
+    (dead / "checkout").chmod(0o500)
+    # What removal does where a file cannot be unlinked (root never gets there: check it
+    # directly), then the sweep.
+    scratch.make_writable(str(dead / "checkout" / "link"))
+    assert (outside.stat().st_mode & 0o777) == 0o600
+    assert ((dead / "checkout").stat().st_mode & 0o777) == 0o700
+    assert scratch.sweep(tmp_path) == [dead]
+    assert not dead.exists()
+    assert outside.read_text() == "keep\n" and (outside.stat().st_mode & 0o777) == 0o600

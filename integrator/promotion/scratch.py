@@ -121,13 +121,20 @@ def sweep(scratch: Path | None = None) -> list[Path]:
     return removed
 
 
+def make_writable(path: str) -> None:
+    """Let `path` and its folder be removed. chmod follows links, and the command (agents'
+    code) may have left one pointing anywhere the promoter can write: links are skipped."""
+    with contextlib.suppress(OSError):
+        for target in (os.path.dirname(path), path):
+            if not stat.S_ISLNK(os.lstat(target).st_mode):
+                os.chmod(target, 0o700)
+
+
 def remove_folder(root: Path) -> None:
     """Remove the scratch folder even where the command made parts of it read-only."""
 
     def writable(func: object, path: str, exc: object) -> None:
-        with contextlib.suppress(OSError):
-            os.chmod(os.path.dirname(path), 0o700)
-            os.chmod(path, 0o700)
+        make_writable(path)
         with contextlib.suppress(OSError):
             if os.path.isdir(path) and not os.path.islink(path):
                 shutil.rmtree(path, ignore_errors=True)
