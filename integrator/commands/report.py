@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from integrator.commands._common import add_json, add_repo, print_json, say
-from integrator.errors import EXIT_OK, UsageError
+from integrator.errors import EXIT_OK
 
 CANDIDATES_SHOWN = 20  # per category and code in the text report (--json has them all)
 
@@ -38,16 +38,10 @@ def register(sub: Any) -> None:
 def run_observe(args: argparse.Namespace) -> int:
     from integrator.repo.canonical import Canonical
     from integrator.rollout.observe import observe_report
-    from integrator.rollout.records import parse_since
+    from integrator.rollout.records import since_option
 
     with Canonical(args.repo) as canonical:
-        since = None
-        if args.since:
-            try:
-                since = parse_since(args.since, canonical.clock())
-            except ValueError as err:
-                raise UsageError(f"--since: {err}") from err
-        doc = observe_report(canonical, since).wire()
+        doc = observe_report(canonical, since_option(args.since, canonical.clock())).wire()
     if args.json:
         print_json(doc)
     else:

@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
         return _answer(args.decide)
     from integrator.documents.policy import PolicyState, read_policy_file
     from integrator.repo.canonical import Canonical
-    from integrator.rollout.records import parse_since
+    from integrator.rollout.records import since_option
     from integrator.rollout.shadow import CommandDecider, run_shadow
 
     if args.policy is None and args.command is None:
@@ -58,12 +58,7 @@ def run(args: argparse.Namespace) -> int:
         if args.policy is not None:
             read, text = read_policy_file(args.policy)
             policy = PolicyState(read, canonical.policy_state().generation, text)
-        since = None
-        if args.since:
-            try:
-                since = parse_since(args.since, canonical.clock())
-            except ValueError as err:
-                raise UsageError(f"--since: {err}") from err
+        since = since_option(args.since, canonical.clock())
         decider = CommandDecider(args.command) if args.command else None
         report = run_shadow(canonical, policy=policy, decider=decider, since=since)
     if args.json:

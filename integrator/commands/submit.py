@@ -22,7 +22,7 @@ from integrator.daemon.spool import (
     Spool,
     new_id,
 )
-from integrator.documents.contract import parse_contract
+from integrator.documents.contract import OwnershipContract, parse_contract
 from integrator.documents.submission import Submission, Submitter
 from integrator.errors import EXIT_USAGE, InfrastructureError, UsageError
 from integrator.fleet import intake
@@ -104,30 +104,42 @@ def run(args: argparse.Namespace) -> int:
     return wait_for(spool, sid, args.wait, as_json=args.json)
 
 
+def _submission(
+    document: object, candidate: str, repo: Path, now: datetime, *, bundle: bool, urgent: bool
+) -> Submission:
+    """The submission document of `candidate` under the contract `document`."""
+    return Submission.model_validate(
+        {
+            "schema": "integrator.submission.v1",
+            "contract": document,
+            "candidate": candidate,
+            "submitter": submitter(repo),
+            "submittedAt": now,
+            "bundle": BUNDLE_FILE if bundle else None,
+            "urgent": True if urgent else None,
+        }
+    )
+
+
+def _resolve(data: bytes, rev: str, repo: Path) -> tuple[OwnershipContract, object, Path, str]:
+    """The contract (refused here when the gate would fence it anyway), its document, the
+    clone and the candidate commit `rev` names there."""
+    contract = parse_contract(data)
+    repo_path = repo.resolve()
+    return contract, jsontext.loads(data), repo_path, git.rev_parse_commit(repo_path, rev)
+
+
 def publish(
     spool: Spool, data: bytes, rev: str, repo: Path, bundle: bool, *, urgent: bool = False
 ) -> dict[str, object]:
     """Write one submission into the spool; the `--json` document `submit` prints (the MCP
     server's `submit` returns the same document)."""
-    contract = parse_contract(data)  # refuse locally what the gate would fence anyway
-    document = jsontext.loads(data)
-    repo_path = repo.resolve()
-    candidate = git.rev_parse_commit(repo_path, rev)
+    contract, document, repo_path, candidate = _resolve(data, rev, repo)
     now = datetime.now(UTC)
     with spool.draft(now) as draft:
         if bundle:
             create_bundle(repo_path, candidate, contract.base_commit, draft / BUNDLE_FILE)
-        submission = Submission.model_validate(
-            {
-                "schema": "integrator.submission.v1",
-                "contract": document,
-                "candidate": candidate,
-                "submitter": submitter(repo_path),
-                "submittedAt": now,
-                "bundle": BUNDLE_FILE if bundle else None,
-                "urgent": True if urgent else None,
-            }
-        )
+        submission = _submission(document, candidate, repo_path, now, bundle=bundle, urgent=urgent)
         sid = spool.publish(draft, submission)
     return {"submission": sid, "candidate": candidate, "path": str(spool.folder("new") / sid)}
 
@@ -135,22 +147,14 @@ def publish(
 def _to_intake(args: argparse.Namespace) -> int:
     if args.bundle:
         raise UsageError("--bundle is for a spool; a push to the intake carries the objects")
-    data = read_input(args.contract)
-    task_id = parse_contract(data).task_id  # refuse locally what the gate would fence anyway
-    document = jsontext.loads(data)
-    repo_path = Path(args.repo).resolve()
-    candidate = git.rev_parse_commit(repo_path, args.candidate)
+    contract, document, repo_path, candidate = _resolve(
+        read_input(args.contract), args.candidate, Path(args.repo)
+    )
+    task_id = contract.task_id
     now = datetime.now(UTC)
     sid = new_id(now)
-    submission = Submission.model_validate(
-        {
-            "schema": "integrator.submission.v1",
-            "contract": document,
-            "candidate": candidate,
-            "submitter": submitter(repo_path),
-            "submittedAt": now,
-            "urgent": True if args.urgent else None,
-        }
+    submission = _submission(
+        document, candidate, repo_path, now, bundle=False, urgent=bool(args.urgent)
     )
     message = f"submission {sid} of task {task_id}\n"
     commit = intake.submission_commit(

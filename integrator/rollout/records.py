@@ -31,7 +31,7 @@ from integrator.documents.claim import Claim
 from integrator.documents.policy import PolicyState
 from integrator.documents.submission import Submission
 from integrator.documents.verdict import Code, Verdict
-from integrator.errors import ConfigurationError, IntegratorError
+from integrator.errors import ConfigurationError, IntegratorError, UsageError
 from integrator.landing.trailers import TRAILER_CANDIDATE, trailers
 from integrator.repo import claims, git
 from integrator.repo.archive_index import archived_entries
@@ -315,3 +315,14 @@ def parse_since(text: str, now: datetime) -> datetime:
         return now - parse_duration(text)
     except ValueError as err:
         raise ValueError(f"{text!r} is neither an RFC 3339 time nor a duration like 7d") from err
+
+
+def since_option(text: str | None, now: datetime) -> datetime | None:
+    """The `--since` option of `report observe` and `shadow`: None when it is not given;
+    UsageError names a value that is neither a time nor a duration."""
+    if not text:
+        return None
+    try:
+        return parse_since(text, now)
+    except ValueError as err:
+        raise UsageError(f"--since: {err}") from err
