@@ -19,6 +19,7 @@ from integrator.daemon.settings import Settings, load_settings
 from integrator.daemon.spool import Spool
 from integrator.errors import ConfigurationError
 from integrator.landing.engine import Integrator
+from integrator.landing.workers import EvaluationPool, default_workers
 from integrator.repo import git
 from integrator.repo.canonical import Canonical
 from integrator.repo.packs import Repacker
@@ -49,6 +50,13 @@ def register(sub: Any) -> None:
         "--mirror", type=Path, metavar="FILE", help="SQLite registry (default DIR/registry.sqlite3)"
     )
     parser.add_argument("--config", type=Path, metavar="FILE", help="TOML with a [serve] table")
+    parser.add_argument(
+        "--evaluation-workers",
+        type=int,
+        metavar="N",
+        help="worker processes evaluating candidates of batches of 8 or more, started on the "
+        "first such batch (default: one fewer than the cores, at most 4; 0: none)",
+    )
     parser.add_argument(
         "--intake",
         metavar="URL",
@@ -85,6 +93,11 @@ def settings_from(args: argparse.Namespace) -> Settings:
         settings = replace(settings, poll=1.0)
     if args.no_watch:
         settings = replace(settings, watch=False)
+    workers = getattr(args, "evaluation_workers", None)
+    if workers is not None:
+        if not -1 <= workers <= 64:
+            raise ConfigurationError("--evaluation-workers must be -1 (auto) to 64")
+        settings = replace(settings, evaluation_workers=workers)
     return settings
 
 
@@ -122,10 +135,12 @@ def run(args: argparse.Namespace) -> int:
         state = PolicyState(read, 0, text)
         shadow = DaemonShadow(canonical, state)
     repacker = Repacker(background=True)  # one child at a time, for both of them
+    workers = settings.evaluation_workers
+    pool = EvaluationPool(canonical.path, default_workers() if workers < 0 else workers)
     daemon = Daemon(
         spool=spool,
         canonical=canonical,
-        engine=Integrator(canonical, repacker=repacker),
+        engine=Integrator(canonical, repacker=repacker, pool=pool),
         repacker=repacker,
         mirror=mirror,
         settings=settings,
@@ -148,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         return daemon.run(once=args.once)
     finally:
+        pool.close()
         if server is not None:
             server.stop()
         if shadow is not None:

@@ -26,6 +26,9 @@ class Settings:
     log_level: str = "info"
     max_backoff: float = 30.0
     mirror_timeout: float = 0.5  # SQLite busy timeout; read at start only
+    # Worker processes evaluating candidates beside the daemon's own (read at start only):
+    # -1 picks one fewer than the cores available, at most 4; 0 evaluates in the daemon.
+    evaluation_workers: int = -1
 
 
 def load_settings(path: Path | None, base: Settings) -> Settings:
@@ -51,4 +54,6 @@ def load_settings(path: Path | None, base: Settings) -> Settings:
     settings = replace(base, **changes)
     if settings.poll <= 0 or settings.batch_size < 1 or settings.batch_seconds < 0:
         raise ConfigurationError(f"{path}: poll and batch-size must be positive")
+    if not -1 <= settings.evaluation_workers <= 64:
+        raise ConfigurationError(f"{path}: serve.evaluation-workers must be -1 (auto) to 64")
     return settings

@@ -401,13 +401,18 @@ def fold(name: str) -> str:
 
 
 def find_collisions(
-    trees: pygit2.Repository | TreeReader, tree: pygit2.Tree | bytes, new_paths: Iterable[str]
+    trees: pygit2.Repository | TreeReader,
+    tree: pygit2.Tree | bytes,
+    new_paths: Iterable[str],
+    *,
+    checked: bytes | None = None,
 ) -> list[Collision]:
     """Paths among `new_paths` that collide with another entry of `tree`.
 
     Only the folders on each new path are read, so the cost follows the change. Two names
     that are equal after NFC are a Unicode collision; equal after NFC and case folding, a
-    case collision.
+    case collision. `checked` is a tree already found free of collisions for the same
+    paths: a folder that is the very same tree there is not read again.
     """
     reader = trees if isinstance(trees, TreeReader) else TreeReader(trees)
     root = tree if isinstance(tree, bytes) else tree.id.raw
@@ -439,10 +444,21 @@ def find_collisions(
                 listing[folder] = (groups, records)
         return listing[folder]
 
+    def proven(folder: str) -> bool:
+        if checked is None:
+            return False
+        if folder not in same:
+            here = reader.folder(root, folder)
+            same[folder] = here is not None and here == reader.folder(checked, folder)
+        return same[folder]
+
+    same: dict[str, bool] = {}
     for path in new_paths:
         parts = path.split("/")
         for depth, name in enumerate(parts):
             folder = "/".join(parts[:depth])
+            if proven(folder):
+                continue
             level = siblings(folder)
             if level is None:
                 break

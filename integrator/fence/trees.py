@@ -7,6 +7,7 @@ git fsck makes, and an unchanged subtree is never opened.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -53,22 +54,34 @@ class MalformedTree(Exception):
         self.oid = oid
 
 
-def _tree_problem(data: bytes, found: list[Entry], by_name: dict[bytes, Record]) -> str | None:
+def _tree_problem(data: bytes, found: list[Entry], names: list[bytes], unique: int) -> str | None:
     """Why a raw tree is not one git writes (git fsck's tree checks), or None."""
     if _TREE.fullmatch(data) is None:
         return (
             "has malformed entries (a mode git does not write, such as 040000 or 120644; an "
             "empty, '.', '..' or slash-holding name; or bytes no entry explains)"
         )
-    if len(by_name) != len(found):
+    if unique != len(found):
         return "has duplicate entry names"
-    if any(mode == TREE_MODE and raw == _EMPTY_TREE for mode, _, raw in found):
+    # A folder entry's record starts "40000 " (no other mode ends in those bytes): without
+    # one anywhere in the bytes, the checks on folder entries have nothing to look at.
+    folders = _FOLDER_MARK in data
+    if (
+        folders
+        and _EMPTY_TREE in data
+        and any(mode == TREE_MODE and raw == _EMPTY_TREE for mode, _, raw in found)
+    ):
         return "has an empty folder entry (git never writes one)"
     # git orders entries by name, a tree's name compared as if it ended in '/'.
-    keys = [name + b"/" if mode == TREE_MODE else name for mode, name, _ in found]
+    keys = [n + b"/" if m == TREE_MODE else n for m, n, _ in found] if folders else names
     if keys != sorted(keys):
         return "is not sorted the way git sorts tree entries"
     return None
+
+
+_FOLDER_MARK = TREE_MODE + b" "
+_name = operator.itemgetter(1)
+_record = operator.itemgetter(0, 2)
 
 
 class TreeReader:
@@ -97,10 +110,11 @@ class TreeReader:
                     )
                 data = self.repo.odb.read(pygit2.Oid(raw=oid))[1]
             found = _RECORD.findall(data)
-            by_name = {name: (mode, raw) for mode, name, raw in found}
+            names = list(map(_name, found))
+            by_name: dict[bytes, Record] = dict(zip(names, map(_record, found), strict=True))
             # A tree git itself would not write could hide a change from the walk, or land
             # something a checkout reads differently: refuse to interpret it.
-            problem = _tree_problem(data, found, by_name)
+            problem = _tree_problem(data, found, names, len(by_name))
             if problem is not None:
                 raise MalformedTree(pygit2.Oid(raw=oid), problem)
             if len(self._cache) >= _CACHE_LIMIT:
@@ -114,6 +128,17 @@ class TreeReader:
     def records(self, oid: bytes | None) -> Mapping[bytes, Record]:
         """Name → (mode, raw id), shared and cached (hence read-only)."""
         return self._parsed(oid)[1] if oid is not None else {}
+
+    def folder(self, root: bytes, path: str) -> bytes | None:
+        """The raw id of the folder at `path` (slash-separated, "" for the root) in the tree
+        `root`, or None when there is no folder there. Reads only the trees on the way."""
+        oid = root
+        for name in path.split("/") if path else ():
+            record = self.records(oid).get(name.encode("utf-8", "surrogateescape"))
+            if record is None or record[0] != TREE_MODE:
+                return None
+            oid = record[1]
+        return oid
 
 
 def name_of(raw: bytes) -> str:
@@ -182,24 +207,35 @@ def _raw(tree: pygit2.Tree | bytes | None) -> bytes | None:
     return tree if tree is None or isinstance(tree, bytes) else tree.id.raw
 
 
+# (folder path, old id, new id) → whether the walk may skip that pair of folders.
+Prune = Callable[[str, bytes, bytes], bool]
+
+
 def changed_leaves(
     repo: pygit2.Repository | TreeReader,
     old: pygit2.Tree | bytes | None,
     new: pygit2.Tree | bytes | None,
     prefix: str = "",
+    *,
+    prune: Prune | None = None,
 ) -> Iterator[tuple[Leaf | None, Leaf | None]]:
     """Yield (old, new) leaf pairs that differ, skipping subtrees with equal OIDs.
 
     Trees are given as objects or raw ids (a raw id may be pending in the reader's buffer).
+    `prune` may skip a pair of differing folders too (the caller knows their difference).
     """
     reader = repo if isinstance(repo, TreeReader) else TreeReader(repo)
-    for step in _walk(_changed(reader, _raw(old), _raw(new), prefix)):
+    for step in _walk(_changed(reader, _raw(old), _raw(new), prefix, prune)):
         assert isinstance(step, tuple)
         yield step
 
 
 def _changed(
-    reader: TreeReader, old: bytes | None, new: bytes | None, prefix: str
+    reader: TreeReader,
+    old: bytes | None,
+    new: bytes | None,
+    prefix: str,
+    prune: Prune | None = None,
 ) -> Iterator[_Step]:
     if old == new:
         return
@@ -226,7 +262,9 @@ def _changed(
                 yield _Descend(_leaves_level(reader, rb[1], path + "/", 1), rb[1], path)
             else:
                 assert ra is not None and rb is not None
-                yield _Descend(_changed(reader, ra[1], rb[1], path + "/"), rb[1], path)
+                if prune is None or not prune(path, ra[1], rb[1]):
+                    below = _changed(reader, ra[1], rb[1], path + "/", prune)
+                    yield _Descend(below, rb[1], path)
             if rb is not None and not b_tree:
                 yield None, _leaf(path, rb)
             continue

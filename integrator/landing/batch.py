@@ -12,7 +12,9 @@ reader, claims, the queue's history), never the engine that drives it.
 
 from __future__ import annotations
 
+import itertools
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -26,7 +28,7 @@ from integrator.errors import ConfigurationError, RefMovedError
 from integrator.fence.checks import check_diff, recovered_verdict
 from integrator.fence.diff import TooManyChanges, find_collisions, recompute
 from integrator.fence.live import check_live
-from integrator.fence.trees import MalformedTree, TreeReader, changed_leaves
+from integrator.fence.trees import MalformedTree, Prune, TreeReader, changed_leaves
 from integrator.landing.evaluation import Evaluation
 from integrator.landing.history import HEAD_SETTLE, QueueHistory
 from integrator.landing.merge import merge_onto_head, resources_touched_since_base
@@ -88,33 +90,45 @@ class Head:
         return tree
 
 
-def land_batch(ctx: LandingContext, evaluations: list[Evaluation]) -> BatchOutcome:
-    """Plan and land `evaluations` (all ACCEPTED by the gate) in one transaction."""
+def land_batch(ctx: LandingContext, evaluations: Iterable[Evaluation]) -> BatchOutcome:
+    """Plan and land `evaluations` (all ACCEPTED by the gate) in one transaction.
+
+    They may come from an iterator that produces them while earlier ones are planned;
+    nothing is read before the first arrives, and every one is consumed.
+    """
+    stream = iter(evaluations)
+    first = next(stream, None)
+    if first is None:
+        return BatchOutcome([])
     canonical = ctx.canonical
     queue_ref = canonical.queue_ref
-    follows = any(
-        ev.policy is not None and ev.policy.policy.integration.target_follows_queue
-        for ev in evaluations
-    )
+    # Whatever lands shares the policy read here: the transaction verifies it, and a
+    # candidate evaluated under another is fenced by `recheck`.
+    policy_oid = canonical.ref(git.POLICY_REF)
+    follows = canonical.policy_state(policy_oid).policy.integration.target_follows_queue
     queue_oid, target_oid = _read_heads(canonical, follows)
     head_oid = queue_oid or target_oid
     if head_oid is None:
+        for _ in stream:
+            pass  # every one consumed, as promised, before refusing them all
         raise ConfigurationError(
             f"neither {queue_ref} nor {canonical.target_ref} exists; run integrator init"
         )
-    policy_oid = canonical.ref(git.POLICY_REF)
-    verdicts: list[Verdict | None] = [None] * len(evaluations)
+    verdicts: list[Verdict | None] = []
+    seen: list[Evaluation] = []
     planned: list[_Planned] = []
     tasks: dict[str, _Planned] = {}  # task id → the plan consuming its claim in this batch
     repeats: list[tuple[int, _Planned]] = []  # the same submission again in this batch
     queue_head = canonical.commit(head_oid)
     head = Head(head_oid, queue_head.tree_id.raw, queue_head)
     sig = signature(canonical.clock())
-    for position, ev in enumerate(evaluations):
+    for position, ev in enumerate(itertools.chain([first], stream)):
+        verdicts.append(None)
+        seen.append(ev)
         assert ev.contract is not None
-        first = tasks.get(ev.contract.task_id)
-        if first is not None and _same_landing(first.ev, ev):
-            repeats.append((position, first))  # lands once; answered with that landing
+        first_plan = tasks.get(ev.contract.task_id)
+        if first_plan is not None and _same_landing(first_plan.ev, ev):
+            repeats.append((position, first_plan))  # lands once; answered with that landing
             continue
         result = _plan_one(ctx, ev, head, target_oid, policy_oid, set(tasks), sig)
         if isinstance(result, Verdict):
@@ -143,7 +157,7 @@ def land_batch(ctx: LandingContext, evaluations: list[Evaluation]) -> BatchOutco
             [], tree=plan.tree, staging_commit=plan.staging, queue_head=plan.head_oid
         )
     for position, plan in repeats:
-        ev = evaluations[position]
+        ev = seen[position]
         assert ev.contract is not None
         verdicts[position] = recovered_verdict(
             ev.contract, str(ev.verdict.candidate), plan.tree, plan.staging
@@ -352,7 +366,11 @@ def merge_violations(
                 "both sides touched it",
             )
         )
-    for collision in find_collisions(ctx.trees, merged, diff.added_paths):
+    assert ev.candidate is not None
+    # The gate found the candidate's tree free of collisions: only folders the merge made
+    # differ from the candidate's are read again.
+    checked = ev.candidate.tree_id.raw
+    for collision in find_collisions(ctx.trees, merged, diff.added_paths, checked=checked):
         code = Code.CASE_COLLISION if collision.kind == "case" else Code.UNICODE_COLLISION
         problems.append(
             Violation(
@@ -382,7 +400,7 @@ def _merge_effects(
             expected.setdefault(change.old_path, None)
         if change.new_path is not None:
             expected[change.new_path] = (change.new_mode, change.new_oid)
-    for before, after in changed_leaves(ctx.trees, head.tree, merged):
+    for before, after in changed_leaves(ctx.trees, head.tree, merged, prune=_gate_proved(ctx, ev)):
         leaf = after or before
         assert leaf is not None
         actual = (after.mode, str(after.oid)) if after is not None else None
@@ -411,6 +429,23 @@ def _merge_effects(
         )
         for v in violations
     ]
+
+
+def _gate_proved(ctx: LandingContext, ev: Evaluation) -> Prune:
+    """Folders whose head → merged difference is the candidate's own, which the gate proved.
+
+    Where the queue head's folder is still the base's and the merged folder is the
+    candidate's, every leaf that differs below is one of the gate's recomputed changes
+    (the gate walked the same two trees): the walk need not open them again.
+    """
+    assert ev.base is not None and ev.candidate is not None
+    base, cand = ev.base.tree_id.raw, ev.candidate.tree_id.raw
+    reader = ctx.trees
+
+    def proved(path: str, old: bytes, new: bytes) -> bool:
+        return reader.folder(cand, path) == new and reader.folder(base, path) == old
+
+    return proved
 
 
 def _write(

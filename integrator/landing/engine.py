@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 
 from integrator import faults
@@ -28,6 +28,7 @@ from integrator.landing.batch import LandingContext, land_batch
 from integrator.landing.evaluation import Evaluation
 from integrator.landing.gate import Gate
 from integrator.landing.history import QueueHistory
+from integrator.landing.workers import EvaluationPool, Payload
 from integrator.repo import git
 from integrator.repo.canonical import Canonical
 from integrator.repo.claims import Claims
@@ -47,8 +48,10 @@ class Integrator:
         policy_override: PolicyState | None = None,
         static: bool = False,
         repacker: Repacker | None = None,
+        pool: EvaluationPool | None = None,
     ) -> None:
         self.canonical = canonical
+        self.pool = pool  # evaluation in worker processes (the daemon's), or none
         # Inline unless the caller runs long (the daemon's merges packs in a child process).
         self.repacker = repacker or Repacker(background=False)
         self.repo = canonical.repo
@@ -108,29 +111,70 @@ class Integrator:
             )
         results: list[Verdict | None] = [None] * len(items)
         pending: list[tuple[int, Evaluation]] = []
-        for index, (data, candidate) in enumerate(items):
-            evaluation = self.evaluate(data, candidate)
-            if evaluation.accepted and not evaluation.verdict.recovered:
-                pending.append((index, evaluation))
-            else:
-                results[index] = evaluation.verdict
-        if pending:
-            faults.point("after-check")
-        self._land(pending, results)
+
+        def accepted() -> Iterator[Evaluation]:
+            """Each evaluation as it is known; the landing plans one while others are made."""
+            for index, evaluation in enumerate(self._evaluations(items)):
+                if evaluation.accepted and not evaluation.verdict.recovered:
+                    if not pending:
+                        faults.point("after-check")
+                    pending.append((index, evaluation))
+                    yield evaluation
+                else:
+                    results[index] = evaluation.verdict
+
+        self._land(accepted(), pending, results)
         self.repacker.poke(self.repo)
         assert all(v is not None for v in results)
         return [v for v in results if v is not None]
 
-    def _land(self, pending: list[tuple[int, Evaluation]], results: list[Verdict | None]) -> None:
-        """Land `pending`, re-planning after a lost compare-and-swap (bounded)."""
+    def _evaluations(self, items: Sequence[tuple[bytes, str]]) -> Iterator[Evaluation]:
+        if self.pool is None:
+            return (self.evaluate(data, candidate) for data, candidate in items)
+        return self.pool.evaluations(
+            items,
+            now=self.canonical.clock(),
+            rewritten=self.canonical.rewritten,
+            local=self.evaluate,
+            rebuild=self._rebuild,
+        )
+
+    def _rebuild(self, payload: Payload) -> Evaluation:
+        """A worker's evaluation with this process's commit and policy objects."""
+        verdict, data, contract, cand, base, diff, claim, policy, policy_oid, res, vio = payload
+        history = self.gate.history
+        return Evaluation(
+            verdict,
+            data=data,
+            contract=contract,
+            candidate=None if cand is None else history.commit(cand),
+            base=None if base is None else history.commit(base),
+            diff=diff,
+            claim=claim,
+            policy=policy if policy_oid is None else self.canonical.policy_state(policy_oid),
+            policy_oid=policy_oid,
+            resources=res,
+            violations=vio,
+        )
+
+    def _land(
+        self,
+        first: Iterable[Evaluation],
+        pending: list[tuple[int, Evaluation]],
+        results: list[Verdict | None],
+    ) -> None:
+        """Land the accepted evaluations `first` yields (each recorded in `pending` as it
+        is), re-planning after a lost compare-and-swap (bounded)."""
         attempt = 0
         locked = 0
-        while pending:
+        batch: Iterable[Evaluation] = first
+        while True:
             try:
-                outcome = land_batch(self.landing, [ev for _, ev in pending])
+                outcome = land_batch(self.landing, batch)
             except RefLockedError:
                 # Contention with a live integrator usually clears within git's own lock
                 # timeout; a lock that outlives a few more tries is reported, never deleted.
+                batch = [ev for _, ev in pending]
                 locked += 1
                 if locked > LOCK_RETRIES:
                     raise
@@ -155,6 +199,9 @@ class Integrator:
                 for index, ev in pending:
                     results[index] = self._ref_moved(ev, outcome.moved, attempt)
                 return
+            if not pending:
+                return
+            batch = [ev for _, ev in pending]
 
     @staticmethod
     def _retries(pending: Sequence[tuple[int, Evaluation]]) -> int:

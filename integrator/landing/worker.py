@@ -1,0 +1,70 @@
+"""One evaluation worker: `python -m integrator.landing.worker REPO` (see `workers`).
+
+It reads framed requests on standard input, evaluates each candidate with its own `Gate`
+over REPO and answers on the descriptor that was standard output; its own standard output
+goes to standard error, so nothing a library prints can corrupt a frame. It ends at end
+of input: when the daemon closes the pipe, or dies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import signal
+import sys
+from typing import Any, BinaryIO
+
+from integrator.fence.trees import TreeReader
+from integrator.landing.gate import Gate
+from integrator.landing.history import QueueHistory
+from integrator.landing.workers import _HEADER, export, frame
+from integrator.repo.canonical import Canonical
+
+
+def _read(stream: BinaryIO, size: int) -> bytes | None:
+    data = b""
+    while len(data) < size:
+        chunk = stream.read(size - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def _serve(repo: str, requests: BinaryIO, replies: BinaryIO) -> None:
+    canonical = Canonical(repo)
+    gate = Gate(canonical, QueueHistory(canonical), TreeReader(canonical.repo))
+    replies.write(frame(("ready",)))
+    replies.flush()
+    while True:
+        header = _read(requests, _HEADER.size)
+        if header is None:
+            return
+        body = _read(requests, _HEADER.unpack(header)[0])
+        if body is None:
+            return
+        _, cid, (now, rewritten), items = pickle.loads(body)  # from the daemon that started us
+        canonical.rewritten = rewritten
+        answer: tuple[Any, ...]
+        try:
+            answer = ("done", cid, [export(gate.evaluate(d, c, now=now)) for d, c in items])
+        except Exception as err:  # the daemon evaluates it again itself
+            answer = ("error", cid, f"{type(err).__name__}: {err}")
+        replies.write(frame(answer))
+        replies.flush()
+
+
+def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the daemon's to handle
+    replies = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    with contextlib.suppress(BrokenPipeError):  # the daemon went away
+        _serve(argv[0], sys.stdin.buffer, replies)
+    # Nothing to tidy: a worker holds no state but its caches. Skipping the interpreter's
+    # teardown lets the daemon's shutdown wait a few milliseconds, not a quarter second.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

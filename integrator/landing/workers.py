@@ -1,0 +1,280 @@
+"""Evaluation in worker processes: the gate's reading and deciding on more than one core.
+
+The gate's work is Python (tree parsing, the diff walk, path and resource checks), so
+threads would share one core. Each worker is a child process (`python -m
+integrator.landing.worker REPO`) with its own `Gate` over the same repository; the daemon's
+process hands it chunks of a batch and plans the landing of each candidate as soon as its
+evaluation is back, so merging onto the queue head overlaps with evaluating the next ones.
+
+Nothing a worker decides is trusted for landing more than an in-process evaluation is:
+the landing re-reads every claim and the policy and lands only what its own compare-and-swap
+proves unchanged since the evaluation read it (`batch.recheck`). Frames between the daemon
+and its workers are pickles: both ends are this program, run by the same user; a worker
+that a hostile candidate could take over would already hold everything the daemon holds.
+
+The pool is started on the first batch of at least `min_batch` candidates (a daemon with a
+trickle of submissions never starts one). A chunk no worker has taken yet when the landing
+needs it is evaluated in the daemon's own process, and so is a chunk whose worker died or
+raised: the exception is then raised where the daemon's crash handling sees it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pickle
+import select
+import struct
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from integrator import faults
+from integrator.landing.evaluation import Evaluation
+
+CHUNK = 4  # candidates per message: fewer frames, while the landing still starts early
+OUTSTANDING = 2  # chunks handed to one worker ahead of its replies: it never idles
+MIN_BATCH = 8  # smaller batches are evaluated in the daemon's process
+MAX_RESPAWNS = 4  # workers started again after dying, per pool; then the daemon goes alone
+_HEADER = struct.Struct(">Q")
+
+Item = tuple[bytes, str]
+Payload = tuple[Any, ...]
+
+
+def default_workers() -> int:
+    """One fewer than the cores this process may run on (the daemon plans on one), at most 4."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        cores = os.cpu_count() or 1
+    return max(0, min(4, cores - 1))
+
+
+def frame(message: object) -> bytes:
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return _HEADER.pack(len(data)) + data
+
+
+def export(evaluation: Evaluation) -> Payload:
+    """An evaluation as a worker sends it: commits by id, the policy by ref value."""
+    policy = evaluation.policy if evaluation.policy_oid is None else None
+    return (
+        evaluation.verdict,
+        evaluation.data,
+        evaluation.contract,
+        None if evaluation.candidate is None else str(evaluation.candidate.id),
+        None if evaluation.base is None else str(evaluation.base.id),
+        evaluation.diff,
+        evaluation.claim,
+        policy,
+        evaluation.policy_oid,
+        evaluation.resources,
+        evaluation.violations,
+    )
+
+
+@dataclass
+class _Worker:
+    proc: subprocess.Popen[bytes]
+    ready: bool = False
+    buffer: bytearray = field(default_factory=bytearray)
+    outstanding: set[int] = field(default_factory=set)
+
+    @property
+    def fd(self) -> int:
+        assert self.proc.stdout is not None
+        return self.proc.stdout.fileno()
+
+
+class EvaluationPool:
+    """Worker processes evaluating candidates of one repository, started on demand."""
+
+    def __init__(self, repo_path: str | Path, size: int, *, min_batch: int = MIN_BATCH) -> None:
+        self.repo_path = str(repo_path)
+        self.size = size
+        self.min_batch = min_batch
+        self.workers: list[_Worker] = []
+        self.respawns = 0
+        self.spawned = 0
+        self.remote_chunks = 0  # chunks a worker evaluated (for the benchmark and tests)
+        self.local_chunks = 0
+        self._next_id = 0
+        self._waiting: set[int] = set()  # chunk ids the current call still expects
+        self._replies: dict[int, tuple[str, Any]] = {}
+        self.log = structlog.get_logger("integrator.workers")
+
+    # -- processes ----------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        while len(self.workers) < self.size:
+            if self.spawned >= self.size + MAX_RESPAWNS:
+                return  # they keep dying: evaluate in the daemon's process from now on
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "integrator.landing.worker", self.repo_path],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                close_fds=True,
+            )
+            faults.children.add(proc.pid)
+            self.spawned += 1
+            self.workers.append(_Worker(proc))
+
+    def _drop(self, worker: _Worker, why: str) -> None:
+        """Forget a worker that died or misbehaved; its chunks go back to be done here."""
+        self.log.warning("workers.lost", pid=worker.proc.pid, why=why)
+        for cid in worker.outstanding & self._waiting:
+            self._replies[cid] = ("lost", why)
+        self.workers.remove(worker)
+        self._stop(worker)
+
+    @staticmethod
+    def _stop(worker: _Worker) -> None:
+        for pipe in (worker.proc.stdin, worker.proc.stdout):
+            with contextlib.suppress(OSError):
+                if pipe is not None:
+                    pipe.close()
+        try:
+            worker.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            worker.proc.kill()
+            worker.proc.wait()
+        faults.children.discard(worker.proc.pid)
+
+    def close(self) -> None:
+        if self.spawned:
+            self.log.info(
+                "workers.closed", spawned=self.spawned, by_workers=self.remote_chunks,
+                in_daemon=self.local_chunks, chunk=CHUNK,
+            )  # fmt: skip
+        for worker in list(self.workers):
+            self._stop(worker)
+        self.workers.clear()
+
+    # -- messages -----------------------------------------------------------------------------
+
+    def _send(self, worker: _Worker, message: object) -> bool:
+        assert worker.proc.stdin is not None
+        try:
+            worker.proc.stdin.write(frame(message))
+            worker.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as err:
+            self._drop(worker, f"could not send: {err}")
+            return False
+        return True
+
+    def _receive(self, timeout: float | None) -> None:
+        """Read what the workers sent within `timeout` (None: until one says something)."""
+        if not self.workers:
+            return
+        readable, _, _ = select.select([w.fd for w in self.workers], [], [], timeout)
+        for worker in [w for w in self.workers if w.fd in readable]:
+            try:
+                chunk = os.read(worker.fd, 1 << 20)
+            except OSError as err:
+                self._drop(worker, f"could not read: {err}")
+                continue
+            if not chunk:
+                self._drop(worker, f"exited with {worker.proc.wait()}")
+                continue
+            worker.buffer += chunk
+            self._frames(worker)
+
+    def _frames(self, worker: _Worker) -> None:
+        while len(worker.buffer) >= _HEADER.size:
+            (length,) = _HEADER.unpack_from(worker.buffer)
+            if len(worker.buffer) < _HEADER.size + length:
+                return
+            data = bytes(worker.buffer[_HEADER.size : _HEADER.size + length])
+            del worker.buffer[: _HEADER.size + length]
+            message = pickle.loads(data)  # our own child process (module doc)
+            if message[0] == "ready":
+                worker.ready = True
+                continue
+            kind, cid, body = message
+            worker.outstanding.discard(cid)
+            if cid in self._waiting:  # else: a call that stopped early no longer waits
+                self._replies[cid] = (kind, body)
+
+    def _hand_out(self, chunks: dict[int, Sequence[Item]], order: list[int], context: Any) -> None:
+        """Give chunks nobody holds yet, in order, to ready workers with room for them."""
+        for worker in list(self.workers):
+            while worker.ready and len(worker.outstanding) < OUTSTANDING:
+                waiting = next((c for c in order if c in chunks), None)
+                if waiting is None:
+                    return
+                items = chunks.pop(waiting)
+                if not self._send(worker, ("evaluate", waiting, context, list(items))):
+                    chunks[waiting] = items  # the worker is gone: someone else does it
+                    break
+                worker.outstanding.add(waiting)
+
+    # -- evaluation ---------------------------------------------------------------------------
+
+    def evaluations(
+        self,
+        items: Sequence[Item],
+        *,
+        now: datetime,
+        rewritten: dict[str, tuple[str, str]],
+        local: Callable[[bytes, str], Evaluation],
+        rebuild: Callable[[Payload], Evaluation],
+    ) -> Iterator[Evaluation]:
+        """The evaluations of `items`, in order, as soon as each is known."""
+        if self.size <= 0 or len(items) < self.min_batch:
+            for data, candidate in items:
+                yield local(data, candidate)
+            return
+        self._start()
+        ids = list(range(self._next_id, self._next_id + len(items), CHUNK))
+        self._next_id += len(items)
+        chunks = {cid: items[cid - ids[0] : cid - ids[0] + CHUNK] for cid in ids}
+        context = (now, dict(rewritten))
+        self._waiting = set(ids)
+        try:
+            self._receive(0)
+            ahead: dict[int, list[Evaluation]] = {}  # chunks this process took from the end
+            for cid in ids:
+                self._hand_out(chunks, ids, context)
+                while cid not in chunks and cid not in self._replies and cid not in ahead:
+                    # A worker holds it. Rather than wait, evaluate the last chunk nobody
+                    # holds yet (workers take them from the front): needed last, done now.
+                    later = max(chunks, default=None)
+                    if later is None:
+                        self._receive(None)  # nothing left to take: wait for an answer
+                    else:
+                        start = later - ids[0]
+                        del chunks[later]
+                        self.local_chunks += 1
+                        ahead[later] = [local(d, c) for d, c in items[start : start + CHUNK]]
+                        self._receive(0)
+                    self._hand_out(chunks, ids, context)
+                self._waiting.discard(cid)
+                if cid in ahead:
+                    yield from ahead.pop(cid)
+                    continue
+                reply = self._replies.pop(cid, None)
+                if reply is not None and reply[0] == "done":
+                    self.remote_chunks += 1
+                    for payload in reply[1]:
+                        yield rebuild(payload)
+                    continue
+                if reply is not None:
+                    self.log.warning("workers.chunk_failed", why=reply[1])
+                self.local_chunks += 1
+                start = cid - ids[0]
+                chunks.pop(cid, None)
+                for data, candidate in items[start : start + CHUNK]:
+                    yield local(data, candidate)
+                self._receive(0)
+        finally:
+            # Replies for chunks no longer waited for (a consumer that stopped early) are
+            # dropped as they arrive: ids never repeat.
+            self._waiting = set()
+            self._replies.clear()
