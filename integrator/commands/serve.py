@@ -55,7 +55,8 @@ def register(sub: Any) -> None:
         type=int,
         metavar="N",
         help="worker processes evaluating candidates of batches of 8 or more, started on the "
-        "first such batch (default: one fewer than the cores, at most 4; 0: none)",
+        "first such batch (default 0: the daemon evaluates; -1: one fewer than the cores, "
+        "at most 4)",
     )
     parser.add_argument(
         "--intake",

@@ -27,8 +27,9 @@ class Settings:
     max_backoff: float = 30.0
     mirror_timeout: float = 0.5  # SQLite busy timeout; read at start only
     # Worker processes evaluating candidates beside the daemon's own (read at start only):
-    # -1 picks one fewer than the cores available, at most 4; 0 evaluates in the daemon.
-    evaluation_workers: int = -1
+    # 0 evaluates in the daemon (the default: on two cores workers did not pay, see
+    # docs/bench.md); -1 picks one fewer than the cores available, at most 4.
+    evaluation_workers: int = 0
 
 
 def load_settings(path: Path | None, base: Settings) -> Settings:
