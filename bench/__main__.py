@@ -23,7 +23,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
-from bench import phases, profile, remote_run, rows, startup_run, validation_run, workload
+from bench import (
+    phases,
+    profile,
+    remote_run,
+    rows,
+    startup_run,
+    validation_run,
+    workers_run,
+    workload,
+)
 from bench.report import Row, machine, render, write_json
 
 T = TypeVar("T")
@@ -44,10 +53,11 @@ class Plan:
     floor_transactions: int
     # Every validation checks the head's whole tree out: its cost is the file count's.
     validation_files: int
+    worker_rounds: int
 
 
-QUICK = Plan("quick", 10_000, 200, 10_000, (1_000, 10_000, 100_000), 20, 2, 10, 300, 1_000)
-FULL = Plan("full", 100_000, 200, 10_000, (1_000, 10_000, 100_000), 20, 3, 50, 1_000, 10_000)
+QUICK = Plan("quick", 10_000, 200, 10_000, (1_000, 10_000, 100_000), 20, 2, 10, 300, 1_000, 1)
+FULL = Plan("full", 100_000, 200, 10_000, (1_000, 10_000, 100_000), 20, 3, 50, 1_000, 10_000, 3)
 
 
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -96,24 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     plan = FULL if args.full else QUICK
     load_before = [round(x, 2) for x in os.getloadavg()]
     out: Path = args.out.resolve()
-    work = out / "work"
-    trash = out / "trash"
-
-    def discard(path: Path) -> None:
-        # Deleting a stale flood's 10,000 folders and 50,000 loose objects takes longer than
-        # the flood itself, and its I/O would disturb the next phase: set it aside now,
-        # delete everything in one background `rm` when the run is over.
-        trash.mkdir(exist_ok=True)
-        path.rename(trash / f"{time.time_ns()}-{path.name}")
-
-    if work.exists():
-        discard(work)
-    if trash.exists():
-        # A previous run's background clean-up may still be running: finish it before
-        # measuring anything, or its disk traffic lands in this run's figures.
-        print(f"removing the previous run's scratch in {trash} …", flush=True)
-        subprocess.run(["rm", "-rf", str(trash)], check=False)
-    work.mkdir(parents=True)
+    work, trash, discard = _scratch(out)
     _compile_bytecode()
     watch = Stopwatch()
     built: dict[int, workload.Workload] = {}
@@ -146,6 +139,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     fleet = measured(
         "fleet: integrator (one at a time, batched), then the plain git pipeline",
         lambda: phases.fleet(fleet_base, "fleet", work),
+    )
+    workers = measured(
+        "fleet, batched, with and without an evaluation worker (every core, one core)",
+        lambda: workers_run.workers_phase(fleet_base, "fleet", work, plan.worker_rounds),
     )
     remote = measured(
         "fleet over a git daemon on 127.0.0.1 (remote mode), batched",
@@ -192,6 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "plan": plan,
         "seed": args.seed,
         "fleet": fleet,
+        "workers": workers,
         "remote": remote,
         "shared": shared,
         "stale": stale,
@@ -210,15 +208,39 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _scratch(out: Path) -> tuple[Path, Path, Callable[[Path], None]]:
+    """(work, trash, discard): a fresh work folder, and a way to set finished copies aside."""
+    work = out / "work"
+    trash = out / "trash"
+
+    def discard(path: Path) -> None:
+        # Deleting a stale flood's 10,000 folders and 50,000 loose objects takes longer than
+        # the flood itself, and its I/O would disturb the next phase: set it aside now,
+        # delete everything in one background `rm` when the run is over.
+        trash.mkdir(exist_ok=True)
+        path.rename(trash / f"{time.time_ns()}-{path.name}")
+
+    if work.exists():
+        discard(work)
+    if trash.exists():
+        # A previous run's background clean-up may still be running: finish it before
+        # measuring anything, or its disk traffic lands in this run's figures.
+        print(f"removing the previous run's scratch in {trash} …", flush=True)
+        subprocess.run(["rm", "-rf", str(trash)], check=False)
+    work.mkdir(parents=True)
+    return work, trash, discard
+
+
 def _table(results: dict[str, Any]) -> list[Row]:
     """The report's rows, phase by phase, in the order they ran."""
     plan: Plan = results["plan"]
     peer = results["peer"]
     return [
         *rows.fleet_rows(results["fleet"], shared=False),
+        *rows.workers_rows(results["workers"], plan.fleet_files),
         *rows.remote_rows(results["remote"], results["fleet"]),
         *rows.fleet_rows(results["shared"], shared=True),
-        *rows.stale_rows(results["stale"], plan.stale_submissions),
+        *rows.stale_rows(results["stale"], plan.stale_submissions, results["floors"]),
         *rows.scaling_rows(results["scaling"]),
         *rows.startup_rows(results["startup"]),
         *rows.validation_rows(results["validation"]),

@@ -9,6 +9,7 @@ each landed tree for the correctness check.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -132,3 +133,44 @@ def object_floor(repo: Path, count: int) -> FloorRun:
         opened.create_blob(f"bench object floor {i} {started}\n".encode() * 4)
     elapsed = time.perf_counter() - started
     return FloorRun("one loose object (pygit2)", elapsed * 1000 / count, count)
+
+
+def held_ref_floor(repo: Path, commit: str, count: int, per_transaction: int) -> FloorRun:
+    """Milliseconds per new ref, created `per_transaction` at a time the way the daemon holds
+    a batch of fenced candidates: git writes each ref out (core.fsyncMethod=writeout-only)
+    and one syncfs makes the batch durable."""
+    opened = pygit2.Repository(str(repo))
+    git.set_config(opened, git.DURABLE_CONFIG)
+    started = time.perf_counter()
+    with transaction.RefUpdater(repo, writeout_only=True) as updater:
+        for first in range(0, count, per_transaction):
+            last = min(first + per_transaction, count)
+            ops = [
+                transaction.update(f"refs/bench/held/{i}", commit, None) for i in range(first, last)
+            ]
+            updater.apply(ops)
+            git.sync_refs(opened)
+    elapsed = time.perf_counter() - started
+    return FloorRun(
+        f"one held ref, {per_transaction} per transaction", elapsed * 1000 / count, count
+    )
+
+
+def spool_floor(folder: Path, count: int) -> FloorRun:
+    """Milliseconds for the spool's own file-system work on one submission, without any
+    deciding: a folder made in work/, the submission renamed into it, a verdict file
+    written beside it, the folder renamed into a decided folder."""
+    for name in ("new", "work", "fenced"):
+        (folder / name).mkdir(parents=True, exist_ok=True)
+    for i in range(count):
+        (folder / "new" / f"s{i}").mkdir()
+    started = time.perf_counter()
+    for i in range(count):
+        holder = folder / "work" / f"s{i}"
+        os.mkdir(holder)
+        os.rename(folder / "new" / f"s{i}", holder / "submitted")
+        with open(holder / "verdict.json", "wb") as out:
+            out.write(b'{"decision": "FENCED"}\n')
+        os.rename(holder, folder / "fenced" / f"s{i}")
+    elapsed = time.perf_counter() - started
+    return FloorRun("spool moves of one submission", elapsed * 1000 / count, count)

@@ -138,6 +138,7 @@ class DaemonRun:
     decisions: dict[str, int] = field(default_factory=dict)
     codes: dict[str, int] = field(default_factory=dict)
     peak_rss_mb: float = 0.0
+    cpu_s: float = 0.0  # user + system, the daemon and the children it waited for
     exit_code: int = 0
     log: str = ""
 
@@ -185,7 +186,8 @@ def run_daemon(
 ) -> DaemonRun:
     """Run `integrator serve --once` until the spool is drained; parse its JSON log.
 
-    `wrap` prefixes the command (a profiler); figures from a wrapped run are not reported.
+    `wrap` prefixes the command: `taskset` (which execs it), or a profiler, whose figures
+    are not reported.
     """
     command = [*(wrap or []), *serve_command(repo, spool, config)]
     with open(log_path, "wb") as out:
@@ -221,6 +223,7 @@ def run_daemon(
         codes=dict(codes),
         # Linux reports ru_maxrss in KiB.
         peak_rss_mb=usage.ru_maxrss / 1024,
+        cpu_s=usage.ru_utime + usage.ru_stime,
         exit_code=proc.returncode,
         log=str(log_path),
     )

@@ -179,8 +179,9 @@ def stale_flood(workload: Workload, submissions: int, out: Path) -> DaemonRun:
 
 
 def floors(workload: Workload, transactions: int, out: Path) -> list[baseline.FloorRun]:
-    """The two-ref transaction alone (git's defaults, durable, durable + syncfs), and one
-    loose object written through pygit2, the unit of integrator's other per-landing cost."""
+    """The two-ref transaction alone (git's defaults, durable, durable + syncfs), one loose
+    object written through pygit2 (the unit of integrator's other per-landing cost), and
+    what a stale submission costs the file system: one held ref, and the spool's moves."""
     repo = workload.copy(fresh(out / "floor") / "floor.git")
     a, b = workload.base, workload.sets["fleet"].oids[0]
     return [
@@ -188,6 +189,8 @@ def floors(workload: Workload, transactions: int, out: Path) -> list[baseline.Fl
         baseline.ref_floor(repo, a, b, transactions, durable=True),
         baseline.ref_floor(repo, a, b, transactions, durable=True, syncfs=True),
         baseline.object_floor(repo, transactions),
+        baseline.held_ref_floor(repo, b, transactions, 64),
+        baseline.spool_floor(out / "floor" / "spool", transactions),
     ]
 
 

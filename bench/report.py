@@ -29,6 +29,10 @@ def percentile(values: Sequence[float], p: float) -> float:
     return ordered[rank - 1]
 
 
+def median(values: Sequence[float]) -> float:
+    return percentile(values, 50)
+
+
 def summary(values: Sequence[float]) -> dict[str, float]:
     return {
         "p50": percentile(values, 50),

@@ -6,9 +6,10 @@ from bench.baseline import FloorRun
 from bench.daemon_run import DaemonRun
 from bench.phases import FleetResult, PeerResult
 from bench.remote_run import RemoteResult
-from bench.report import Row, fmt, ratio, summary, verdict
+from bench.report import Row, fmt, median, ratio, summary, verdict
 from bench.startup_run import StartupResult, ratio_of
 from bench.validation_run import ValidationResult
+from bench.workers_run import WorkersRun
 
 TARGET_FILES = 100_000
 
@@ -144,10 +145,24 @@ def remote_rows(remote: RemoteResult, local: FleetResult) -> list[Row]:
     ]
 
 
-def stale_rows(run: DaemonRun, submissions: int) -> list[Row]:
+def stale_rows(run: DaemonRun, submissions: int, floors: list[FloorRun]) -> list[Row]:
     section = f"stale flood, {submissions:,} submissions"
     accepted = run.decisions.get("ACCEPTED", 0)
     codes = ", ".join(f"{k} {v}" for k, v in sorted(run.codes.items()))
+    # What each fenced submission costs the file system before any deciding: its held ref
+    # and the spool's moves (bench/baseline.py), and the rate that alone would allow.
+    io = sum(
+        f.per_transaction_ms for f in floors if "held ref" in f.settings or "spool" in f.settings
+    )
+    floor = [
+        Row(
+            section,
+            "file-system floor per submission (ms): held ref + spool moves",
+            fmt(1000 / run.per_second if run.per_second else None, 2),
+            fmt(io, 2),
+            f"at most {fmt(1000 / io, 0)}/s on this disk" if io else "",
+        )
+    ]
     return [
         Row(
             section,
@@ -181,6 +196,7 @@ def stale_rows(run: DaemonRun, submissions: int) -> list[Row]:
             "≤ 150",
             verdict(run.peak_rss_mb <= 150),
         ),
+        *floor,
     ]
 
 
@@ -219,13 +235,15 @@ def scaling_rows(results: list[FleetResult]) -> list[Row]:
 
 
 def floor_rows(floors: list[FloorRun], fleet: FleetResult) -> list[Row]:
-    section = "floors: 2-ref transaction (long-lived update-ref --stdin); one loose object"
+    section = "floors: 2-ref transaction (long-lived update-ref --stdin); one loose object; a held ref; spool moves"
     p50 = summary(fleet.single.latencies_ms)["p50"]
     objects = fleet.objects_per_landing.get("one at a time", 0.0)
     out = []
     for f in floors:
         if f.per_transaction_ms <= 0:
             note = ""
+        elif "held ref" in f.settings or "spool" in f.settings:
+            note = "per fenced submission (see the stale flood)"
         elif "object" in f.settings:
             # Landings write their objects as one pack per batch, not as loose files: this
             # is what the same objects would cost written one file each.
@@ -344,3 +362,48 @@ def validation_rows(result: ValidationResult) -> list[Row]:
             )
         )
     return rows
+
+
+def workers_rows(runs: list[WorkersRun], files: int) -> list[Row]:
+    """Batched drains with evaluation in the daemon (0 workers) and in one worker."""
+    section = f"evaluation workers, batched fleet, {files:,} files, median of rounds"
+    by = {(r.cores, r.workers): r for r in runs}
+    out: list[Row] = []
+    for cores in ("all", "1"):
+        alone, pooled = by.get((cores, 0)), by.get((cores, 1))
+        if alone is None or pooled is None:
+            continue
+        where = "every core" if cores == "all" else "pinned to one core"
+        for label, pick in (("whole drain", "rates"), ("after the first batch", "steady")):
+            mine, theirs = median(getattr(pooled, pick)), median(getattr(alone, pick))
+            out.append(
+                Row(
+                    section,
+                    f"candidates/s, {where}, {label}: 1 worker",
+                    fmt(mine),
+                    f"{fmt(theirs)} in the daemon",
+                    f"{mine / theirs:.2f}×" if theirs else "-",
+                )
+            )
+        out.append(
+            Row(
+                section,
+                f"CPU s per drain, {where}: 1 worker",
+                fmt(median(pooled.cpu_s), 2),
+                f"{fmt(median(alone.cpu_s), 2)} in the daemon",
+                f"chunks of 4 by the worker: {', '.join(map(str, pooled.chunks_by_workers))}",
+            )
+        )
+    ok = all(r.trees_ok for r in runs)
+    out.append(
+        Row(
+            section,
+            "landed trees = git merge-tree",
+            "every run" if ok else "NO",
+            "",
+            "",
+            "all",
+            verdict(ok),
+        )
+    )
+    return out

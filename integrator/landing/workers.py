@@ -27,6 +27,7 @@ import select
 import struct
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -125,6 +126,18 @@ class EvaluationPool:
             faults.children.add(proc.pid)
             self.spawned += 1
             self.workers.append(_Worker(proc))
+
+    def start(self, *, wait: float | None = None) -> int:
+        """Start the workers now (not on the first large batch); with `wait`, give them up
+        to that many seconds to be ready. How many are ready."""
+        self._start()
+        deadline = time.monotonic() + (wait or 0)
+        while wait is not None and not all(w.ready for w in self.workers):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            self._receive(left)
+        return sum(w.ready for w in self.workers)
 
     def _drop(self, worker: _Worker, why: str) -> None:
         """Forget a worker that died or misbehaved; its chunks go back to be done here."""
