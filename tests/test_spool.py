@@ -15,9 +15,11 @@ from integrator.cli import main
 from integrator.daemon.bundles import bundle_refs, create_bundle, import_bundle, quarantine_prefix
 from integrator.daemon.spool import BUNDLE_FILE, ID_RE, SUBMISSION_FILE, Spool, new_id
 from integrator.documents.submission import Submission
+from integrator.documents.verdict import Code
 from integrator.errors import ConfigurationError, UsageError
 from integrator.refnames import refname_problem
 from integrator.repo import git
+from tests.daemon_world import World
 from tests.factories import contract_doc
 from tests.gitutil import commit_files, make_repo
 from tests.gitutil import git as run
@@ -343,8 +345,8 @@ def test_submit_outside_a_repository_says_so(
 
 @pytest.mark.parametrize("bundle", [False, True], ids=["spool", "bundle"])
 def test_submit_runs_without_libgit2(tmp_path: Path, bundle: bool) -> None:
-    """A real `integrator submit` (resolve, bundle, publish) never imports pygit2: agents run
-    it after every task, and libgit2 is most of a cold start."""
+    """A real `integrator submit` (resolve, bundle, publish) imports neither pygit2 nor
+    pydantic: agents run it after every task, and those are most of a cold start."""
     from tests.test_api import _modules_loaded
 
     repo = make_repo(tmp_path / "repo")
@@ -357,6 +359,90 @@ def test_submit_runs_without_libgit2(tmp_path: Path, bundle: bool) -> None:
     args = ["submit", "--spool", str(spool), "--contract", str(contract), "--candidate", "HEAD",
             "--repo", str(repo), *(["--bundle"] if bundle else [])]  # fmt: skip
     loaded = _modules_loaded(args)
-    assert "integrator" in loaded and "pygit2" not in loaded
+    assert "integrator" in loaded and "pygit2" not in loaded and "pydantic" not in loaded
     [entry] = Spool(spool).entries("new")  # it did submit
     assert (spool / "new" / entry / BUNDLE_FILE).exists() == bundle
+
+
+@pytest.mark.parametrize(
+    ("bundle", "urgent", "pid", "repo"),
+    [
+        (None, False, None, None),
+        ("candidate.bundle", True, 4242, "/src/clone"),
+        (None, True, 0, ""),
+    ],
+)
+def test_plain_submission_is_what_the_model_writes(
+    bundle: str | None, urgent: bool, pid: int | None, repo: str | None
+) -> None:
+    """`integrator submit` writes the document without the models: byte for byte what the
+    model writes for the same fields, and read back to the same fields."""
+    from integrator.documents import envelope
+    from integrator.documents.submission import Submitter
+
+    now = datetime(2026, 6, 1, 12, 0, 0, 123456, tzinfo=UTC)
+    contract = contract_doc(taskId="t-é")
+    who = envelope.submitter("agent", "host-1", pid, repo)
+    plain = envelope.submission_json(contract, "ab" * 20, who, now, bundle=bundle, urgent=urgent)
+    model = Submission.model_validate(
+        {
+            "schema": "integrator.submission.v1",
+            "contract": contract,
+            "candidate": "ab" * 20,
+            "submitter": Submitter.model_validate(who),
+            "submittedAt": now,
+            "bundle": bundle,
+            "urgent": True if urgent else None,
+        }
+    )
+    assert plain == model.to_json().encode() + b"\n"
+    assert Submission.model_validate_json(plain) == model
+
+
+@pytest.mark.parametrize(
+    ("candidate", "bundle"), [("HEAD", None), ("ab" * 19, None), ("ab" * 20, "../x.bundle")]
+)
+def test_plain_submission_refuses_what_the_model_refuses(
+    candidate: str, bundle: str | None
+) -> None:
+    from integrator.documents import envelope
+
+    who = envelope.submitter("agent", "host")
+    with pytest.raises(ValueError, match=r"commit id|\.bundle"):
+        envelope.submission_json(contract_doc(), candidate, who, datetime.now(UTC), bundle=bundle)
+    with pytest.raises(ValueError, match=r"candidate|bundle"):
+        Submission.model_validate(
+            {"schema": "integrator.submission.v1", "contract": contract_doc(),
+             "candidate": candidate, "submitter": who, "submittedAt": datetime.now(UTC),
+             "bundle": bundle}
+        )  # fmt: skip
+
+
+def test_overlong_submitter_fields_are_cut_to_what_the_model_admits() -> None:
+    from integrator.documents import envelope
+    from integrator.documents.submission import Submitter
+
+    who = envelope.submitter("u" * 500, "h" * 500, 1, "r" * 9000)
+    assert Submitter.model_validate(who).user == "u" * 200
+    assert envelope.submitter("", "")["user"] == "unknown"
+
+
+def test_contract_submit_lets_through_is_fenced_by_the_gate(world: World, tmp_path: Path) -> None:
+    """`submit` refuses only what its plain reading can tell (schema, task, generation,
+    globs, base); a contract broken elsewhere (no lease) is submitted, and the daemon
+    fences it CONTRACT_INVALID with the model's reason: nothing is lost."""
+    data, oid = world.candidate("nolease")
+    doc = json.loads(data)
+    del doc["lease"]
+    contract = tmp_path / "broken.json"
+    contract.write_text(json.dumps(doc))
+    code = main(
+        ["submit", "--spool", str(world.spool.root), "--contract", str(contract),
+         "--candidate", oid, "--repo", str(world.repo)]
+    )  # fmt: skip
+    assert code == 0
+    world.once()
+    [sid] = world.spool.entries("fenced")
+    verdict = world.verdict("fenced", sid)
+    assert [v.code for v in verdict.violations] == [Code.CONTRACT_INVALID]
+    assert "lease" in verdict.violations[0].detail

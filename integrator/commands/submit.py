@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
+import re
 import socket
 import time
 from datetime import UTC, datetime
@@ -22,11 +23,13 @@ from integrator.daemon.spool import (
     Spool,
     new_id,
 )
-from integrator.documents.contract import OwnershipContract, parse_contract
-from integrator.documents.submission import Submission, Submitter
-from integrator.errors import EXIT_USAGE, InfrastructureError, UsageError
+from integrator.documents import envelope
+from integrator.documents.rules import ContractRules, rules_from_bytes
+from integrator.errors import EXIT_USAGE, ContractError, InfrastructureError, UsageError
 from integrator.fleet import intake
 from integrator.repo import git
+
+_COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 # Where the daemon files a decided submission (archived/ is a later review step).
 FILED = tuple(folder for folder in DECIDED if folder != "archived")
@@ -78,12 +81,12 @@ def register(sub: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def submitter(repo: Path) -> Submitter:
+def submitter(repo: Path) -> dict[str, Any]:
     try:
         user = getpass.getuser()
     except (KeyError, OSError):
         user = "unknown"
-    return Submitter(user=user, host=socket.gethostname(), pid=os.getpid(), repo=str(repo))
+    return envelope.submitter(user, socket.gethostname(), os.getpid(), str(repo))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -105,28 +108,34 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _submission(
-    document: object, candidate: str, repo: Path, now: datetime, *, bundle: bool, urgent: bool
-) -> Submission:
+    document: dict[str, Any],
+    candidate: str,
+    repo: Path,
+    now: datetime,
+    *,
+    bundle: bool,
+    urgent: bool,
+) -> bytes:
     """The submission document of `candidate` under the contract `document`."""
-    return Submission.model_validate(
-        {
-            "schema": "integrator.submission.v1",
-            "contract": document,
-            "candidate": candidate,
-            "submitter": submitter(repo),
-            "submittedAt": now,
-            "bundle": BUNDLE_FILE if bundle else None,
-            "urgent": True if urgent else None,
-        }
-    )
+    who = submitter(repo)
+    name = BUNDLE_FILE if bundle else None
+    return envelope.submission_json(document, candidate, who, now, bundle=name, urgent=urgent)
 
 
-def _resolve(data: bytes, rev: str, repo: Path) -> tuple[OwnershipContract, object, Path, str]:
-    """The contract (refused here when the gate would fence it anyway), its document, the
-    clone and the candidate commit `rev` names there."""
-    contract = parse_contract(data)
+def _resolve(data: bytes, rev: str, repo: Path) -> tuple[ContractRules, str, Path, str]:
+    """The contract's rules, its base commit, the clone and the candidate commit `rev`
+    names there.
+
+    A contract is refused here when the guard's plain reading of it fails (schema, task,
+    generation, globs) or its base is not a commit id; the daemon's gate judges the rest
+    and fences what fails there (CONTRACT_INVALID), so nothing is lost.
+    """
+    rules = rules_from_bytes(data)
+    base = rules.document.get("baseCommit")
+    if not isinstance(base, str) or _COMMIT_ID.fullmatch(base) is None:
+        raise ContractError("contract is invalid: baseCommit: not a commit id", ["baseCommit"])
     repo_path = repo.resolve()
-    return contract, jsontext.loads(data), repo_path, git.rev_parse_commit(repo_path, rev)
+    return rules, base, repo_path, git.rev_parse_commit(repo_path, rev)
 
 
 def publish(
@@ -134,32 +143,32 @@ def publish(
 ) -> dict[str, object]:
     """Write one submission into the spool; the `--json` document `submit` prints (the MCP
     server's `submit` returns the same document)."""
-    contract, document, repo_path, candidate = _resolve(data, rev, repo)
+    rules, base, repo_path, candidate = _resolve(data, rev, repo)
     now = datetime.now(UTC)
     with spool.draft(now) as draft:
         if bundle:
-            create_bundle(repo_path, candidate, contract.base_commit, draft / BUNDLE_FILE)
-        submission = _submission(document, candidate, repo_path, now, bundle=bundle, urgent=urgent)
-        sid = spool.publish(draft, submission)
+            create_bundle(repo_path, candidate, base, draft / BUNDLE_FILE)
+        submission = _submission(
+            rules.document, candidate, repo_path, now, bundle=bundle, urgent=urgent
+        )
+        sid = spool.publish(draft, submission, urgent=urgent)
     return {"submission": sid, "candidate": candidate, "path": str(spool.folder("new") / sid)}
 
 
 def _to_intake(args: argparse.Namespace) -> int:
     if args.bundle:
         raise UsageError("--bundle is for a spool; a push to the intake carries the objects")
-    contract, document, repo_path, candidate = _resolve(
+    rules, _, repo_path, candidate = _resolve(
         read_input(args.contract), args.candidate, Path(args.repo)
     )
-    task_id = contract.task_id
+    task_id = rules.task_id
     now = datetime.now(UTC)
     sid = new_id(now)
     submission = _submission(
-        document, candidate, repo_path, now, bundle=False, urgent=bool(args.urgent)
+        rules.document, candidate, repo_path, now, bundle=False, urgent=bool(args.urgent)
     )
     message = f"submission {sid} of task {task_id}\n"
-    commit = intake.submission_commit(
-        repo_path, submission.to_json().encode() + b"\n", candidate, message
-    )
+    commit = intake.submission_commit(repo_path, submission, candidate, message)
     intake.push_submission(args.intake, repo_path, task_id, sid, commit)
     if args.wait is None:
         if args.json:

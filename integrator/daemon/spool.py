@@ -29,15 +29,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING
 
 from integrator import jsontext
 from integrator.daemon.submitted import open_submitted, read_at_most_path, read_submitted
-from integrator.documents.submission import SUBMISSION_SCHEMA, Submission
-from integrator.documents.verdict import Decision
+from integrator.documents.envelope import SUBMISSION_SCHEMA
 from integrator.errors import ConfigurationError, InfrastructureError, UsageError
 from integrator.files import atomic_write, fsync_dir, write_file
+
+if TYPE_CHECKING:  # the models are the daemon's; `integrator submit` writes plain JSON
+    from pydantic import ValidationError
+
+    from integrator.documents.submission import Submission
+    from integrator.documents.verdict import Decision
 
 SPOOL_SCHEMA = "integrator.spool.v1"
 REJECTION_SCHEMA = "integrator.rejection.v1"
@@ -62,12 +66,12 @@ TMP_MAX_AGE = 36 * 3600.0
 INBOX = ("tmp", "new", "work")
 DECIDED = ("accepted", "fenced", "review", "rejected", "archived")
 FOLDERS = (*INBOX, *DECIDED)
-_FOLDER_OF = {Decision.ACCEPTED: "accepted", Decision.FENCED: "fenced", Decision.REVIEW: "review"}
+_FOLDER_OF = {"ACCEPTED": "accepted", "FENCED": "fenced", "REVIEW": "review"}
 
 
 def folder_for(decision: Decision | None) -> str:
     """The folder a decided submission is filed in (None: rejected as malformed)."""
-    return "rejected" if decision is None else _FOLDER_OF[decision]
+    return "rejected" if decision is None else _FOLDER_OF[decision.value]
 
 
 # 20260601T120000123456Z-0a1b2c3d: sorts by time, then by chance; a valid ref component.
@@ -224,18 +228,20 @@ class Spool:
             if path.exists():
                 shutil.rmtree(path, ignore_errors=True)
 
-    def publish(self, draft: Path, submission: Submission | bytes | None) -> str:
+    def publish(
+        self, draft: Path, submission: Submission | bytes | None, *, urgent: bool = False
+    ) -> str:
         """Write the submission into `draft`, make it durable, and rename it into `new/`
         (raw bytes are written as they are, None writes nothing: the daemon's reader judges
-        what it finds)."""
+        what it finds). `urgent` (or a model saying so) marks it for the priority lane."""
         if submission is not None:
-            data = (
-                submission
-                if isinstance(submission, bytes)
-                else submission.to_json().encode() + b"\n"
-            )
+            if isinstance(submission, bytes):
+                data = submission
+            else:
+                data = submission.to_json().encode() + b"\n"
+                urgent = urgent or bool(submission.urgent)
             write_file(draft / SUBMISSION_FILE, data, sync=True)
-            if isinstance(submission, Submission) and submission.urgent:
+            if urgent:
                 write_file(draft / URGENT_FILE, b"", sync=True)
         bundle = draft / BUNDLE_FILE
         if bundle.exists():
@@ -368,6 +374,10 @@ class Spool:
         bundle it names a regular file: anything else (a link, a folder, a pipe that would
         block the daemon) is the producer's mistake and rejects this submission only.
         """
+        from pydantic import ValidationError
+
+        from integrator.documents.submission import Submission
+
         inner = submitted(folder)
         raw = read_submitted(inner, SUBMISSION_FILE, SUBMISSION_LIMIT)
         try:

@@ -8,19 +8,18 @@ that do not share the canonical object store, names a git bundle beside it.
 from __future__ import annotations
 
 import json
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AwareDatetime, Field
 
 from integrator.documents.contract import Model, ObjectId
+from integrator.documents.envelope import BUNDLE_NAME_RE, SUBMISSION_SCHEMA
 
-SUBMISSION_SCHEMA = "integrator.submission.v1"
-_BUNDLE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,100}\.bundle$")
+__all__ = ["SUBMISSION_SCHEMA", "Submission", "Submitter"]
 
 
 def _bundle_name(value: str) -> str:
-    if not _BUNDLE_NAME_RE.match(value):
+    if not BUNDLE_NAME_RE.match(value):
         raise ValueError(f"{value!r} is not a plain file name ending in .bundle")
     return value
 
