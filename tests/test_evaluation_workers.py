@@ -9,6 +9,7 @@ its chunks are evaluated in the daemon's process.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from integrator.documents.verdict import Code, Decision, Verdict
+from integrator.landing import workers
 from integrator.landing.engine import Integrator
 from integrator.landing.workers import EvaluationPool
 from integrator.repo.canonical import Canonical
@@ -163,3 +165,52 @@ def test_bad_worker_counts_are_refused(world: World, args: list[str], config: st
     assert proc.returncode == 2, proc.stderr
     assert "evaluation-workers" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def _big_batch(canon: Canon, count: int) -> list[tuple[bytes, str]]:
+    """Candidates whose contracts are ~60 kB each (an unknown field: CONTRACT_INVALID),
+    so a chunk's request and its reply are each far larger than a pipe holds."""
+    contract = canon.issue("big", ["big/**"])
+    cand = canon.commit({"big/f.txt": "x\n"})
+    doc = contract.wire()
+    items = []
+    for i in range(count):
+        doc["padding"] = f"{i}-" + "p" * 60_000
+        items.append((json.dumps(doc).encode(), cand))
+    return items
+
+
+def test_requests_and_replies_larger_than_a_pipe_do_not_deadlock(tmp_path: Path) -> None:
+    canon = make_canon(tmp_path, _files())
+    items = _big_batch(canon, 12)
+    pool = EvaluationPool(canon.path, 1, min_batch=2)
+    signal.alarm(120)  # a deadlock fails the test instead of hanging the run
+    try:
+        assert pool.start(wait=60) == 1
+        verdicts = _integrate(canon.path, canon, pool, items)
+    finally:
+        signal.alarm(0)
+        pool.close()
+    assert [x.code for v in verdicts for x in v.violations] == [Code.CONTRACT_INVALID] * 12
+    assert pool.remote_chunks > 0
+
+
+def test_stopped_worker_is_killed_and_its_chunks_done_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that stops answering (SIGSTOP) holds the batch only SILENCE_LIMIT: it is
+    killed and what it held is evaluated in the daemon's process."""
+    monkeypatch.setattr(workers, "SILENCE_LIMIT", 2.0)
+    canon, copy, items = _pair(tmp_path)
+    alone = _integrate(canon.path, canon, None, items)
+    pool = EvaluationPool(copy, 1, min_batch=2)
+    try:
+        assert pool.start(wait=60) == 1
+        victim = pool.workers[0].proc
+        os.kill(victim.pid, signal.SIGSTOP)
+        pooled = _integrate(copy, canon, pool, items)
+        assert victim.poll() is not None  # killed, not left stopped
+    finally:
+        pool.close()
+    assert _outcome(pooled) == _outcome(alone)
+    assert pool.remote_chunks == 0 and pool.local_chunks > 0

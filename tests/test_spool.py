@@ -446,3 +446,41 @@ def test_contract_submit_lets_through_is_fenced_by_the_gate(world: World, tmp_pa
     verdict = world.verdict("fenced", sid)
     assert [v.code for v in verdict.violations] == [Code.CONTRACT_INVALID]
     assert "lease" in verdict.violations[0].detail
+
+
+@pytest.mark.parametrize(
+    ("extra", "why"),
+    [
+        ('"x": ' + "[" * 250 + "]" * 250, "nests"),
+        ('"x": "\\ud800"', "not Unicode"),
+    ],
+    ids=["deep", "lone-surrogate"],
+)
+def test_submit_refuses_what_the_daemon_could_not_read(
+    tmp_path: Path, extra: str, why: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A contract the guard's plain reading accepts but the daemon's reader would refuse
+    (nesting deeper than its JSON parser goes, text that is not Unicode) is refused here,
+    exit 2, nothing in the spool, and no traceback."""
+    repo = make_repo(tmp_path / "repo")
+    commit_files(repo, {"a": "a"}, "base")
+    base = run("rev-parse", "HEAD", cwd=repo)
+    text = json.dumps(contract_doc(baseCommit=base))
+    contract = tmp_path / "contract.json"
+    contract.write_text(text[:-1] + ", " + extra + "}")
+    code = main(
+        ["submit", "--spool", str(tmp_path / "spool"), "--contract", str(contract),
+         "--candidate", "HEAD", "--repo", str(repo)]
+    )  # fmt: skip
+    assert code == 2
+    assert why in capsys.readouterr().err
+    assert Spool(tmp_path / "spool").entries("new") == []
+
+
+def test_plain_submission_over_the_size_limit_is_refused() -> None:
+    from integrator.documents import envelope
+
+    who = envelope.submitter("agent", "host")
+    wide = contract_doc(padding=[0] * 200_000)  # indentation makes it 1.6 MB
+    with pytest.raises(ValueError, match="more than"):
+        envelope.submission_json(wide, "ab" * 20, who, datetime.now(UTC))

@@ -119,7 +119,10 @@ def _submission(
     """The submission document of `candidate` under the contract `document`."""
     who = submitter(repo)
     name = BUNDLE_FILE if bundle else None
-    return envelope.submission_json(document, candidate, who, now, bundle=name, urgent=urgent)
+    try:
+        return envelope.submission_json(document, candidate, who, now, bundle=name, urgent=urgent)
+    except ValueError as err:  # what the daemon's reader would refuse, refused here
+        raise ContractError(f"contract is invalid: {err}", [str(err)]) from err
 
 
 def _resolve(data: bytes, rev: str, repo: Path) -> tuple[ContractRules, str, Path, str]:

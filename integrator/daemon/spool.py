@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from integrator import jsontext
 from integrator.daemon.submitted import open_submitted, read_at_most_path, read_submitted
+from integrator.documents import envelope
 from integrator.documents.envelope import SUBMISSION_SCHEMA
 from integrator.errors import ConfigurationError, InfrastructureError, UsageError
 from integrator.files import atomic_write, fsync_dir, write_file
@@ -74,6 +75,9 @@ def folder_for(decision: Decision | None) -> str:
     return "rejected" if decision is None else _FOLDER_OF[decision.value]
 
 
+# A submission is a contract and a few ids; anything near this is not one.
+SUBMISSION_LIMIT = envelope.SUBMISSION_LIMIT
+
 # 20260601T120000123456Z-0a1b2c3d: sorts by time, then by chance; a valid ref component.
 ID_RE = re.compile(r"^\d{8}T\d{12}Z-[0-9a-f]{8}$")
 
@@ -91,10 +95,6 @@ def render_errors(err: ValidationError) -> list[str]:
         msg = "unknown field" if item["type"] == "extra_forbidden" else item["msg"]
         out.append(f"{where}: {msg}")
     return out
-
-
-# A submission is a contract and a few ids; anything near this is not one.
-SUBMISSION_LIMIT = 1 << 20
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 SUBMISSION_SCHEMA = "integrator.submission.v1"
+# A submission is a contract and a few ids; anything near this is not one.
+SUBMISSION_LIMIT = 1 << 20
+# Contracts are a few levels deep; the daemon's JSON reader refuses documents far deeper.
+MAX_DEPTH = 32
 BUNDLE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,100}\.bundle$")
 _OBJECT_ID_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
 # The submitter's self-reported fields, cut to what the model admits.
@@ -33,6 +37,23 @@ def submitter(
     return fields
 
 
+def _depth(value: Any) -> int:
+    """How deeply `value` nests lists and objects (without recursion)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = (
+            item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        )
+        for child in children:
+            if isinstance(child, dict | list):
+                if depth + 1 > MAX_DEPTH:
+                    return depth + 1
+                stack.append((child, depth + 1))
+        deepest = max(deepest, depth)
+    return deepest
+
+
 def submission_json(
     contract: dict[str, Any],
     candidate: str,
@@ -42,8 +63,10 @@ def submission_json(
     bundle: str | None = None,
     urgent: bool = False,
 ) -> bytes:
-    """The document's bytes, as the model's `to_json` writes them (ValueError when the
-    candidate or the bundle name is not one the model admits)."""
+    """The document's bytes, as the model's `to_json` writes them. ValueError for what the
+    daemon's reader would refuse: a candidate or bundle name the model does not admit, a
+    contract nested more than MAX_DEPTH deep or holding text that is not Unicode, or a
+    document larger than SUBMISSION_LIMIT."""
     if not _OBJECT_ID_RE.match(candidate):
         raise ValueError(f"{candidate!r} is not a full commit id")
     if bundle is not None and not BUNDLE_NAME_RE.match(bundle):
@@ -60,4 +83,12 @@ def submission_json(
         document["bundle"] = bundle
     if urgent:
         document["urgent"] = True
-    return json.dumps(document, indent=2, ensure_ascii=False).encode() + b"\n"
+    if _depth(contract) > MAX_DEPTH:
+        raise ValueError(f"the contract nests lists and objects more than {MAX_DEPTH} deep")
+    try:
+        data = json.dumps(document, indent=2, ensure_ascii=False).encode() + b"\n"
+    except UnicodeEncodeError as err:  # a lone surrogate escape, such as "\\ud800"
+        raise ValueError(f"the contract holds text that is not Unicode ({err.reason})") from err
+    if len(data) > SUBMISSION_LIMIT:
+        raise ValueError(f"the submission would be {len(data)} bytes, more than {SUBMISSION_LIMIT}")
+    return data

@@ -57,7 +57,8 @@ class LandingContext:
 
 @dataclass
 class BatchOutcome:
-    """Per candidate: its final verdict, or None when it must be planned again."""
+    """Per candidate: its final verdict, or None when it must be planned again (a ref
+    moved under the batch, or its evaluation saw a policy newer than the batch read)."""
 
     verdicts: list[Verdict | None]
     moved: RefMovedError | None = None
@@ -131,6 +132,8 @@ def land_batch(ctx: LandingContext, evaluations: Iterable[Evaluation]) -> BatchO
             repeats.append((position, first_plan))  # lands once; answered with that landing
             continue
         result = _plan_one(ctx, ev, head, target_oid, policy_oid, set(tasks), sig)
+        if result is None:
+            continue  # planned again next round
         if isinstance(result, Verdict):
             verdicts[position] = result
             continue
@@ -152,6 +155,17 @@ def land_batch(ctx: LandingContext, evaluations: Iterable[Evaluation]) -> BatchO
     except RefMovedError as moved:
         return BatchOutcome(verdicts, moved)
     faults.point("after-commit")
+    _landed(planned, repeats, seen, verdicts)
+    return BatchOutcome(verdicts)
+
+
+def _landed(
+    planned: list[_Planned],
+    repeats: list[tuple[int, _Planned]],
+    seen: list[Evaluation],
+    verdicts: list[Verdict | None],
+) -> None:
+    """The verdicts of a committed batch: each landing's, and its repeats' (recovered)."""
     for plan in planned:
         verdicts[plan.position] = plan.ev.with_violations(
             [], tree=plan.tree, staging_commit=plan.staging, queue_head=plan.head_oid
@@ -162,7 +176,6 @@ def land_batch(ctx: LandingContext, evaluations: Iterable[Evaluation]) -> BatchO
         verdicts[position] = recovered_verdict(
             ev.contract, str(ev.verdict.candidate), plan.tree, plan.staging
         )
-    return BatchOutcome(verdicts)
 
 
 def _transaction(
@@ -227,8 +240,9 @@ def _plan_one(  # noqa: PLR0911 — each stage stops with its own verdict
     policy_oid: str | None,
     tasks: set[str],
     sig: pygit2.Signature,
-) -> _Planned | Verdict:
-    """Merge one candidate onto `head` and write its staging and consumed-claim commits."""
+) -> _Planned | Verdict | None:
+    """Merge one candidate onto `head` and write its staging and consumed-claim commits;
+    None when it must be planned again in the next round."""
     contract, base, policy = ev.contract, ev.base, ev.policy
     assert contract and base and policy
     claim_ref = Canonical.claim_ref(contract.task_id)
@@ -240,6 +254,11 @@ def _plan_one(  # noqa: PLR0911 — each stage stops with its own verdict
         earlier = ctx.history.earlier_landing(contract, claim, str(ev.verdict.candidate))
         if earlier is not None:
             return earlier
+    if policy_oid != ev.policy_oid and ctx.canonical.ref(git.POLICY_REF) == ev.policy_oid:
+        # Evaluated under a policy set after this landing read the ref (evaluations are
+        # made while earlier candidates are planned): not stale, early. The transaction's
+        # check of the policy it read fails, and the next round plans this one again.
+        return None
     stale = recheck(ev, claim_oid, claim, policy_oid, tasks, ctx.canonical.clock())
     if stale:
         return ev.with_violations(stale, decision=Decision.FENCED)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from datetime import datetime
 
 from integrator import faults
@@ -112,7 +112,7 @@ class Integrator:
         results: list[Verdict | None] = [None] * len(items)
         pending: list[tuple[int, Evaluation]] = []
 
-        def accepted() -> Iterator[Evaluation]:
+        def accepted() -> Generator[Evaluation, None, None]:
             """Each evaluation as it is known; the landing plans one while others are made."""
             for index, evaluation in enumerate(self._evaluations(items)):
                 if evaluation.accepted and not evaluation.verdict.recovered:
@@ -123,7 +123,11 @@ class Integrator:
                 else:
                     results[index] = evaluation.verdict
 
-        self._land(accepted(), pending, results)
+        stream = accepted()
+        try:
+            self._land(stream, pending, results)
+        finally:
+            stream.close()  # a landing that raised: the workers' state is released now
         self.repacker.poke(self.repo)
         assert all(v is not None for v in results)
         return [v for v in results if v is not None]
@@ -180,14 +184,10 @@ class Integrator:
                     raise
                 time.sleep(random.uniform(0.05, 0.2))
                 continue
-            if outcome.moved is None:
-                for (index, _), verdict in zip(pending, outcome.verdicts, strict=True):
-                    results[index] = verdict
-                return
-            # Someone landed first. The next round re-reads every ref: if only the queue
-            # (and the target following it) advanced, it merges again; if a claim or the
-            # policy moved, that candidate is fenced with REF_MOVED naming the ref.
-            attempt += 1
+            # Someone landed first, or an evaluation saw a newer policy than the batch
+            # read: the next round re-reads every ref. If only the queue (and the target
+            # following it) advanced, it merges again; if a claim or the policy moved,
+            # that candidate is fenced with REF_MOVED naming the ref.
             still: list[tuple[int, Evaluation]] = []
             for (index, ev), verdict in zip(pending, outcome.verdicts, strict=True):
                 if verdict is None:
@@ -195,11 +195,13 @@ class Integrator:
                 else:
                     results[index] = verdict
             pending = still
-            if attempt > self._retries(pending):
-                for index, ev in pending:
-                    results[index] = self._ref_moved(ev, outcome.moved, attempt)
-                return
             if not pending:
+                return
+            attempt += 1
+            if attempt > self._retries(pending):
+                moved = outcome.moved or RefMovedError(git.POLICY_REF, None, None)
+                for index, ev in pending:
+                    results[index] = self._ref_moved(ev, moved, attempt)
                 return
             batch = [ev for _, ev in pending]
 

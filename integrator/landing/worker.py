@@ -11,8 +11,10 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import queue
 import signal
 import sys
+import threading
 from typing import Any, BinaryIO
 
 from integrator.fence.trees import TreeReader
@@ -32,16 +34,29 @@ def _read(stream: BinaryIO, size: int) -> bytes | None:
     return data
 
 
+def _requests(stream: BinaryIO, inbox: queue.SimpleQueue[bytes | None]) -> None:
+    """Read every request as it arrives, so the daemon's writes never wait on our replies
+    (both pipes full would hold both processes for ever); None at end of input."""
+    try:
+        while True:
+            header = _read(stream, _HEADER.size)
+            body = None if header is None else _read(stream, _HEADER.unpack(header)[0])
+            if body is None:
+                return
+            inbox.put(body)
+    finally:
+        inbox.put(None)
+
+
 def _serve(repo: str, requests: BinaryIO, replies: BinaryIO) -> None:
     canonical = Canonical(repo)
     gate = Gate(canonical, QueueHistory(canonical), TreeReader(canonical.repo))
+    inbox: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+    threading.Thread(target=_requests, args=(requests, inbox), daemon=True).start()
     replies.write(frame(("ready",)))
     replies.flush()
     while True:
-        header = _read(requests, _HEADER.size)
-        if header is None:
-            return
-        body = _read(requests, _HEADER.unpack(header)[0])
+        body = inbox.get()
         if body is None:
             return
         _, cid, (now, rewritten), items = pickle.loads(body)  # from the daemon that started us

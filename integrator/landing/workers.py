@@ -43,6 +43,10 @@ CHUNK = 4  # candidates per message: fewer frames, while the landing still start
 OUTSTANDING = 2  # chunks handed to one worker ahead of its replies: it never idles
 MIN_BATCH = 8  # smaller batches are evaluated in the daemon's process
 MAX_RESPAWNS = 4  # workers started again after dying, per pool; then the daemon goes alone
+# A worker holding a chunk that says nothing for this long (stopped, hung) is killed and
+# its chunks evaluated here; an evaluation is bounded by the fence's limits long before.
+SILENCE_LIMIT = 120.0
+_WAIT_SLICE = 1.0
 _HEADER = struct.Struct(">Q")
 
 Item = tuple[bytes, str]
@@ -87,11 +91,17 @@ class _Worker:
     ready: bool = False
     buffer: bytearray = field(default_factory=bytearray)
     outstanding: set[int] = field(default_factory=set)
+    heard: float = field(default_factory=time.monotonic)  # its last word, or its last task
 
     @property
     def fd(self) -> int:
         assert self.proc.stdout is not None
         return self.proc.stdout.fileno()
+
+    @property
+    def inbox(self) -> int:
+        assert self.proc.stdin is not None
+        return self.proc.stdin.fileno()
 
 
 class EvaluationPool:
@@ -125,7 +135,9 @@ class EvaluationPool:
             )
             faults.children.add(proc.pid)
             self.spawned += 1
-            self.workers.append(_Worker(proc))
+            worker = _Worker(proc)
+            os.set_blocking(worker.inbox, False)  # a worker that stops reading cannot stall us
+            self.workers.append(worker)
 
     def start(self, *, wait: float | None = None) -> int:
         """Start the workers now (not on the first large batch); with `wait`, give them up
@@ -173,20 +185,44 @@ class EvaluationPool:
     # -- messages -----------------------------------------------------------------------------
 
     def _send(self, worker: _Worker, message: object) -> bool:
-        assert worker.proc.stdin is not None
+        """Write one frame; a worker that takes none of it for SILENCE_LIMIT is dropped."""
+        view = memoryview(frame(message))
+        deadline = time.monotonic() + SILENCE_LIMIT
         try:
-            worker.proc.stdin.write(frame(message))
-            worker.proc.stdin.flush()
-        except (BrokenPipeError, OSError) as err:
+            while view:
+                try:
+                    view = view[os.write(worker.inbox, view) :]
+                except BlockingIOError:
+                    left = deadline - time.monotonic()
+                    poller = select.poll()
+                    poller.register(worker.inbox, select.POLLOUT)
+                    if left <= 0 or not poller.poll(left * 1000):
+                        self._drop(worker, f"took no request for {SILENCE_LIMIT:g} s")
+                        return False
+        except OSError as err:  # a broken pipe: it died
             self._drop(worker, f"could not send: {err}")
             return False
+        if not worker.outstanding:
+            worker.heard = time.monotonic()
         return True
+
+    def _reap_silent(self) -> None:
+        now = time.monotonic()
+        for worker in list(self.workers):
+            if worker.outstanding and now - worker.heard > SILENCE_LIMIT:
+                worker.proc.kill()
+                self._drop(worker, f"said nothing for {SILENCE_LIMIT:g} s while evaluating")
 
     def _receive(self, timeout: float | None) -> None:
         """Read what the workers sent within `timeout` (None: until one says something)."""
         if not self.workers:
             return
-        readable, _, _ = select.select([w.fd for w in self.workers], [], [], timeout)
+        # poll, not select: a long-lived daemon's descriptors may pass select's 1024.
+        poller = select.poll()
+        for worker in self.workers:
+            poller.register(worker.fd, select.POLLIN)
+        events = poller.poll(None if timeout is None else timeout * 1000)
+        readable = {fd for fd, _ in events}  # POLLHUP and POLLERR read as end of input
         for worker in [w for w in self.workers if w.fd in readable]:
             try:
                 chunk = os.read(worker.fd, 1 << 20)
@@ -196,6 +232,7 @@ class EvaluationPool:
             if not chunk:
                 self._drop(worker, f"exited with {worker.proc.wait()}")
                 continue
+            worker.heard = time.monotonic()
             worker.buffer += chunk
             self._frames(worker)
 
@@ -260,7 +297,8 @@ class EvaluationPool:
                     # holds yet (workers take them from the front): needed last, done now.
                     later = max(chunks, default=None)
                     if later is None:
-                        self._receive(None)  # nothing left to take: wait for an answer
+                        self._receive(_WAIT_SLICE)  # nothing left to take: wait for an answer
+                        self._reap_silent()
                     else:
                         start = later - ids[0]
                         del chunks[later]
