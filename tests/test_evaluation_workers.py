@@ -91,21 +91,28 @@ def test_pool_decides_as_the_daemon_process_does(tmp_path: Path) -> None:
     assert git("rev-parse", queue, cwd=copy) == git("rev-parse", queue, cwd=canon.path)
 
 
-def test_killed_worker_loses_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP], ids=["killed", "stopped"])
+def test_lost_worker_loses_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sig: signal.Signals
+) -> None:
+    """A worker killed (SIGKILL), or one that stops answering (SIGSTOP: it holds the batch
+    only SILENCE_LIMIT, then is killed), loses nothing: what it held is evaluated in the
+    daemon's process, and the verdicts and trees are the in-process ones."""
+    monkeypatch.setattr(workers, "SILENCE_LIMIT", 2.0)
     canon, copy, items = _pair(tmp_path)
     alone = _integrate(canon.path, canon, None, items)
     pool = EvaluationPool(copy, 1, min_batch=2)
     try:
         assert pool.start(wait=60) == 1
         victim = pool.workers[0].proc
-        os.kill(victim.pid, signal.SIGKILL)
-        victim.wait(10)
+        os.kill(victim.pid, sig)
         pooled = _integrate(copy, canon, pool, items)
+        assert victim.poll() is not None  # dead, not left stopped
     finally:
         pool.close()
     assert _outcome(pooled) == _outcome(alone)
     assert [v.tree for v in pooled] == [v.tree for v in alone]
-    assert pool.local_chunks > 0
+    assert pool.remote_chunks == 0 and pool.local_chunks > 0
 
 
 def test_small_batches_never_start_a_worker(tmp_path: Path) -> None:
@@ -193,24 +200,3 @@ def test_requests_and_replies_larger_than_a_pipe_do_not_deadlock(tmp_path: Path)
         pool.close()
     assert [x.code for v in verdicts for x in v.violations] == [Code.CONTRACT_INVALID] * 12
     assert pool.remote_chunks > 0
-
-
-def test_stopped_worker_is_killed_and_its_chunks_done_here(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A worker that stops answering (SIGSTOP) holds the batch only SILENCE_LIMIT: it is
-    killed and what it held is evaluated in the daemon's process."""
-    monkeypatch.setattr(workers, "SILENCE_LIMIT", 2.0)
-    canon, copy, items = _pair(tmp_path)
-    alone = _integrate(canon.path, canon, None, items)
-    pool = EvaluationPool(copy, 1, min_batch=2)
-    try:
-        assert pool.start(wait=60) == 1
-        victim = pool.workers[0].proc
-        os.kill(victim.pid, signal.SIGSTOP)
-        pooled = _integrate(copy, canon, pool, items)
-        assert victim.poll() is not None  # killed, not left stopped
-    finally:
-        pool.close()
-    assert _outcome(pooled) == _outcome(alone)
-    assert pool.remote_chunks == 0 and pool.local_chunks > 0
