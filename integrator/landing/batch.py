@@ -6,8 +6,8 @@ candidate k's staging commit has candidate k-1's as its parent. Then one
 target when it follows) from the head read at planning time to the last staging commit,
 and consumes every landed claim at the value read at planning time. All or nothing.
 
-The landing receives a `LandingContext` (the repository, the object buffer, the tree
-reader, claims, the queue's history), never the engine that drives it.
+The landing receives a `LandingContext` (`context`), never the engine that drives it;
+what it lands is proven in `proof`.
 """
 
 from __future__ import annotations
@@ -25,34 +25,17 @@ from integrator.documents.claim import Claim
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.verdict import Code, Decision, Verdict, Violation
 from integrator.errors import ConfigurationError, RefMovedError
-from integrator.fence.checks import check_diff, recovered_verdict
-from integrator.fence.diff import TooManyChanges, find_collisions, recompute
+from integrator.fence.checks import recovered_verdict
 from integrator.fence.live import check_live
-from integrator.fence.trees import MalformedTree, Prune, TreeReader, changed_leaves
+from integrator.landing.context import Head, LandingContext
 from integrator.landing.evaluation import Evaluation
-from integrator.landing.history import HEAD_SETTLE, QueueHistory
-from integrator.landing.merge import merge_onto_head, resources_touched_since_base
+from integrator.landing.history import HEAD_SETTLE
+from integrator.landing.merge import merge_onto_head
+from integrator.landing.proof import merge_violations
 from integrator.landing.trailers import staging_message
 from integrator.repo import git, transaction
 from integrator.repo.canonical import Canonical, signature
-from integrator.repo.claims import Claims
-from integrator.repo.packs import ObjectBuffer, commit_bytes
-
-
-@dataclass(frozen=True)
-class LandingContext:
-    """What a landing reads and writes through: nothing else of the engine."""
-
-    canonical: Canonical
-    objects: ObjectBuffer
-    trees: TreeReader
-    claims: Claims
-    history: QueueHistory
-    durable: bool
-
-    @property
-    def repo(self) -> pygit2.Repository:
-        return self.canonical.repo
+from integrator.repo.packs import commit_bytes
 
 
 @dataclass
@@ -74,21 +57,6 @@ class _Planned:
     claim_ref: str
     claim_oid: str
     consumed: str = field(default="")
-
-
-@dataclass(frozen=True)
-class Head:
-    """The queue head a candidate merges onto: real, or a staging commit of this batch."""
-
-    oid: str
-    tree: bytes  # raw id, maybe still pending in the object buffer
-    queue: pygit2.Commit  # the real queue head the batch started from
-
-    def tree_object(self, ctx: LandingContext) -> pygit2.Tree:
-        ctx.objects.flush()  # for the rare readers that need it through libgit2
-        tree = ctx.repo[pygit2.Oid(raw=self.tree)]
-        assert isinstance(tree, pygit2.Tree)
-        return tree
 
 
 def land_batch(ctx: LandingContext, evaluations: Iterable[Evaluation]) -> BatchOutcome:
@@ -356,115 +324,6 @@ def _placement(
             )
         ]
     return []
-
-
-def merge_violations(
-    ctx: LandingContext, ev: Evaluation, head: Head, merged: bytes
-) -> list[Violation]:
-    """What the merged tree adds to the gate's verdict when the queue moved since the base:
-    writes the merge made that the candidate did not, semantic resources both sides
-    touched, and names that collide with what the queue added."""
-    base, diff, policy = ev.base, ev.diff, ev.policy
-    assert base is not None and diff is not None and policy is not None
-    problems = _merge_effects(ctx, ev, head, merged)
-    shared = set(policy.policy.shared.resources)
-    touched = [r.resource for r in ev.resources if r.resource not in shared]
-    touched_since = (
-        resources_touched_since_base(
-            ctx.repo, policy.policy, base.tree, head.tree_object(ctx), touched
-        )
-        if touched
-        else {}
-    )
-    for resource, paths in touched_since.items():
-        problems.append(
-            Violation(
-                code=Code.RESOURCE_CONFLICT,
-                resource=resource,
-                detail=f"the queue changed {', '.join(paths)} ({resource}) since base; "
-                "both sides touched it",
-            )
-        )
-    assert ev.candidate is not None
-    # The gate found the candidate's tree free of collisions: only folders the merge made
-    # differ from the candidate's are read again.
-    checked = ev.candidate.tree_id.raw
-    for collision in find_collisions(ctx.trees, merged, diff.added_paths, checked=checked):
-        code = Code.CASE_COLLISION if collision.kind == "case" else Code.UNICODE_COLLISION
-        problems.append(
-            Violation(
-                code=code,
-                path=collision.path,
-                detail=f"{collision.path!r} collides with {collision.other!r} on the queue head",
-            )
-        )
-    return problems
-
-
-def _merge_effects(
-    ctx: LandingContext, ev: Evaluation, head: Head, merged: bytes
-) -> list[Violation]:
-    """What lands is queue head → merged tree, not base → candidate: prove the difference.
-
-    Where the merge wrote exactly the candidate's entries, the gate has proven them. Any
-    other write — an edit git carried along a rename made on the queue since the base, a
-    symlink moved with a new target, a content merge — sends the whole landing through
-    the diff checks again, from the queue head.
-    """
-    contract, diff, policy = ev.contract, ev.diff, ev.policy
-    assert contract is not None and diff is not None and policy is not None
-    expected: dict[str, tuple[int | None, str | None] | None] = {}
-    for change in diff.changes:
-        if change.old_path is not None:
-            expected.setdefault(change.old_path, None)
-        if change.new_path is not None:
-            expected[change.new_path] = (change.new_mode, change.new_oid)
-    for before, after in changed_leaves(ctx.trees, head.tree, merged, prune=_gate_proved(ctx, ev)):
-        leaf = after or before
-        assert leaf is not None
-        actual = (after.mode, str(after.oid)) if after is not None else None
-        if leaf.path not in expected or expected[leaf.path] != actual:
-            break
-    else:
-        return []
-    try:
-        landed = recompute(
-            ctx.repo,
-            head.tree,
-            merged,
-            rename_limit=policy.policy.integration.rename_limit,
-            reader=ctx.trees,
-            patch_limit=contract.max_patch_bytes,
-        )
-    except (MalformedTree, TooManyChanges) as err:
-        return [Violation(code=Code.UNSAFE_PATH, detail=f"the merged tree: {err}")]
-    violations, _ = check_diff(contract, landed, policy.policy)
-    return [
-        v.model_copy(
-            update={
-                "detail": "merged onto the queue head (git carries a change along a rename "
-                f"made on the queue since the base): {v.detail}"
-            }
-        )
-        for v in violations
-    ]
-
-
-def _gate_proved(ctx: LandingContext, ev: Evaluation) -> Prune:
-    """Folders whose head → merged difference is the candidate's own, which the gate proved.
-
-    Where the queue head's folder is still the base's and the merged folder is the
-    candidate's, every leaf that differs below is one of the gate's recomputed changes
-    (the gate walked the same two trees): the walk need not open them again.
-    """
-    assert ev.base is not None and ev.candidate is not None
-    base, cand = ev.base.tree_id.raw, ev.candidate.tree_id.raw
-    reader = ctx.trees
-
-    def proved(path: str, old: bytes, new: bytes) -> bool:
-        return reader.folder(cand, path) == new and reader.folder(base, path) == old
-
-    return proved
 
 
 def _write(

@@ -24,7 +24,8 @@ from integrator.errors import (
     RefMovedError,
 )
 from integrator.fence.trees import TreeReader
-from integrator.landing.batch import LandingContext, land_batch
+from integrator.landing.batch import land_batch
+from integrator.landing.context import LandingContext
 from integrator.landing.evaluation import Evaluation
 from integrator.landing.gate import Gate
 from integrator.landing.history import QueueHistory

@@ -26,9 +26,10 @@ from integrator.documents.verdict import Code, Decision, Violation
 from integrator.fence.checks import check_diff, make_verdict
 from integrator.fence.diff import TooManyChanges, recompute
 from integrator.fence.trees import MalformedTree
-from integrator.landing.batch import Head, LandingContext, merge_violations
+from integrator.landing.context import Head, LandingContext
 from integrator.landing.evaluation import Evaluation
 from integrator.landing.merge import merge_onto_head
+from integrator.landing.proof import merge_violations
 from integrator.landing.trailers import TRAILER_CANDIDATE, trailers
 from integrator.promotion.landings import TRAILER_LANDING, landing_name
 from integrator.promotion.records import Covered, Ejected, Rebuilt

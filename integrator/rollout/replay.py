@@ -32,11 +32,12 @@ from integrator.documents.contract import Model, OwnershipContract
 from integrator.documents.policy import PolicyState, parse_policy
 from integrator.documents.verdict import Code, Decision, Verdict, Violation
 from integrator.fence.trees import TreeReader
-from integrator.landing.batch import Head, LandingContext, merge_violations
+from integrator.landing.context import Head, LandingContext
 from integrator.landing.evaluation import Evaluation
 from integrator.landing.gate import Gate
 from integrator.landing.history import QueueHistory
 from integrator.landing.merge import merge_onto_head
+from integrator.landing.proof import merge_violations
 from integrator.repo.canonical import Canonical
 from integrator.repo.claims import Claims
 from integrator.repo.packs import ObjectBuffer
