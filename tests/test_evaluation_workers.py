@@ -15,6 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -200,3 +201,26 @@ def test_requests_and_replies_larger_than_a_pipe_do_not_deadlock(tmp_path: Path)
         pool.close()
     assert [x.code for v in verdicts for x in v.violations] == [Code.CONTRACT_INVALID] * 12
     assert pool.remote_chunks > 0
+
+
+def test_worker_that_never_becomes_ready_is_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker stopped before it said it was ready holds no chunk, but it would hold its
+    slot for ever: after SILENCE_LIMIT it is killed (not counted as a death that turns the
+    pool off) and the next large batch starts another."""
+    monkeypatch.setattr(workers, "SILENCE_LIMIT", 1.0)
+    canon, copy, items = _pair(tmp_path)
+    pool = EvaluationPool(copy, 1, min_batch=2)
+    try:
+        pool.start()
+        victim = pool.workers[0].proc
+        os.kill(victim.pid, signal.SIGSTOP)
+        time.sleep(1.5)
+        verdicts = _integrate(copy, canon, pool, items)
+        assert victim.poll() is not None
+        assert pool.silenced == 1
+        assert pool.start(wait=60) == 1 and pool.workers[0].proc.pid != victim.pid
+    finally:
+        pool.close()
+    assert [v.decision for v in verdicts].count(Decision.ACCEPTED) == 10

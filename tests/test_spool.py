@@ -453,8 +453,9 @@ def test_contract_submit_lets_through_is_fenced_by_the_gate(world: World, tmp_pa
     [
         ('"x": ' + "[" * 250 + "]" * 250, "nests"),
         ('"x": "\\ud800"', "not Unicode"),
+        ('"x": NaN', "JSON"),
     ],
-    ids=["deep", "lone-surrogate"],
+    ids=["deep", "lone-surrogate", "nan"],
 )
 def test_submit_refuses_what_the_daemon_could_not_read(
     tmp_path: Path, extra: str, why: str, capsys: pytest.CaptureFixture[str]

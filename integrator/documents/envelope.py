@@ -86,9 +86,11 @@ def submission_json(
     if _depth(contract) > MAX_DEPTH:
         raise ValueError(f"the contract nests lists and objects more than {MAX_DEPTH} deep")
     try:
-        data = json.dumps(document, indent=2, ensure_ascii=False).encode() + b"\n"
+        # allow_nan=False: NaN and Infinity are not JSON (the model would write null).
+        text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False)
+        data = text.encode() + b"\n"
     except UnicodeEncodeError as err:  # a lone surrogate escape, such as "\\ud800"
-        raise ValueError(f"the contract holds text that is not Unicode ({err.reason})") from err
+        raise ValueError(f"the submission holds text that is not Unicode ({err.reason})") from err
     if len(data) > SUBMISSION_LIMIT:
         raise ValueError(f"the submission would be {len(data)} bytes, more than {SUBMISSION_LIMIT}")
     return data

@@ -70,9 +70,9 @@ def land_batch(ctx: LandingContext, evaluations: Iterable[Evaluation]) -> BatchO
     if first is None:
         return BatchOutcome([])
     canonical = ctx.canonical
-    queue_ref = canonical.queue_ref
     # Whatever lands shares the policy read here: the transaction verifies it, and a
-    # candidate evaluated under another is fenced by `recheck`.
+    # candidate evaluated under another is fenced by `recheck` (or, evaluated under a newer
+    # one, planned again).
     policy_oid = canonical.ref(git.POLICY_REF)
     follows = canonical.policy_state(policy_oid).policy.integration.target_follows_queue
     queue_oid, target_oid = _read_heads(canonical, follows)
@@ -81,7 +81,7 @@ def land_batch(ctx: LandingContext, evaluations: Iterable[Evaluation]) -> BatchO
         for _ in stream:
             pass  # every one consumed, as promised, before refusing them all
         raise ConfigurationError(
-            f"neither {queue_ref} nor {canonical.target_ref} exists; run integrator init"
+            f"neither {canonical.queue_ref} nor {canonical.target_ref} exists; run integrator init"
         )
     verdicts: list[Verdict | None] = []
     seen: list[Evaluation] = []
@@ -91,6 +91,7 @@ def land_batch(ctx: LandingContext, evaluations: Iterable[Evaluation]) -> BatchO
     queue_head = canonical.commit(head_oid)
     head = Head(head_oid, queue_head.tree_id.raw, queue_head)
     sig = signature(canonical.clock())
+    early: RefMovedError | None = None  # the policy moved while the batch was evaluated
     for position, ev in enumerate(itertools.chain([first], stream)):
         verdicts.append(None)
         seen.append(ev)
@@ -101,6 +102,7 @@ def land_batch(ctx: LandingContext, evaluations: Iterable[Evaluation]) -> BatchO
             continue
         result = _plan_one(ctx, ev, head, target_oid, policy_oid, set(tasks), sig)
         if result is None:
+            early = RefMovedError(git.POLICY_REF, canonical.ref(git.POLICY_REF), policy_oid)
             continue  # planned again next round
         if isinstance(result, Verdict):
             verdicts[position] = result
@@ -113,7 +115,7 @@ def land_batch(ctx: LandingContext, evaluations: Iterable[Evaluation]) -> BatchO
     # Every object of the batch in one pack, before the transaction names any of them.
     ctx.objects.flush()
     if not planned:
-        return BatchOutcome(verdicts)
+        return BatchOutcome(verdicts, early)
     ops = _transaction(canonical, planned, policy_oid, queue_oid, target_oid)
     if ctx.durable:
         git.sync_objects(ctx.repo)
@@ -124,7 +126,7 @@ def land_batch(ctx: LandingContext, evaluations: Iterable[Evaluation]) -> BatchO
         return BatchOutcome(verdicts, moved)
     faults.point("after-commit")
     _landed(planned, repeats, seen, verdicts)
-    return BatchOutcome(verdicts)
+    return BatchOutcome(verdicts, early)
 
 
 def _landed(

@@ -200,9 +200,9 @@ class Integrator:
                 return
             attempt += 1
             if attempt > self._retries(pending):
-                moved = outcome.moved or RefMovedError(git.POLICY_REF, None, None)
+                assert outcome.moved is not None  # land_batch says why any must wait
                 for index, ev in pending:
-                    results[index] = self._ref_moved(ev, moved, attempt)
+                    results[index] = self._ref_moved(ev, outcome.moved, attempt)
                 return
             batch = [ev for _, ev in pending]
 

@@ -15,12 +15,13 @@ import queue
 import signal
 import sys
 import threading
+import traceback
 from typing import Any, BinaryIO
 
 from integrator.fence.trees import TreeReader
 from integrator.landing.gate import Gate
 from integrator.landing.history import QueueHistory
-from integrator.landing.workers import _HEADER, export, frame
+from integrator.landing.workers import _HEADER, Payload, export, frame
 from integrator.repo.canonical import Canonical
 
 
@@ -63,7 +64,13 @@ def _serve(repo: str, requests: BinaryIO, replies: BinaryIO) -> None:
         canonical.rewritten = rewritten
         answer: tuple[Any, ...]
         try:
-            answer = ("done", cid, [export(gate.evaluate(d, c, now=now)) for d, c in items])
+            done: list[Payload] = []
+            for data, candidate in items:
+                if done:  # a word after each candidate: a slow chunk is not a silent worker
+                    replies.write(frame(("progress", cid, len(done))))
+                    replies.flush()
+                done.append(export(gate.evaluate(data, candidate, now=now)))
+            answer = ("done", cid, done)
         except Exception as err:  # the daemon evaluates it again itself
             answer = ("error", cid, f"{type(err).__name__}: {err}")
         replies.write(frame(answer))
@@ -74,10 +81,16 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the daemon's to handle
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    with contextlib.suppress(BrokenPipeError):  # the daemon went away
-        _serve(argv[0], sys.stdin.buffer, replies)
+    try:
+        with contextlib.suppress(BrokenPipeError):  # the daemon went away
+            _serve(argv[0], sys.stdin.buffer, replies)
+    except BaseException:  # the daemon sees end of input and evaluates it itself
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)
     # Nothing to tidy: a worker holds no state but its caches. Skipping the interpreter's
-    # teardown lets the daemon's shutdown wait a few milliseconds, not a quarter second.
+    # teardown (which would also wait on the reader thread's lock on standard input) lets
+    # the daemon's shutdown wait a few milliseconds, not a quarter second.
     os._exit(0)
 
 

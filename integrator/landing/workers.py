@@ -43,8 +43,9 @@ CHUNK = 4  # candidates per message: fewer frames, while the landing still start
 OUTSTANDING = 2  # chunks handed to one worker ahead of its replies: it never idles
 MIN_BATCH = 8  # smaller batches are evaluated in the daemon's process
 MAX_RESPAWNS = 4  # workers started again after dying, per pool; then the daemon goes alone
-# A worker holding a chunk that says nothing for this long (stopped, hung) is killed and
-# its chunks evaluated here; an evaluation is bounded by the fence's limits long before.
+# A worker that says nothing for this long while it holds a chunk or before it is ready
+# (stopped, hung) is killed and its chunks evaluated here. It speaks after every candidate,
+# so this bounds one evaluation, not a chunk's four.
 SILENCE_LIMIT = 120.0
 _WAIT_SLICE = 1.0
 _HEADER = struct.Struct(">Q")
@@ -112,8 +113,8 @@ class EvaluationPool:
         self.size = size
         self.min_batch = min_batch
         self.workers: list[_Worker] = []
-        self.respawns = 0
         self.spawned = 0
+        self.silenced = 0  # killed for silence: slow candidates, not a reason to stop
         self.remote_chunks = 0  # chunks a worker evaluated (for the benchmark and tests)
         self.local_chunks = 0
         self._next_id = 0
@@ -125,7 +126,7 @@ class EvaluationPool:
 
     def _start(self) -> None:
         while len(self.workers) < self.size:
-            if self.spawned >= self.size + MAX_RESPAWNS:
+            if self.spawned - self.silenced >= self.size + MAX_RESPAWNS:
                 return  # they keep dying: evaluate in the daemon's process from now on
             proc = subprocess.Popen(
                 [sys.executable, "-m", "integrator.landing.worker", self.repo_path],
@@ -209,9 +210,11 @@ class EvaluationPool:
     def _reap_silent(self) -> None:
         now = time.monotonic()
         for worker in list(self.workers):
-            if worker.outstanding and now - worker.heard > SILENCE_LIMIT:
+            if (worker.outstanding or not worker.ready) and now - worker.heard > SILENCE_LIMIT:
                 worker.proc.kill()
-                self._drop(worker, f"said nothing for {SILENCE_LIMIT:g} s while evaluating")
+                self.silenced += 1
+                doing = "evaluating" if worker.ready else "starting"
+                self._drop(worker, f"said nothing for {SILENCE_LIMIT:g} s while {doing}")
 
     def _receive(self, timeout: float | None) -> None:
         """Read what the workers sent within `timeout` (None: until one says something)."""
@@ -247,6 +250,8 @@ class EvaluationPool:
             if message[0] == "ready":
                 worker.ready = True
                 continue
+            if message[0] == "progress":
+                continue  # it is alive (`heard` was set when these bytes came)
             kind, cid, body = message
             worker.outstanding.discard(cid)
             if cid in self._waiting:  # else: a call that stopped early no longer waits
@@ -289,6 +294,7 @@ class EvaluationPool:
         self._waiting = set(ids)
         try:
             self._receive(0)
+            self._reap_silent()  # one that never became ready, say
             ahead: dict[int, list[Evaluation]] = {}  # chunks this process took from the end
             for cid in ids:
                 self._hand_out(chunks, ids, context)
