@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
-import re
 import socket
 import time
 from datetime import UTC, datetime
@@ -28,8 +27,6 @@ from integrator.documents.rules import ContractRules, rules_from_bytes
 from integrator.errors import EXIT_USAGE, ContractError, InfrastructureError, UsageError
 from integrator.fleet import intake
 from integrator.repo import git
-
-_COMMIT_ID = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 # Where the daemon files a decided submission (archived/ is a later review step).
 FILED = tuple(folder for folder in DECIDED if folder != "archived")
@@ -135,7 +132,7 @@ def _resolve(data: bytes, rev: str, repo: Path) -> tuple[ContractRules, str, Pat
     """
     rules = rules_from_bytes(data)
     base = rules.document.get("baseCommit")
-    if not isinstance(base, str) or _COMMIT_ID.fullmatch(base) is None:
+    if not isinstance(base, str) or envelope.OBJECT_ID_RE.fullmatch(base) is None:
         raise ContractError("contract is invalid: baseCommit: not a commit id", ["baseCommit"])
     repo_path = repo.resolve()
     return rules, base, repo_path, git.rev_parse_commit(repo_path, rev)

@@ -75,8 +75,7 @@ def folder_for(decision: Decision | None) -> str:
     return "rejected" if decision is None else _FOLDER_OF[decision.value]
 
 
-# A submission is a contract and a few ids; anything near this is not one.
-SUBMISSION_LIMIT = envelope.SUBMISSION_LIMIT
+SUBMISSION_LIMIT = envelope.SUBMISSION_LIMIT  # what the daemon reads of a submission.json
 
 # 20260601T120000123456Z-0a1b2c3d: sorts by time, then by chance; a valid ref component.
 ID_RE = re.compile(r"^\d{8}T\d{12}Z-[0-9a-f]{8}$")

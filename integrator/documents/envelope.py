@@ -20,7 +20,7 @@ SUBMISSION_LIMIT = 1 << 20
 # Contracts are a few levels deep; the daemon's JSON reader refuses documents far deeper.
 MAX_DEPTH = 32
 BUNDLE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,100}\.bundle$")
-_OBJECT_ID_RE = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")
+OBJECT_ID_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a full commit id (fullmatch)
 # The submitter's self-reported fields, cut to what the model admits.
 _LIMITS = {"user": 200, "host": 255, "repo": 4096}
 
@@ -37,21 +37,18 @@ def submitter(
     return fields
 
 
-def _depth(value: Any) -> int:
-    """How deeply `value` nests lists and objects (without recursion)."""
-    deepest, stack = 0, [(value, 1)]
+def _too_deep(value: Any) -> bool:
+    """Whether `value` nests lists and objects more than MAX_DEPTH deep (no recursion)."""
+    stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        children = (
-            item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
-        )
+        children = item.values() if isinstance(item, dict) else item
         for child in children:
             if isinstance(child, dict | list):
-                if depth + 1 > MAX_DEPTH:
-                    return depth + 1
+                if depth == MAX_DEPTH:
+                    return True
                 stack.append((child, depth + 1))
-        deepest = max(deepest, depth)
-    return deepest
+    return False
 
 
 def submission_json(
@@ -67,7 +64,7 @@ def submission_json(
     daemon's reader would refuse: a candidate or bundle name the model does not admit, a
     contract nested more than MAX_DEPTH deep or holding text that is not Unicode, or a
     document larger than SUBMISSION_LIMIT."""
-    if not _OBJECT_ID_RE.match(candidate):
+    if OBJECT_ID_RE.fullmatch(candidate) is None:
         raise ValueError(f"{candidate!r} is not a full commit id")
     if bundle is not None and not BUNDLE_NAME_RE.match(bundle):
         raise ValueError(f"{bundle!r} is not a plain file name ending in .bundle")
@@ -83,7 +80,7 @@ def submission_json(
         document["bundle"] = bundle
     if urgent:
         document["urgent"] = True
-    if _depth(contract) > MAX_DEPTH:
+    if _too_deep(contract):
         raise ValueError(f"the contract nests lists and objects more than {MAX_DEPTH} deep")
     try:
         # allow_nan=False: NaN and Infinity are not JSON (the model would write null).

@@ -102,7 +102,8 @@ def land_batch(ctx: LandingContext, evaluations: Iterable[Evaluation]) -> BatchO
             continue
         result = _plan_one(ctx, ev, head, target_oid, policy_oid, set(tasks), sig)
         if result is None:
-            early = RefMovedError(git.POLICY_REF, canonical.ref(git.POLICY_REF), policy_oid)
+            # _plan_one found the ref at the policy this evaluation was made under
+            early = RefMovedError(git.POLICY_REF, ev.policy_oid, policy_oid)
             continue  # planned again next round
         if isinstance(result, Verdict):
             verdicts[position] = result

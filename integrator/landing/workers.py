@@ -216,15 +216,15 @@ class EvaluationPool:
                 doing = "evaluating" if worker.ready else "starting"
                 self._drop(worker, f"said nothing for {SILENCE_LIMIT:g} s while {doing}")
 
-    def _receive(self, timeout: float | None) -> None:
-        """Read what the workers sent within `timeout` (None: until one says something)."""
+    def _receive(self, timeout: float) -> None:
+        """Read what the workers sent within `timeout` seconds."""
         if not self.workers:
             return
         # poll, not select: a long-lived daemon's descriptors may pass select's 1024.
         poller = select.poll()
         for worker in self.workers:
             poller.register(worker.fd, select.POLLIN)
-        events = poller.poll(None if timeout is None else timeout * 1000)
+        events = poller.poll(timeout * 1000)
         readable = {fd for fd, _ in events}  # POLLHUP and POLLERR read as end of input
         for worker in [w for w in self.workers if w.fd in readable]:
             try:
@@ -289,7 +289,8 @@ class EvaluationPool:
         self._start()
         ids = list(range(self._next_id, self._next_id + len(items), CHUNK))
         self._next_id += len(items)
-        chunks = {cid: items[cid - ids[0] : cid - ids[0] + CHUNK] for cid in ids}
+        parts = {cid: items[cid - ids[0] : cid - ids[0] + CHUNK] for cid in ids}
+        chunks = dict(parts)  # the ones nobody holds yet
         context = (now, dict(rewritten))
         self._waiting = set(ids)
         try:
@@ -306,10 +307,9 @@ class EvaluationPool:
                         self._receive(_WAIT_SLICE)  # nothing left to take: wait for an answer
                         self._reap_silent()
                     else:
-                        start = later - ids[0]
                         del chunks[later]
                         self.local_chunks += 1
-                        ahead[later] = [local(d, c) for d, c in items[start : start + CHUNK]]
+                        ahead[later] = [local(d, c) for d, c in parts[later]]
                         self._receive(0)
                     self._hand_out(chunks, ids, context)
                 self._waiting.discard(cid)
@@ -325,9 +325,8 @@ class EvaluationPool:
                 if reply is not None:
                     self.log.warning("workers.chunk_failed", why=reply[1])
                 self.local_chunks += 1
-                start = cid - ids[0]
                 chunks.pop(cid, None)
-                for data, candidate in items[start : start + CHUNK]:
+                for data, candidate in parts[cid]:
                     yield local(data, candidate)
                 self._receive(0)
         finally:
