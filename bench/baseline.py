@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pygit2
 
-from integrator.repo import git, transaction
+from integrator.plumbing import git, transaction
 
 BRANCH = "refs/heads/main"
 # The script's commits get a fixed identity and date, so runs are reproducible and do not

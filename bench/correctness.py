@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pygit2
 
-from integrator.landing.trailers import TRAILER_CANDIDATE, trailers
-from integrator.repo import git
+from integrator.documents.trailers import TRAILER_CANDIDATE, trailers
+from integrator.plumbing import git
 
 
 @dataclass(frozen=True)

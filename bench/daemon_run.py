@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.workload import CHANGELOG, Shape, Workload
-from integrator.daemon.spool import SUBMISSION_FILE, Spool, new_id
 from integrator.documents.policy import default_policy_text
 from integrator.documents.submission import Submission, Submitter
 from integrator.files import write_file
-from integrator.repo.canonical import Canonical
-from integrator.repo.claims import Claims, IssueRequest
-from integrator.repo.prepare import prepare
+from integrator.records.canonical import Canonical
+from integrator.records.claims import Claims, IssueRequest
+from integrator.records.prepare import prepare
+from integrator.store.spool import SUBMISSION_FILE, Spool, new_id
 
 LEASE = timedelta(days=1)
 SUBMITTER = Submitter(user="bench", host="localhost")

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.workload import CandidateSet, Workload
-from integrator.repo import git
+from integrator.plumbing import git
 
 MERGETRAIN = "mergetrain==3.7.1"
 CONFIG = "version: 2\n\nproject:\n  name: bench\n\ngates: []\n"

@@ -25,9 +25,9 @@ from bench.daemon_run import (
     write_submissions,
 )
 from bench.workload import Workload
-from integrator.daemon.spool import Spool
-from integrator.repo import git
-from integrator.repo.canonical import Canonical
+from integrator.plumbing import git
+from integrator.records.canonical import Canonical
+from integrator.store.spool import Spool
 
 
 def fresh(path: Path) -> Path:

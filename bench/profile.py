@@ -18,7 +18,7 @@ from pathlib import Path
 from bench import phases
 from bench.daemon_run import run_daemon
 from bench.workload import Workload
-from integrator.daemon.spool import Spool
+from integrator.store.spool import Spool
 
 PY_SPY = "py-spy==0.4.3"
 IN_BATCH = "daemon.Daemon._batch"

@@ -20,7 +20,7 @@ from bench.daemon_run import DaemonRun, run_daemon
 from bench.phases import fresh, prepare_fleet, queue_head
 from bench.workload import Workload
 from integrator.demo.remote import start_git_daemon
-from integrator.repo import git
+from integrator.plumbing import git
 
 
 @dataclass

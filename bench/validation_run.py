@@ -32,9 +32,9 @@ from bench.daemon_run import (
 )
 from bench.phases import fresh
 from bench.workload import Workload
-from integrator.daemon.spool import Spool
-from integrator.repo.canonical import Canonical
-from integrator.repo.prepare import prepare
+from integrator.records.canonical import Canonical
+from integrator.records.prepare import prepare
+from integrator.store.spool import Spool
 
 BATCHES = (1, 8, 32)
 CANDIDATES = 64

@@ -17,7 +17,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from integrator.repo import git
+from integrator.plumbing import git
 
 COMMITTER = "bench <bench@localhost> 1700000000 +0000"
 CHANGELOG = "CHANGELOG"

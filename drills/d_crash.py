@@ -14,7 +14,7 @@ from drills.context import Context
 from drills.harness import World
 from drills.registry import drill
 from drills.repo import QUEUE, git, git_dir, message
-from integrator.landing.trailers import trailers
+from integrator.documents.trailers import trailers
 
 FILES = {f"area{i}/f.txt": f"{i}\n" for i in range(6)}
 

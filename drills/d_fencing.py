@@ -16,8 +16,8 @@ from drills.harness import PY, World
 from drills.procs import pause, resume, wait_stopped, wait_until
 from drills.registry import drill
 from drills.repo import MAIN, QUEUE, git_dir, merge_tree
-from integrator.repo.canonical import Canonical
-from integrator.repo.claims import Claims
+from integrator.records.canonical import Canonical
+from integrator.records.claims import Claims
 
 INVOICE = "".join(f"line {i}: invoice logic\n" for i in range(20))
 FILES = {

@@ -21,8 +21,8 @@ from drills.registry import drill
 from drills.repo import QUEUE, make_commit
 from integrator.documents.contract import OwnershipContract
 from integrator.landing.engine import Integrator
-from integrator.repo.canonical import Canonical
-from integrator.repo.claims import Claims, IssueRequest
+from integrator.records.canonical import Canonical
+from integrator.records.claims import Claims, IssueRequest
 
 FLOOD_FULL, FLOOD_QUICK = 10_000, 300
 RACES_FULL, RACES_QUICK = 5, 1

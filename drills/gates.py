@@ -23,7 +23,7 @@ from drills import report
 from drills.history import World, load, touched_resources
 from drills.registry import Record
 from drills.repo import MAIN, QUEUE, ZERO, merge_tree, parents, reflog, rev
-from integrator.fence.paths import PathMatcher
+from integrator.paths import PathMatcher
 
 LATENCY_BAR_MS = 2000.0
 DETERMINED = {"OWNED", "SHARED", "UNKNOWN", "NOT_OWNED"}

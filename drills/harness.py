@@ -22,9 +22,9 @@ from drills.context import Context
 from drills.procs import DrillError, Served, wait_until
 from drills.records import Contract, Decision, Result
 from drills.repo import MAIN, QUEUE, Spec, environment, first_parent_chain, git, make_commit, rev
-from integrator.daemon.spool import DECIDED, VERDICT_FILE, Spool
 from integrator.documents.submission import Submission
-from integrator.repo.canonical import Canonical
+from integrator.records.canonical import Canonical
+from integrator.store.spool import DECIDED, VERDICT_FILE, Spool
 
 PY = sys.executable
 _OUTPUT_LIMIT = 20_000
@@ -213,7 +213,7 @@ class World:
     ) -> Contract:
         """Issue a contract in-process, for drills where the coordinator is not the subject
         (a `contract issue` process costs half a second; the claim it writes is the same)."""
-        from integrator.repo.claims import Claims, IssueRequest
+        from integrator.records.claims import Claims, IssueRequest
 
         request = IssueRequest(
             task_id=task, paths=tuple(paths), resources=tuple(resources), lease=timedelta(hours=2)

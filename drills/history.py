@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from drills.repo import POLICY, QUEUE, first_parent_chain, git, message, rev
-from integrator.daemon.spool import SUBMISSION_FILE, VERDICT_FILE, submitted
 from integrator.documents.policy import PolicyState, parse_policy
-from integrator.fence.paths import PathMatcher
-from integrator.landing.trailers import trailers
+from integrator.documents.trailers import trailers
+from integrator.paths import PathMatcher
+from integrator.store.spool import SUBMISSION_FILE, VERDICT_FILE, submitted
 
 GITLINK = "160000"
 

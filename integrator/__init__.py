@@ -18,7 +18,7 @@ if sys.argv[:1] == ["-m"] and not sys.flags.safe_path and sys.path[:1] == [os.ge
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from integrator.version import __version__ as __version__
 
 if TYPE_CHECKING:
     from integrator.api import *  # noqa: F403

@@ -37,10 +37,10 @@ from integrator.errors import (
     UsageError,
 )
 from integrator.landing.engine import Integrator
-from integrator.repo.canonical import Canonical
-from integrator.repo.claims import Claims, IssueRequest
-from integrator.repo.expansions import Expansions
-from integrator.repo.prepare import Preparation, prepare
+from integrator.records.canonical import Canonical
+from integrator.records.claims import Claims, IssueRequest
+from integrator.records.expansions import Expansions
+from integrator.records.prepare import Preparation, prepare
 
 __all__ = [
     "Canonical",

@@ -16,9 +16,10 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from integrator import __version__, commands
+from integrator import commands
 from integrator.errors import EXIT_INFRA, IntegratorError
-from integrator.report.escape import visible
+from integrator.escape import visible
+from integrator.version import __version__
 
 DESCRIPTION = """\
 A fencing integration gate for repositories that many coding agents write at once.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from integrator.report.escape import visible
+from integrator.escape import visible
 
 MAX_REF_BYTES = 1024
 MAX_COMPONENT_BYTES = 255

@@ -11,9 +11,9 @@ from pathlib import Path
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.verdict import Verdict
 from integrator.landing.engine import Integrator
-from integrator.repo.canonical import Canonical
-from integrator.repo.claims import Claims, IssueRequest
-from integrator.repo.prepare import prepare
+from integrator.records.canonical import Canonical
+from integrator.records.claims import Claims, IssueRequest
+from integrator.records.prepare import prepare
 from tests.factories import NOW
 from tests.gitutil import Spec, commit_files, git, make_repo
 

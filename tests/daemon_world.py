@@ -16,11 +16,11 @@ from typing import Any
 import pygit2
 import pytest
 
-from integrator.daemon.spool import VERDICT_FILE, Spool
 from integrator.documents.submission import Submission
 from integrator.documents.verdict import Verdict
-from integrator.repo.canonical import Canonical
-from integrator.repo.claims import Claims, IssueRequest
+from integrator.records.canonical import Canonical
+from integrator.records.claims import Claims, IssueRequest
+from integrator.store.spool import VERDICT_FILE, Spool
 from tests.canon import make_canon
 from tests.gitutil import git
 

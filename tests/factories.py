@@ -16,7 +16,7 @@ from integrator.documents.policy import (
 )
 from integrator.documents.verdict import Verdict
 from integrator.landing.engine import Integrator
-from integrator.repo.canonical import Canonical
+from integrator.records.canonical import Canonical
 
 NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 

@@ -18,11 +18,11 @@ from typing import Any
 
 import pygit2
 
-from integrator.daemon.spool import VERDICT_FILE, Spool
 from integrator.documents.verdict import Verdict
-from integrator.repo.canonical import Canonical
-from integrator.repo.claims import Claims, IssueRequest
-from integrator.repo.prepare import prepare
+from integrator.records.canonical import Canonical
+from integrator.records.claims import Claims, IssueRequest
+from integrator.records.prepare import prepare
+from integrator.store.spool import VERDICT_FILE, Spool
 from tests.daemon_world import submission
 from tests.gitutil import GIT_ENV, commit_files, git, make_repo
 

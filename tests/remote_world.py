@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from integrator.landing.trailers import TRAILER_CANDIDATE
+from integrator.documents.trailers import TRAILER_CANDIDATE
 from tests.git_server import GitDaemon, git_daemon
 from tests.gitutil import GIT_ENV, commit_files, git, make_repo
 

@@ -12,14 +12,14 @@ from pathlib import Path
 import pygit2
 
 from integrator.daemon.loop import Daemon
-from integrator.daemon.mirror import for_spool
 from integrator.daemon.settings import Settings
-from integrator.daemon.spool import VERDICT_FILE, Spool
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.verdict import Verdict
 from integrator.landing.engine import Integrator
-from integrator.repo.canonical import Canonical
-from integrator.repo.claims import Claims, IssueRequest
+from integrator.records.canonical import Canonical
+from integrator.records.claims import Claims, IssueRequest
+from integrator.store.mirror import for_spool
+from integrator.store.spool import VERDICT_FILE, Spool
 from tests.canon import Canon, make_canon
 from tests.daemon_world import submission
 from tests.gitutil import Spec

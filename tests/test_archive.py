@@ -18,11 +18,8 @@ import pytest
 
 from integrator.cli import main
 from integrator.commands import refs as refs_command
-from integrator.daemon import held as review
 from integrator.daemon.loop import Daemon
-from integrator.daemon.mirror import for_spool
 from integrator.daemon.settings import Settings
-from integrator.daemon.spool import Spool
 from integrator.documents.claim import Claim, claim_state, view_from_state
 from integrator.documents.expansion import ExpansionRequest
 from integrator.documents.submission import Submission
@@ -30,19 +27,29 @@ from integrator.documents.verdict import Code, Decision
 from integrator.errors import ReviewRequired
 from integrator.fleet.intake import VERDICTS_PREFIX, verdict_ref
 from integrator.landing.engine import Integrator
-from integrator.repo import expansions, git, transaction
-from integrator.repo.archive import MAX_PARENTS, Archiver, Record, decide
-from integrator.repo.archive_index import (
+from integrator.plumbing import git, transaction
+from integrator.plumbing.packs import ObjectBuffer
+from integrator.records import expansions
+from integrator.records import held as review
+from integrator.records.archive import MAX_PARENTS, Archiver, Record, decide
+from integrator.records.archive_index import (
     PREFIXES,
     archive_ref,
     archived_entries,
     find_archived,
     shard_of,
 )
-from integrator.repo.canonical import Canonical
-from integrator.repo.claims import Claims, IssueRequest, build_contract, history, write_claim_commit
-from integrator.repo.expansions import Expansions
-from integrator.repo.packs import ObjectBuffer
+from integrator.records.canonical import Canonical
+from integrator.records.claims import (
+    Claims,
+    IssueRequest,
+    build_contract,
+    history,
+    write_claim_commit,
+)
+from integrator.records.expansions import Expansions
+from integrator.store.mirror import for_spool
+from integrator.store.spool import Spool
 from tests.canon import Canon, make_canon
 from tests.gitutil import GIT_ENV, commit_files
 from tests.gitutil import git as run

@@ -16,9 +16,9 @@ import pytest
 from integrator.documents.expansion import ExpansionRequest
 from integrator.errors import IntegratorError
 from integrator.fence.overlap import patterns_overlap
-from integrator.repo.canonical import Canonical
-from integrator.repo.claims import Claims, IssueRequest
-from integrator.repo.expansions import Expansions
+from integrator.records.canonical import Canonical
+from integrator.records.claims import Claims, IssueRequest
+from integrator.records.expansions import Expansions
 from tests.canon import make_canon
 from tests.gitutil import git
 

@@ -15,10 +15,10 @@ from integrator.documents.expansion import ExpansionRequest
 from integrator.documents.policy import default_policy_text
 from integrator.documents.verdict import Code, Decision
 from integrator.errors import ClaimConflictError, ConfigurationError, ReviewRequired, UsageError
-from integrator.repo.claims import Claims, history
-from integrator.repo.expansions import Expansions, expansion_ref, expansions
-from integrator.repo.policy_ref import set_policy
-from integrator.repo.prepare import prepare
+from integrator.records.claims import Claims, history
+from integrator.records.expansions import Expansions, expansion_ref, expansions
+from integrator.records.policy_ref import set_policy
+from integrator.records.prepare import prepare
 from tests.canon import Canon, make_canon
 from tests.gitutil import git
 
@@ -49,7 +49,7 @@ def test_issue_refuses_overlap_unless_forced(canon: Canon) -> None:
     with pytest.raises(ClaimConflictError, match="api:Invoice"):
         canon.issue("api", ["auth/**"], resources=("api:Invoice",))
     with canon.open() as canonical:
-        from integrator.repo.claims import IssueRequest
+        from integrator.records.claims import IssueRequest
 
         shared = Claims(canonical).issue(
             IssueRequest(task_id="tax", paths=("billing/tax.py",)), force_shared=True

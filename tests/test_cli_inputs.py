@@ -319,8 +319,8 @@ def test_an_endless_input_is_refused_unread(
 def test_validation_details_must_be_a_small_json_document(tmp_path: Path) -> None:
     """`validation report --details` takes a JSON document of at most DETAILS_LIMIT bytes."""
     from integrator.commands._common import read_input
+    from integrator.documents.promotion import DETAILS_LIMIT
     from integrator.errors import UsageError
-    from integrator.promotion.records import DETAILS_LIMIT
 
     big = tmp_path / "big.json"
     big.write_bytes(b" " * (DETAILS_LIMIT + 1))

@@ -162,7 +162,7 @@ def test_guard_in_a_shared_checkout_follows_integrator_task(shared: Path) -> Non
 def gated(tmp_path: Path) -> tuple[Path, dict[str, Path]]:
     """A checkout prepared with `integrator init`: tasks A and B claimed in place, both
     edited, contracts written to files."""
-    from integrator.repo.prepare import prepare
+    from integrator.records.prepare import prepare
 
     repo = make_repo(tmp_path / "repo")
     commit_files(repo, {"src/a/old.py": "old\n", "src/b/y.py": "y\n", "docs/x.md": "x\n"}, "init")

@@ -29,14 +29,14 @@ from structlog.testing import capture_logs
 from integrator.daemon import logs
 from integrator.daemon.health import parse_bind
 from integrator.daemon.loop import Daemon
-from integrator.daemon.mirror import for_spool
 from integrator.daemon.notify import Notifier, notify
 from integrator.daemon.settings import Settings, load_settings
-from integrator.daemon.spool import ID_RE, REJECTION_FILE, SUBMISSION_FILE, Spool
 from integrator.documents.verdict import Decision, Verdict
 from integrator.errors import ConfigurationError, InfrastructureError, UsageError
-from integrator.repo import git as repo_git
-from integrator.repo.canonical import Canonical
+from integrator.plumbing import git as repo_git
+from integrator.records.canonical import Canonical
+from integrator.store.mirror import for_spool
+from integrator.store.spool import ID_RE, REJECTION_FILE, SUBMISSION_FILE, Spool
 from tests.canon import make_canon
 from tests.daemon_world import PYTHON, World, submission, wait_until
 from tests.gitutil import git

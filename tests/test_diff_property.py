@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from integrator.documents.verdict import Decision
 from integrator.fence.diff import recompute
-from integrator.fence.paths import PathMatcher
+from integrator.paths import PathMatcher
 from tests.factories import Gate
 from tests.gitutil import commit_files, git, make_repo
 

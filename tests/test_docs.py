@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from integrator.repo.prepare import prepare
+from integrator.records.prepare import prepare
 from tests.factories import task_file
 from tests.gitutil import commit_files, make_repo
 

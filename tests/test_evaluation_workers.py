@@ -24,8 +24,8 @@ from integrator.documents.verdict import Code, Decision, Verdict
 from integrator.landing import workers
 from integrator.landing.engine import Integrator
 from integrator.landing.workers import EvaluationPool
-from integrator.repo.canonical import Canonical
-from integrator.repo.claims import Claims
+from integrator.records.canonical import Canonical
+from integrator.records.claims import Claims
 from tests.canon import Canon, make_canon
 from tests.daemon_world import World
 from tests.gitutil import git

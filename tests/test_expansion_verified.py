@@ -14,7 +14,7 @@ from integrator.documents.expansion import ExpansionRequest
 from integrator.documents.verdict import Code, Decision
 from integrator.errors import ReviewRequired
 from integrator.fleet.expansion import build_request
-from integrator.repo.expansions import Expansions
+from integrator.records.expansions import Expansions
 from tests.canon import Canon, make_canon
 from tests.gitutil import commit_files, git
 

@@ -27,7 +27,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from integrator.daemon.spool import SUBMISSION_FILE, Spool
 from integrator.documents.contract import parse_contract
 from integrator.documents.rules import rules_from_bytes
 from integrator.errors import ContractError, UsageError
@@ -35,6 +34,7 @@ from integrator.fleet.events import GuardInputError, parse_event
 from integrator.fleet.patches import PatchError, parse_patch
 from integrator.fleet.shell import ShellError, shell_patches
 from integrator.fleet.tasks import TaskFileError, parse_task
+from integrator.store.spool import SUBMISSION_FILE, Spool
 from tests.factories import contract_doc
 
 EXAMPLES = int(os.environ.get("INTEGRATOR_FUZZ_EXAMPLES", "300"))

@@ -20,8 +20,8 @@ from integrator.fleet import guard, patches
 from integrator.fleet.assignments import Fleet
 from integrator.fleet.taskqueue import Queue
 from integrator.fleet.workspace import binding_dir
-from integrator.repo.canonical import Canonical
-from integrator.repo.claims import Claims
+from integrator.records.canonical import Canonical
+from integrator.records.claims import Claims
 from tests.gitutil import GIT_ENV, commit_files, git, make_repo
 
 NOW = datetime.now(UTC)

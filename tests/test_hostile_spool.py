@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from integrator.daemon.spool import REJECTION_FILE, SUBMISSION_FILE, VERDICT_FILE, submitted
-from integrator.daemon.submitted import read_submitted
 from integrator.errors import UsageError
+from integrator.store.spool import REJECTION_FILE, SUBMISSION_FILE, VERDICT_FILE, submitted
+from integrator.store.submitted import read_submitted
 from tests.daemon_world import PYTHON, World, submission
 from tests.gitutil import git
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from integrator.documents.contract import parse_contract
+from integrator.documents.trailers import trailers
 from integrator.documents.verdict import Code, Decision
-from integrator.landing.trailers import trailers
-from integrator.repo.claims import Claims
+from integrator.records.claims import Claims
 from tests.canon import Canon, make_canon
 from tests.gitutil import commit_files, git
 
@@ -156,8 +156,8 @@ def test_policy_changed(canon: Canon) -> None:
         # Register the edited contract as the live one so only the policy differs.
         from integrator.documents.claim import claim_state
         from integrator.documents.contract import parse_contract
-        from integrator.repo import transaction
-        from integrator.repo.claims import write_claim_commit
+        from integrator.plumbing import transaction
+        from integrator.records.claims import write_claim_commit
 
         edited = parse_contract(json.dumps(doc))
         claim = canonical.claim("billing")
@@ -209,7 +209,7 @@ def test_conflicting_shared_edit_is_merge_conflict(canon: Canon) -> None:
     """Two forced-shared claims editing the same line: the second is MERGE_CONFLICT."""
     first = canon.issue("a", ["billing/**"])
     with canon.open() as canonical:
-        from integrator.repo.claims import IssueRequest
+        from integrator.records.claims import IssueRequest
 
         second = Claims(canonical).issue(
             IssueRequest(task_id="b", paths=("billing/invoice.py",)), force_shared=True
@@ -242,7 +242,7 @@ def test_clean_merge_on_same_resource_is_resource_conflict(tmp_path: Path) -> No
     )
     first = canon.issue("a", ["a/**", "pnpm-lock.yaml"], resources=("lockfile:pnpm-lock.yaml",))
     with canon.open() as canonical:
-        from integrator.repo.claims import IssueRequest
+        from integrator.records.claims import IssueRequest
 
         second = Claims(canonical).issue(
             IssueRequest(
@@ -305,7 +305,7 @@ def test_integrate_requires_init(tmp_path: Path) -> None:
     """integrate on a repository without `integrator init` is a configuration error."""
     from integrator.errors import ConfigurationError
     from integrator.landing.engine import Integrator
-    from integrator.repo.canonical import Canonical
+    from integrator.records.canonical import Canonical
     from tests.gitutil import make_repo
 
     repo = make_repo(tmp_path / "plain")
@@ -358,7 +358,7 @@ def test_torn_read_of_queue_and_target_is_read_again(canon: Canon) -> None:
     """A read that falls inside another integrator's commit (queue moved, target not yet)
     is read again instead of being taken for a target moved by hand."""
     from integrator.landing.batch import _read_heads
-    from integrator.repo.canonical import Canonical
+    from integrator.records.canonical import Canonical
 
     queue, main = "refs/integrator/queue/main", "refs/heads/main"
     reads: list[str] = []
@@ -383,9 +383,9 @@ def test_torn_read_of_queue_and_target_is_read_again(canon: Canon) -> None:
 def test_unsynced_updater_creates_refs_and_refuses_deletions(canon: Canon) -> None:
     """The bulk updater (held refs) runs git with core.fsyncMethod=writeout-only and never
     deletes: a deletion may rewrite packed-refs, which it keeps to the fsyncing updater."""
-    from integrator.repo import git as igit
-    from integrator.repo import transaction
-    from integrator.repo.canonical import Canonical
+    from integrator.plumbing import git as igit
+    from integrator.plumbing import transaction
+    from integrator.records.canonical import Canonical
 
     head = canon.ref("refs/integrator/queue/main")
     assert head is not None

@@ -11,7 +11,7 @@ from integrator.documents.verdict import Code, Decision
 from integrator.landing.batch import land_batch
 from integrator.landing.engine import Integrator
 from integrator.landing.evaluation import Evaluation
-from integrator.repo import git as gitref
+from integrator.plumbing import git as gitref
 from tests.canon import make_canon
 from tests.gitutil import git
 

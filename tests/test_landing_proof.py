@@ -15,7 +15,7 @@ import pygit2
 from integrator.documents.verdict import Code, Decision
 from integrator.fence.diff import find_collisions
 from integrator.fence.trees import Leaf, TreeReader, changed_leaves
-from integrator.repo.claims import Claims, IssueRequest
+from integrator.records.claims import Claims, IssueRequest
 from tests.canon import make_canon
 from tests.gitutil import commit_files, make_repo
 

@@ -1,4 +1,5 @@
-"""The package's shape: no import cycles, no oversized modules, empty subpackage inits."""
+"""The package's shape: floors that only look down, no import cycles, no oversized modules,
+empty subpackage inits, and commands that only the command line imports."""
 
 from __future__ import annotations
 
@@ -38,7 +39,11 @@ def _imports(path: Path, name: str, known: set[str]) -> set[str]:
             if node.level:
                 anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join([*anchor, base] if base else anchor)
-            targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+            # `from a import b` imports the module a.b where there is one, else a.
+            targets = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
+                for alias in node.names
+            ]
         else:
             continue
         found.update(t for t in targets if t in known and t != name)
@@ -89,6 +94,101 @@ def test_no_import_cycles() -> None:
     for deps in graph.values():
         deps -= {name for name in known if modules[name].name == "__init__.py"}
     assert _cycles(graph) == []
+
+
+# The floors, lowest first (README, "Layout"). A module may import its own floor's package
+# and any package on a lower floor; never one above, and never a different package of its
+# own floor (peers stay independent). Top-level modules other than the entry points are the
+# base floor; `root` is `integrator/__init__.py`, the public API's lazy facade.
+FLOORS: tuple[frozenset[str], ...] = tuple(
+    frozenset(floor.split())
+    for floor in (
+        "base",
+        "documents",
+        "store",
+        "plumbing",
+        "fence",
+        "serverhook",
+        "report",
+        "records",
+        "landing review",
+        "fleet promotion rollout",
+        "daemon",
+        "web mcp",
+        "commands",
+        "cli api demo",
+        "__main__ root",
+    )
+)
+ENTRY_MODULES = frozenset({"cli", "api", "__main__"})
+
+
+def _unit(module: str) -> str:
+    """The floor unit a module of `integrator` belongs to: its subpackage, `base` for a
+    top-level helper module, the module itself for an entry point, `root` for the package."""
+    parts = module.split(".")
+    if parts == ["integrator"]:
+        return "root"
+    if len(parts) == 2 and (ROOT / "integrator" / f"{parts[1]}.py").exists():
+        return parts[1] if parts[1] in ENTRY_MODULES else "base"
+    return parts[1]
+
+
+def _floor_of(unit: str) -> int:
+    for level, floor in enumerate(FLOORS):
+        if unit in floor:
+            return level
+    raise AssertionError(f"{unit} is on no floor: add it to FLOORS and the README's layout")
+
+
+def _package_graph() -> dict[str, set[str]]:
+    """Module → the project modules it imports, for `integrator` only."""
+    modules = {
+        name: path for name, path in _modules().items() if name.split(".")[0] == "integrator"
+    }
+    return {name: _imports(path, name, set(modules)) for name, path in modules.items()}
+
+
+def test_every_subpackage_has_a_floor() -> None:
+    units = {_unit(name) for name in _package_graph()}
+    assert sorted(u for u in units if not any(u in floor for floor in FLOORS)) == []
+
+
+def test_imports_only_look_down() -> None:
+    """No import runs from a lower floor to a higher one, or sideways between two packages
+    of one floor."""
+    bad = sorted(
+        f"{name} -> {target}"
+        for name, targets in _package_graph().items()
+        for target in targets
+        if _unit(target) != _unit(name) and _floor_of(_unit(target)) >= _floor_of(_unit(name))
+    )
+    assert bad == []
+
+
+def test_no_cycles_between_subpackages() -> None:
+    graph: dict[str, set[str]] = {}
+    for name, targets in _package_graph().items():
+        graph.setdefault(_unit(name), set()).update(
+            _unit(t) for t in targets if _unit(t) != _unit(name)
+        )
+    for unit in list(graph):
+        for target in graph[unit]:
+            graph.setdefault(target, set())
+    assert _cycles(graph) == []
+
+
+def test_only_the_command_line_imports_commands() -> None:
+    """`integrator.commands` turns argv into calls and results into text; nothing but
+    `integrator.cli` may depend on it (the MCP server calls the services below it)."""
+    importers = sorted(
+        name
+        for name, targets in _package_graph().items()
+        if _unit(name) != "commands"
+        and any(_unit(t) == "commands" for t in targets)
+        and name != "integrator.cli"
+    )
+    assert importers == []
 
 
 def test_no_module_past_the_limit() -> None:

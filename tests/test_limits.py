@@ -12,7 +12,7 @@ import pytest
 from integrator.documents.contract import OwnershipContract, parse_contract
 from integrator.documents.verdict import Code, Decision
 from integrator.errors import ContractError
-from integrator.fence.limits import CONTRACT_BYTES, MAX_GLOBS, MAX_TREE_DEPTH
+from integrator.limits import CONTRACT_BYTES, MAX_GLOBS, MAX_TREE_DEPTH
 from tests.factories import Gate, contract_doc
 from tests.gitutil import commit_files, git, make_repo
 

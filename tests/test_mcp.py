@@ -23,7 +23,7 @@ from integrator.fleet.taskqueue import Queue
 from integrator.fleet.workspace import binding_dir
 from integrator.mcp.server import build_server
 from integrator.mcp.tools import AgentTools, SpoolTransport
-from integrator.repo.prepare import prepare
+from integrator.records.prepare import prepare
 from tests.factories import task_file
 from tests.gitutil import GIT_ENV, commit_files, git, make_repo
 from tests.test_api import _modules_loaded

@@ -15,7 +15,7 @@ from pathlib import Path
 import pygit2
 
 from integrator.landing.merge import merge_onto_head
-from integrator.repo import git as igit
+from integrator.plumbing import git as igit
 from tests.gitutil import Spec, commit_files, make_repo
 
 FOLDERS = ["a", "a/b", "c", "d/e/f", "g"]

@@ -13,12 +13,12 @@ import pytest
 from structlog.testing import capture_logs
 
 from integrator.cli import main
-from integrator.daemon.backlog import Backlog
-from integrator.daemon.mirror import Mirror, MirrorWorker, RetryPolicy, for_spool
-from integrator.daemon.records import MirrorRecord, decision_record, review_record
-from integrator.daemon.registry import SqliteRegistry
 from integrator.documents.verdict import Code, Decision, Verdict, Violation
 from integrator.errors import InfrastructureError
+from integrator.store.backlog import Backlog
+from integrator.store.entries import MirrorRecord, decision_record, review_record
+from integrator.store.mirror import Mirror, MirrorWorker, RetryPolicy, for_spool
+from integrator.store.registry import SqliteRegistry
 
 T0 = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 FAST = RetryPolicy(attempts=3, max_seconds=1.0, initial=0.01, max_wait=0.02)

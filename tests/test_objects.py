@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pygit2
 
-from integrator.repo.packs import (
+from integrator.plumbing.packs import (
     ObjectBuffer,
     Repacker,
     commit_bytes,

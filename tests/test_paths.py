@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from integrator.fence.overlap import find_overlaps, patterns_overlap
-from integrator.fence.paths import (
+from integrator.paths import (
     PathMatcher,
     glob_problem,
     is_dotgit,

@@ -14,8 +14,8 @@ import pytest
 
 from integrator.documents.policy import parse_policy
 from integrator.errors import ConfigurationError
-from integrator.repo.canonical import Canonical
-from integrator.repo.validations import promotions
+from integrator.records.canonical import Canonical
+from integrator.records.validations import promotions
 from tests.gitutil import git
 from tests.promotion_world import MARKER, TASKS, PromotionWorld, promotion_world, runs_bound
 

@@ -17,7 +17,7 @@ from integrator.errors import ConfigurationError
 from integrator.promotion import promoter as promoter_module
 from integrator.promotion.promoter import Promoter
 from integrator.promotion.state import read_state
-from integrator.repo.canonical import Canonical
+from integrator.records.canonical import Canonical
 from tests.gitutil import git
 from tests.promotion_world import PromotionWorld, promotion_world
 

@@ -10,7 +10,7 @@ import pytest
 from integrator.cli import main
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.verdict import Code, Decision
-from integrator.repo.pause import set_pause
+from integrator.records.pause import set_pause
 from tests.rollout_world import Rollout, make_rollout
 
 TASKS = {"auth": ["src/auth/**"], "billing": ["src/billing/**"], "docs": ["docs/**"]}

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from integrator.cli import main
-from integrator.repo.claims import Claims
+from integrator.records.claims import Claims
 from tests.rollout_world import make_rollout
 
 

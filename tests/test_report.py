@@ -19,9 +19,9 @@ from integrator.documents.verdict import (
     Violation,
 )
 from integrator.errors import UsageError
+from integrator.escape import write_text
 from integrator.fence.diff import MODE_BLOB, MODE_EXEC, Change, Status
 from integrator.report.common import fingerprint
-from integrator.report.escape import write_text
 from integrator.report.formats import FORMATS, append_github_summary, render
 from integrator.report.github import github_step_summary
 from integrator.report.hints import HINTS, hint

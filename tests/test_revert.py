@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from integrator.cli import main
-from integrator.daemon.held import held_ref
-from integrator.fence.paths import PathMatcher
-from integrator.landing.trailers import trailers
-from integrator.repo.pause import set_pause
+from integrator.documents.trailers import trailers
+from integrator.paths import PathMatcher
+from integrator.records.held import held_ref
+from integrator.records.pause import set_pause
 from integrator.rollout.revert import literal_glob
 from tests.gitutil import git
 from tests.rollout_world import Rollout, make_rollout

@@ -11,22 +11,22 @@ import pytest
 
 from integrator.cli import main
 from integrator.daemon.bundles import create_bundle
-from integrator.daemon.held import archived_ref, held_ref, history
 from integrator.daemon.loop import Daemon
-from integrator.daemon.mirror import for_spool
-from integrator.daemon.review import Held, expansion_lines, pending_expansions
 from integrator.daemon.settings import Settings
-from integrator.daemon.spool import BUNDLE_FILE, Spool
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.expansion import ExpansionRequest
 from integrator.documents.submission import Submission
 from integrator.documents.verdict import Decision, Verdict
 from integrator.errors import ReviewRequired
 from integrator.landing.engine import Integrator
-from integrator.repo import git
-from integrator.repo.canonical import Canonical
-from integrator.repo.claims import Claims, IssueRequest
-from integrator.repo.expansions import Expansions
+from integrator.plumbing import git
+from integrator.records.canonical import Canonical
+from integrator.records.claims import Claims, IssueRequest
+from integrator.records.expansions import Expansions
+from integrator.records.held import archived_ref, held_ref, history
+from integrator.review.actions import Held, expansion_lines, pending_expansions
+from integrator.store.mirror import for_spool
+from integrator.store.spool import BUNDLE_FILE, Spool
 from tests.canon import make_canon
 from tests.gitutil import git as run
 
@@ -305,7 +305,7 @@ def test_a_damaged_held_entry_does_not_hide_the_others(
 def test_a_record_never_names_a_blob_as_parent(tmp_path: Path) -> None:
     """A submission may name any object; only a commit becomes the record's parent, so the
     repository stays valid for fsck, gc and clones."""
-    from integrator.daemon.held import ReviewAction, write_record
+    from integrator.records.held import ReviewAction, write_record
     from tests.gitutil import commit_files, make_repo
 
     repo = make_repo(tmp_path / "repo")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from integrator.cli import main
-from integrator.repo.marks import MARKS_PREFIX
+from integrator.records.marks import MARKS_PREFIX
 from tests.factories import NOW
 from tests.gitutil import git, run_integrator
 from tests.rollout_world import Rollout, legacy_contract, make_rollout

@@ -12,11 +12,11 @@ from integrator.cli import main
 from integrator.documents.expansion import ExpansionRequest
 from integrator.documents.policy import Category
 from integrator.errors import ClaimConflictError, ClaimsPausedError, ConfigurationError
-from integrator.repo import git as gitrefs
-from integrator.repo.canonical import Canonical
-from integrator.repo.claims import Claims, IssueRequest
-from integrator.repo.expansions import Expansions
-from integrator.repo.pause import PAUSE_REF, history, read_pause, set_pause
+from integrator.plumbing import git as gitrefs
+from integrator.records.canonical import Canonical
+from integrator.records.claims import Claims, IssueRequest
+from integrator.records.expansions import Expansions
+from integrator.records.pause import PAUSE_REF, history, read_pause, set_pause
 from integrator.rollout.enforcement import with_mode
 from tests.gitutil import git
 from tests.remote_world import RemoteWorld, cli

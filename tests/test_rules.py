@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from integrator.documents.rules import rules_from_bytes
 from integrator.errors import ContractError
-from integrator.fence.limits import CONTRACT_BYTES, MAX_GLOBS
+from integrator.limits import CONTRACT_BYTES, MAX_GLOBS
 from tests.factories import contract_doc, create_contract
 
 SEGMENTS = st.sampled_from(["src", "docs", "a b", "é", "lib", "x.py", "*", "**", "*.md", "?"])

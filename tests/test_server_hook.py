@@ -13,17 +13,16 @@ from pathlib import Path
 import pytest
 
 from integrator.errors import ConfigurationError, UsageError
+from integrator.plumbing import signing
+from integrator.plumbing.signing import DEFAULT_MAX_AGE, Update, push_option
 from integrator.refnames import fold, ref_problem
-from integrator.repo import server_hook_run as run
-from integrator.repo.server_hook import (
+from integrator.serverhook import run
+from integrator.serverhook.decide import (
     AUTHORITY,
-    DEFAULT_MAX_AGE,
     MAX_UPDATES,
     HookVerdict,
     Settings,
-    Update,
     decide,
-    push_option,
     resolve_identity,
 )
 from tests.gitutil import commit_files, git, make_repo
@@ -614,7 +613,7 @@ def test_a_short_key_file_is_refused(tmp_path: Path) -> None:
     key = tmp_path / "key"
     key.write_text("tooshort\n")
     with pytest.raises(ConfigurationError, match="holds 8 bytes"):
-        run.load_key(key)
+        signing.load_key(key)
 
 
 def test_the_nonce_store_keeps_only_live_nonces(tmp_path: Path) -> None:

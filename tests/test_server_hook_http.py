@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from integrator.repo.server_hook import push_option
+from integrator.plumbing.signing import push_option
 from tests.gitutil import commit_files, git, make_repo
 
 USERS = {"agent": "agent-secret", "integrator": "integrator-secret"}

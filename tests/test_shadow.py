@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from integrator.repo.canonical import Canonical
-from integrator.repo.claims import Claims
+from integrator.records.canonical import Canonical
+from integrator.records.claims import Claims
 from integrator.rollout.shadow import CommandDecider, run_shadow
 from tests.gitutil import git, run_integrator
 from tests.remote_world import cli

@@ -13,12 +13,12 @@ import pytest
 
 from integrator.cli import main
 from integrator.daemon.bundles import bundle_refs, create_bundle, import_bundle, quarantine_prefix
-from integrator.daemon.spool import BUNDLE_FILE, ID_RE, SUBMISSION_FILE, Spool, new_id
 from integrator.documents.submission import Submission
 from integrator.documents.verdict import Code
 from integrator.errors import ConfigurationError, UsageError
+from integrator.plumbing import git
 from integrator.refnames import refname_problem
-from integrator.repo import git
+from integrator.store.spool import BUNDLE_FILE, ID_RE, SUBMISSION_FILE, Spool, new_id
 from tests.daemon_world import World
 from tests.factories import contract_doc
 from tests.gitutil import commit_files, make_repo
@@ -117,7 +117,7 @@ def test_a_submission_file_that_is_not_a_small_regular_file_is_malformed(
 ) -> None:
     """A folder, a pipe (which would block the daemon), a link or a file past the limit
     rejects that submission (UsageError), never the queue behind it (InfrastructureError)."""
-    from integrator.daemon.spool import SUBMISSION_LIMIT
+    from integrator.store.spool import SUBMISSION_LIMIT
 
     spool = Spool(tmp_path / "spool").ensure()
     folder = spool.folder("work") / new_id()

@@ -53,7 +53,7 @@ def test_contract_show_and_errors_spell_out_what_they_quote(world: World, tmp_pa
     """A lease holder with escapes (`contract show`) and an error quoting a task id argument
     are spelled out too."""
     with world.canonical() as canonical:
-        from integrator.repo.claims import Claims, IssueRequest
+        from integrator.records.claims import Claims, IssueRequest
 
         Claims(canonical).issue(
             IssueRequest(

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from integrator.promotion.landings import locate
-from integrator.repo.canonical import Canonical
+from integrator.records.canonical import Canonical
+from integrator.records.landings import locate
 from tests.daemon_world import submission
 from tests.gitutil import git
 from tests.promotion_world import MARKER, PromotionWorld, promotion_world
@@ -72,7 +72,7 @@ def test_a_subject_line_cannot_rename_a_landing(promotion: PromotionWorld) -> No
 )  # fmt: skip
 def test_text_before_the_trailer_block_names_nothing(key: str) -> None:
     """A summary, or a reason of several paragraphs, spelled like trailers is not read."""
-    from integrator.landing.trailers import staging_message, trailers
+    from integrator.documents.trailers import staging_message, trailers
 
     forged = f"{key}: {'f' * 40}"
     staged = staging_message(

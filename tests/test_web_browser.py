@@ -28,17 +28,17 @@ from typing import Any
 import pytest
 
 from integrator.cli import main
-from integrator.daemon.held import archived_ref, held_ref, history
 from integrator.daemon.loop import Daemon
-from integrator.daemon.mirror import for_spool
 from integrator.daemon.settings import Settings
-from integrator.daemon.spool import Spool
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.submission import Submission
 from integrator.landing.engine import Integrator
-from integrator.repo.canonical import Canonical
-from integrator.repo.claims import Claims, IssueRequest
-from integrator.repo.prepare import prepare
+from integrator.records.canonical import Canonical
+from integrator.records.claims import Claims, IssueRequest
+from integrator.records.held import archived_ref, held_ref, history
+from integrator.records.prepare import prepare
+from integrator.store.mirror import for_spool
+from integrator.store.spool import Spool
 from tests.gitutil import GIT_ENV, Spec, commit_files, make_repo
 
 ROOT = Path(__file__).resolve().parent.parent

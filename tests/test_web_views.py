@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from integrator.daemon.held import ReviewAction
-from integrator.daemon.review import FileDiff, Held
 from integrator.documents.submission import Submission
 from integrator.documents.verdict import Code, Decision, Verdict, Violation
 from integrator.errors import ConfigurationError, UsageError
+from integrator.records.held import ReviewAction
+from integrator.review.actions import FileDiff, Held
 from integrator.web import candidate, views
 from integrator.web.app import _host_of, _local_target
 from integrator.web.security import (

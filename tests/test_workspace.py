@@ -22,8 +22,8 @@ from integrator.fleet.workspace import (
     resolve_lock_mode,
     worktree_id,
 )
-from integrator.repo.canonical import Canonical
-from integrator.repo.claims import Claims
+from integrator.records.canonical import Canonical
+from integrator.records.claims import Claims
 from tests.factories import task_file
 from tests.gitutil import commit_files, git, make_repo
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from integrator.clock import parse_duration, parse_timestamp
 from integrator.errors import UsageError
-from integrator.report.escape import visible, write_text
+from integrator.escape import visible, write_text
 
 
 def duration(text: str) -> timedelta:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from integrator.commands._common import add_json, add_repo, duration, print_json, say, write_output
-from integrator.repo.canonical import Canonical
+from integrator.records.canonical import Canonical
 
 
 def register_rollout(inner: Any) -> None:
@@ -58,8 +58,8 @@ def register_rollout(inner: Any) -> None:
 
 
 def run_pause(args: argparse.Namespace) -> int:
-    from integrator.daemon.review import default_actor
-    from integrator.repo.pause import set_pause
+    from integrator.records.pause import set_pause
+    from integrator.review.actions import default_actor
 
     reason = args.reason or "resumed by the coordinator"
     with Canonical(args.repo) as canonical:

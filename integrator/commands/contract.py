@@ -25,24 +25,24 @@ from integrator.documents.claim import Claim
 from integrator.documents.contract import parse_contract
 from integrator.documents.expansion import ExpansionRequest
 from integrator.errors import ConfigurationError, UsageError
-from integrator.fence.limits import EXPANSION_BYTES
 from integrator.fleet.expansion import build_request
 from integrator.fleet.workspace import bound_contract, worktree_root
-from integrator.repo.archive_index import (
+from integrator.limits import EXPANSION_BYTES
+from integrator.records.archive_index import (
     archive_ref,
     archived_claim,
     archived_count,
     archived_entries,
 )
-from integrator.repo.canonical import Canonical
-from integrator.repo.claims import (
+from integrator.records.canonical import Canonical
+from integrator.records.claims import (
     DEFAULT_MAX_PATCH_BYTES,
     Claims,
     IssueRequest,
     build_contract,
     history,
 )
-from integrator.repo.expansions import (
+from integrator.records.expansions import (
     ExpansionEntry,
     Expansions,
     archived_expansions,

@@ -12,7 +12,7 @@ from integrator.commands._common import add_repo, read_input
 from integrator.documents.policy import PolicyState, load_policy_file
 from integrator.landing.engine import Integrator
 from integrator.landing.evaluation import Evaluation
-from integrator.repo.canonical import Canonical
+from integrator.records.canonical import Canonical
 from integrator.report.formats import (
     FORMATS,
     append_github_summary,

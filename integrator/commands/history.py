@@ -9,9 +9,9 @@ from typing import Any
 
 from integrator.commands._common import print_json, say
 from integrator.daemon import logs
-from integrator.daemon.mirror import REGISTRY_FILE, for_spool
-from integrator.daemon.spool import Spool
 from integrator.errors import EXIT_OK, InfrastructureError, UsageError
+from integrator.store.mirror import REGISTRY_FILE, for_spool
+from integrator.store.spool import Spool
 
 
 def register(sub: Any) -> None:

@@ -8,9 +8,9 @@ from typing import Any
 
 from integrator.commands._common import add_json, add_repo, print_json, say
 from integrator.errors import ConfigurationError, UsageError
-from integrator.repo.canonical import Canonical
-from integrator.repo.prepare import prepare, prepare_remote
-from integrator.repo.remote import INTAKE_KEY_FILE_CONFIG, KEY_FILE_CONFIG
+from integrator.plumbing.remote import INTAKE_KEY_FILE_CONFIG, KEY_FILE_CONFIG
+from integrator.records.canonical import Canonical
+from integrator.records.prepare import prepare, prepare_remote
 
 
 def register(sub: Any) -> None:

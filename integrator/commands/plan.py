@@ -14,7 +14,7 @@ from integrator.fleet.planner import Edge, Plan, PlanError, build_plan
 from integrator.fleet.taskqueue import Queue
 from integrator.fleet.tasks import Task, TaskFileError, load_task
 from integrator.fleet.workspace import main_checkout
-from integrator.repo.canonical import Canonical
+from integrator.records.canonical import Canonical
 
 
 def register(sub: Any) -> None:

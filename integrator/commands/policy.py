@@ -9,8 +9,8 @@ from typing import Any
 from integrator.commands._common import add_json, add_repo, print_json, say
 from integrator.documents.policy import Category, default_policy_text, load_policy_file
 from integrator.errors import ConfigurationError
-from integrator.repo.canonical import Canonical
-from integrator.repo.policy_ref import set_policy
+from integrator.records.canonical import Canonical
+from integrator.records.policy_ref import set_policy
 
 
 def register(sub: Any) -> None:
@@ -89,7 +89,7 @@ def run_set(args: argparse.Namespace) -> int:
 
 
 def run_mode(args: argparse.Namespace) -> int:
-    from integrator.daemon.review import default_actor
+    from integrator.review.actions import default_actor
     from integrator.rollout.enforcement import change_mode
 
     with Canonical(args.repo) as canonical:

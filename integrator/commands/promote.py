@@ -16,9 +16,9 @@ from integrator.daemon import logs
 from integrator.errors import EXIT_OK, ConfigurationError, IntegratorError
 
 if TYPE_CHECKING:
-    from integrator.daemon.mirror import Mirror
-    from integrator.daemon.spool import Spool
-    from integrator.repo.canonical import Canonical
+    from integrator.records.canonical import Canonical
+    from integrator.store.mirror import Mirror
+    from integrator.store.spool import Spool
 
 
 def register(sub: Any) -> None:
@@ -53,9 +53,9 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from integrator.daemon.mirror import for_spool
-    from integrator.daemon.spool import Spool
-    from integrator.repo.canonical import Canonical
+    from integrator.records.canonical import Canonical
+    from integrator.store.mirror import for_spool
+    from integrator.store.spool import Spool
 
     if args.poll <= 0:
         raise ConfigurationError("--poll must be positive")

@@ -49,9 +49,9 @@ def register(sub: Any) -> None:
 def _set(args: argparse.Namespace, *, paused: bool) -> int:
     from datetime import UTC, datetime
 
-    from integrator.daemon.review import default_actor
-    from integrator.repo.canonical import Canonical
-    from integrator.repo.queue_control import set_control
+    from integrator.records.canonical import Canonical
+    from integrator.records.queue_control import set_control
+    from integrator.review.actions import default_actor
 
     logs.configure(stream=logs.STDERR)
     if paused and not args.reason.strip():
@@ -79,8 +79,8 @@ def run_resume(args: argparse.Namespace) -> int:
 def run_status(args: argparse.Namespace) -> int:
     from integrator.errors import ConfigurationError
     from integrator.promotion.state import read_state
-    from integrator.repo.canonical import Canonical
-    from integrator.repo.queue_control import control_history, read_control
+    from integrator.records.canonical import Canonical
+    from integrator.records.queue_control import control_history, read_control
 
     logs.configure(stream=logs.STDERR)
     with Canonical(args.repo) as canonical:

@@ -10,8 +10,8 @@ from typing import Any
 
 from integrator.commands._common import add_json, add_repo, duration, print_json, say
 from integrator.errors import EXIT_OK, InfrastructureError, RefMovedError, UsageError
-from integrator.repo.archive import Archiver, KindReport
-from integrator.repo.archive_index import (
+from integrator.records.archive import Archiver, KindReport
+from integrator.records.archive_index import (
     ARCHIVE_PREFIX,
     KINDS,
     PREFIXES,
@@ -19,7 +19,7 @@ from integrator.repo.archive_index import (
     archived_count,
     archived_entry,
 )
-from integrator.repo.canonical import Canonical
+from integrator.records.canonical import Canonical
 
 INTEGRATOR_PREFIX = "refs/integrator/"
 # GitHub recommends at most 5,000 branches, and a push of ~10,000 refs failed there.
@@ -206,7 +206,7 @@ def _chain(
     """The record's commits, newest first: first parents, except that a review chain's
     first record has the candidate as its parent, so its records are followed instead."""
     if kind == "archived":
-        from integrator.daemon.held import history
+        from integrator.records.held import history
 
         oids = [c for c, _ in reversed(history(canonical, name))][:limit]
     else:

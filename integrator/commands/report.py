@@ -36,7 +36,7 @@ def register(sub: Any) -> None:
 
 
 def run_observe(args: argparse.Namespace) -> int:
-    from integrator.repo.canonical import Canonical
+    from integrator.records.canonical import Canonical
     from integrator.rollout.observe import observe_report
     from integrator.rollout.records import since_option
 

@@ -40,12 +40,12 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from integrator.daemon.review import default_actor
-    from integrator.daemon.spool import Spool
     from integrator.documents.submission import Submission
     from integrator.landing.engine import Integrator
-    from integrator.repo.canonical import Canonical
+    from integrator.records.canonical import Canonical
+    from integrator.review.actions import default_actor
     from integrator.rollout.revert import prepare_revert
+    from integrator.store.spool import Spool
 
     actor = args.actor or default_actor()
     with Canonical(args.repo) as canonical:

@@ -12,15 +12,22 @@ from typing import Any
 
 from integrator.commands._common import print_json, read_input, say
 from integrator.daemon import logs
-from integrator.daemon.held import ReviewAction, history
-from integrator.daemon.mirror import for_spool
-from integrator.daemon.review import FileDiff, Held, Review, default_actor, expansion_lines, pending
-from integrator.daemon.spool import Spool
 from integrator.documents.verdict import Verdict
 from integrator.errors import EXIT_OK, UsageError
+from integrator.escape import visible, write_text
 from integrator.landing.engine import Integrator
-from integrator.repo.canonical import Canonical
-from integrator.report.escape import visible, write_text
+from integrator.records.canonical import Canonical
+from integrator.records.held import ReviewAction, history
+from integrator.review.actions import (
+    FileDiff,
+    Held,
+    Review,
+    default_actor,
+    expansion_lines,
+    pending,
+)
+from integrator.store.mirror import for_spool
+from integrator.store.spool import Spool
 
 RED, GREEN, CYAN, YELLOW, BOLD, RESET = (
     "\033[31m", "\033[32m", "\033[36m", "\033[33m", "\033[1m", "\033[0m",
@@ -403,7 +410,7 @@ def run_web(args: argparse.Namespace) -> int:
 
 def run_mark(args: argparse.Namespace) -> int:
     from integrator.documents.verdict import Code
-    from integrator.repo.marks import FalsePositive, write_mark
+    from integrator.records.marks import FalsePositive, write_mark
     from integrator.rollout.observe import find_subject
     from integrator.rollout.records import Records
 

@@ -13,16 +13,16 @@ from integrator.daemon import logs
 from integrator.daemon.health import Check, HealthServer, Metrics, repository_check
 from integrator.daemon.intake import Intake
 from integrator.daemon.loop import Daemon
-from integrator.daemon.mirror import Mirror, for_spool
 from integrator.daemon.notify import Notifier
 from integrator.daemon.settings import Settings, load_settings
-from integrator.daemon.spool import Spool
 from integrator.errors import ConfigurationError
 from integrator.landing.engine import Integrator
 from integrator.landing.workers import EvaluationPool, default_workers
-from integrator.repo import git
-from integrator.repo.canonical import Canonical
-from integrator.repo.packs import Repacker
+from integrator.plumbing import git
+from integrator.plumbing.packs import Repacker
+from integrator.records.canonical import Canonical
+from integrator.store.mirror import Mirror, for_spool
+from integrator.store.spool import Spool
 
 
 def register(sub: Any) -> None:

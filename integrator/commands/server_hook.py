@@ -3,7 +3,7 @@
 `install` writes a `pre-receive` hook into a bare repository and records its settings in
 the repository's git config; `check` is what that hook runs; `sign` prints the push option
 that lets an integrator through on a server that authenticates no one; `keygen` writes a
-key for it. The decision is `integrator.repo.server_hook.decide`; docs/server-hook.md has
+key for it. The decision is `integrator.serverhook.decide.decide`; docs/server-hook.md has
 the rules and the setups (ssh, gitolite, Gitea/Forgejo, GitLab, http-backend, git daemon,
 GitHub).
 """
@@ -23,13 +23,12 @@ from typing import Any
 
 from integrator.commands._common import add_json, print_json, say
 from integrator.errors import EXIT_FENCED, EXIT_OK, ConfigurationError, IntegratorError, UsageError
-from integrator.repo import git
-from integrator.repo import server_hook_run as run
-from integrator.repo.server_hook import (
+from integrator.plumbing import git, signing
+from integrator.plumbing.signing import Update, push_option
+from integrator.serverhook import run
+from integrator.serverhook.decide import (
     IDENTITY_CHOICES,
     MAX_INPUT_BYTES,
-    Update,
-    push_option,
     resolve_identity,
 )
 
@@ -410,7 +409,7 @@ def run_install(args: argparse.Namespace) -> int:
 
 
 def run_sign(args: argparse.Namespace) -> int:
-    key = run.load_key(args.key_file)
+    key = signing.load_key(args.key_file)
     lines = list(args.update) or sys.stdin.read().splitlines()
     updates = []
     for line in (text.strip() for text in lines):

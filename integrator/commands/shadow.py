@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if args.decide is not None:
         return _answer(args.decide)
     from integrator.documents.policy import PolicyState, read_policy_file
-    from integrator.repo.canonical import Canonical
+    from integrator.records.canonical import Canonical
     from integrator.rollout.records import since_option
     from integrator.rollout.shadow import CommandDecider, run_shadow
 

@@ -9,8 +9,8 @@ from typing import Any
 
 from integrator.commands._common import print_json, say
 from integrator.commands.submit import filed, verdict_document, wait_for, wait_intake
-from integrator.daemon.spool import Spool
 from integrator.errors import InfrastructureError
+from integrator.store.spool import Spool
 
 
 def register(sub: Any) -> None:
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         code = wait_for(spool, args.submission, args.wait, as_json=False)
         where = _landing(spool, args.submission)
         if where is not None:
-            from integrator.promotion.landings import describe
+            from integrator.records.landings import describe
 
             say(f"  {describe(where)}")
         return code
@@ -76,6 +76,6 @@ def _landing(spool: Spool, sid: str) -> dict[str, object] | None:
     staging = doc["verdict"].get("stagingCommit")
     if not isinstance(staging, str):
         return None
-    from integrator.promotion.landings import whereabouts
+    from integrator.records.landings import whereabouts
 
     return whereabouts(repo, staging)

@@ -14,7 +14,12 @@ from typing import Any
 from integrator import jsontext
 from integrator.commands._common import print_json, read_input, say
 from integrator.daemon.bundles import create_bundle
-from integrator.daemon.spool import (
+from integrator.documents import envelope
+from integrator.documents.rules import ContractRules, rules_from_bytes
+from integrator.errors import EXIT_USAGE, ContractError, InfrastructureError, UsageError
+from integrator.fleet import intake
+from integrator.plumbing import git
+from integrator.store.spool import (
     BUNDLE_FILE,
     DECIDED,
     REJECTION_FILE,
@@ -22,11 +27,6 @@ from integrator.daemon.spool import (
     Spool,
     new_id,
 )
-from integrator.documents import envelope
-from integrator.documents.rules import ContractRules, rules_from_bytes
-from integrator.errors import EXIT_USAGE, ContractError, InfrastructureError, UsageError
-from integrator.fleet import intake
-from integrator.repo import git
 
 # Where the daemon files a decided submission (archived/ is a later review step).
 FILED = tuple(folder for folder in DECIDED if folder != "archived")

@@ -13,8 +13,8 @@ from integrator.errors import EXIT_FENCED, EXIT_OK, ConfigurationError, UsageErr
 
 if TYPE_CHECKING:
     from integrator.documents.policy import Validation
-    from integrator.promotion.records import ValidationResult
-    from integrator.repo.canonical import Canonical
+    from integrator.documents.promotion import ValidationResult
+    from integrator.records.canonical import Canonical
 
 
 def register(sub: Any) -> None:
@@ -61,7 +61,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _open(args: argparse.Namespace) -> tuple[Canonical, Validation]:
-    from integrator.repo.canonical import Canonical
+    from integrator.records.canonical import Canonical
 
     logs.configure(stream=logs.STDERR)
     canonical = Canonical(args.repo)
@@ -83,7 +83,7 @@ def run_request(args: argparse.Namespace) -> int:
     from integrator.promotion.bisect import next_step
     from integrator.promotion.state import read_state
     from integrator.promotion.validate import request_heads
-    from integrator.repo import validations
+    from integrator.records import validations
 
     canonical, config = _open(args)
     with canonical:
@@ -122,7 +122,7 @@ def _control(c: str) -> bool:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from integrator.promotion.records import DETAILS_LIMIT, TEXT
+    from integrator.documents.promotion import DETAILS_LIMIT, TEXT
     from integrator.promotion.state import read_state
     from integrator.promotion.validate import report
 
@@ -163,7 +163,7 @@ def run_report(args: argparse.Namespace) -> int:
 
 
 def _full(canonical: Canonical, rev: str) -> str:
-    from integrator.repo import git
+    from integrator.plumbing import git
 
     try:
         return str(git.resolve_commit(canonical.repo, rev).id)
@@ -173,7 +173,7 @@ def _full(canonical: Canonical, rev: str) -> str:
 
 def run_show(args: argparse.Namespace) -> int:
     from integrator.promotion.state import read_state
-    from integrator.repo import validations
+    from integrator.records import validations
 
     canonical, _ = _open(args)
     with canonical:

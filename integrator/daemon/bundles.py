@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from integrator.errors import InfrastructureError, UsageError
-from integrator.fence.paths import escape_undecodable
-from integrator.repo import git, transaction
+from integrator.paths import escape_undecodable
+from integrator.plumbing import git, transaction
 
 if TYPE_CHECKING:
     import pygit2

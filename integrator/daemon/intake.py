@@ -20,21 +20,21 @@ import pygit2
 import structlog
 
 from integrator import faults
-from integrator.daemon.spool import ID_RE, REJECTION_FILE, SUBMISSION_LIMIT, VERDICT_FILE, Spool
-from integrator.daemon.submitted import read_at_most_path
 from integrator.errors import InfrastructureError, IntegratorError
 from integrator.fleet.intake import SUBMISSION_FILE, SUBMIT_PREFIX, submit_ref, verdict_ref
-from integrator.refnames import refname_problem
-from integrator.repo import git
-from integrator.repo.canonical import Canonical, signature
-from integrator.repo.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
-from integrator.repo.remote import (
+from integrator.plumbing import git
+from integrator.plumbing.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
+from integrator.plumbing.remote import (
     INTAKE_KEY_FILE_CONFIG,
     KEY_FILE_CONFIG,
     PUSH_TIMEOUT,
     push_signature,
     remote_refs,
 )
+from integrator.records.canonical import Canonical, signature
+from integrator.refnames import refname_problem
+from integrator.store.spool import ID_RE, REJECTION_FILE, SUBMISSION_LIMIT, VERDICT_FILE, Spool
+from integrator.store.submitted import read_at_most_path
 
 log = structlog.get_logger("integrator.intake")
 

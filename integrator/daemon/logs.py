@@ -14,7 +14,7 @@ from typing import Literal, TextIO
 import structlog
 from structlog.typing import Processor
 
-from integrator.report.escape import visible
+from integrator.escape import visible
 
 Format = Literal["auto", "json", "console"]
 

@@ -27,21 +27,10 @@ import watchfiles
 
 from integrator.daemon.bundles import import_bundle, quarantine_prefix
 from integrator.daemon.health import Metrics
-from integrator.daemon.held import hold_op
 from integrator.daemon.intake import Intake
-from integrator.daemon.mirror import Mirror, MirrorWorker
 from integrator.daemon.notify import Notifier
-from integrator.daemon.outcomes import Engine, Outcome, Ready
-from integrator.daemon.records import codes_of, decision_record
+from integrator.daemon.promotion import Promotion
 from integrator.daemon.settings import Settings
-from integrator.daemon.spool import (
-    REJECTION_FILE,
-    VERDICT_FILE,
-    Spool,
-    WorkFolder,
-    rejection_document,
-)
-from integrator.daemon.submitted import copy_submitted
 from integrator.documents.verdict import Decision, Verdict
 from integrator.errors import (
     ConfigurationError,
@@ -51,11 +40,22 @@ from integrator.errors import (
     RefLockedError,
     UsageError,
 )
-from integrator.fence.paths import escape_undecodable
-from integrator.promotion.attach import Promotion
-from integrator.repo import git, transaction
-from integrator.repo.canonical import Canonical
-from integrator.repo.packs import ObjectBuffer, Repacker
+from integrator.landing.outcomes import Engine, Outcome, Ready
+from integrator.paths import escape_undecodable
+from integrator.plumbing import git, transaction
+from integrator.plumbing.packs import ObjectBuffer, Repacker
+from integrator.records.canonical import Canonical
+from integrator.records.held import hold_op
+from integrator.store.entries import codes_of, decision_record
+from integrator.store.mirror import Mirror, MirrorWorker
+from integrator.store.spool import (
+    REJECTION_FILE,
+    VERDICT_FILE,
+    Spool,
+    WorkFolder,
+    rejection_document,
+)
+from integrator.store.submitted import copy_submitted
 
 BUNDLE_COPY = "bundle.copy"  # the daemon's copy of a submission's bundle, in its folder
 

@@ -22,11 +22,11 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from integrator import paths
 from integrator.documents.digests import digest_of
 from integrator.errors import ContractError
-from integrator.fence import paths
-from integrator.fence.limits import CONTRACT_BYTES, MAX_GLOB_LENGTH, MAX_GLOBS, MAX_RESOURCES
-from integrator.fence.paths import PathMatcher
+from integrator.limits import CONTRACT_BYTES, MAX_GLOB_LENGTH, MAX_GLOBS, MAX_RESOURCES
+from integrator.paths import PathMatcher
 from integrator.refnames import refname_problem
 
 # The largest integer every JSON reader holds exactly (and RFC 8785 can canonicalise).

@@ -2,7 +2,7 @@
 
 An agent that must touch an undeclared path sends a request *before* writing it; the
 coordinator grants it (generation + 1 of the claim) or records it for review. See
-`integrator.repo.expansions` for where those records live.
+`integrator.records.expansions` for where those records live.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from integrator.documents.contract import (
     Resource,
 )
 from integrator.documents.digests import digest_of
-from integrator.fence.limits import MAX_GLOBS, MAX_RESOURCES
+from integrator.limits import MAX_GLOBS, MAX_RESOURCES
 
 # The pattern is in the JSON Schema too, so an agent in any language can check its request;
 # the validator gives a pydantic reader the clearer message.

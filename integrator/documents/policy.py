@@ -17,11 +17,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from integrator import paths
 from integrator.documents.contract import parse_resource
 from integrator.documents.digests import digest_of
 from integrator.errors import ConfigurationError
-from integrator.fence import paths
-from integrator.fence.limits import POLICY_BYTES
+from integrator.limits import POLICY_BYTES
 
 POLICY_SCHEMA = "integrator.policy.v1"
 

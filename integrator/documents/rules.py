@@ -15,8 +15,8 @@ from typing import Any
 
 from integrator import jsontext
 from integrator.errors import ContractError
-from integrator.fence.limits import CONTRACT_BYTES, MAX_GLOB_LENGTH, MAX_GLOBS
-from integrator.fence.paths import PathMatcher, glob_problem
+from integrator.limits import CONTRACT_BYTES, MAX_GLOB_LENGTH, MAX_GLOBS
+from integrator.paths import PathMatcher, glob_problem
 from integrator.refnames import refname_problem
 
 CONTRACT_SCHEMA = "coding.workspace.ownership.v1"

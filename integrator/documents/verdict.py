@@ -14,7 +14,7 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from integrator.documents.contract import Model
 from integrator.errors import EXIT_FENCED, EXIT_OK, EXIT_REVIEW
-from integrator.fence.paths import escape_undecodable, quote_path
+from integrator.paths import escape_undecodable, quote_path
 
 
 class Decision(StrEnum):

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from integrator import paths
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.policy import Category, Policy, category_of_resource
 from integrator.documents.verdict import (
@@ -22,7 +23,6 @@ from integrator.documents.verdict import (
     Violation,
     decide,
 )
-from integrator.fence import paths
 from integrator.fence.diff import MODE_LINK, Change, RecomputedDiff, Status
 from integrator.fence.resources import determine, touched_resources
 

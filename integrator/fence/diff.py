@@ -19,8 +19,7 @@ from enum import StrEnum
 
 import pygit2
 
-from integrator.fence import paths
-from integrator.fence.limits import CANDIDATES, COMMON_LINE, MAX_CHANGES
+from integrator import paths
 from integrator.fence.trees import (
     TREE_MODE,
     Leaf,
@@ -30,7 +29,8 @@ from integrator.fence.trees import (
     changed_leaves,
     name_of,
 )
-from integrator.repo import git
+from integrator.limits import CANDIDATES, COMMON_LINE, MAX_CHANGES
+from integrator.plumbing import git
 
 MODE_TREE = 0o040000
 MODE_BLOB = 0o100644

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from integrator.fence.paths import literal_prefix
+from integrator.paths import literal_prefix
 
 
 def _parts(prefix: str) -> list[str]:

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pygit2
 
-from integrator.fence.limits import MAX_TREE_BYTES, MAX_TREE_DEPTH
+from integrator.limits import MAX_TREE_BYTES, MAX_TREE_DEPTH
 
 
 @dataclass(frozen=True, slots=True)

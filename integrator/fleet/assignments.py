@@ -43,9 +43,9 @@ from integrator.fleet.workspace import (
     unbind,
     worktree_id,
 )
-from integrator.repo import git
-from integrator.repo.canonical import Canonical
-from integrator.repo.claims import Claims, IssueRequest, overlaps_with_live
+from integrator.plumbing import git
+from integrator.records.canonical import Canonical
+from integrator.records.claims import Claims, IssueRequest, overlaps_with_live
 
 
 @dataclass(frozen=True)

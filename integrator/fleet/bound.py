@@ -13,7 +13,7 @@ from pathlib import Path
 from integrator import jsontext
 from integrator.documents.rules import ContractRules, rules_from_bytes
 from integrator.errors import ConfigurationError
-from integrator.repo.git import run_git
+from integrator.plumbing.git import run_git
 
 BINDING_DIR = "integrator"
 

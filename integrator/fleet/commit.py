@@ -23,15 +23,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from integrator import paths
 from integrator.documents.contract import OwnershipContract
 from integrator.errors import ClaimConflictError, UsageError
-from integrator.fence import paths
 from integrator.fleet.guard import staged_paths
 from integrator.fleet.planner import expand_writeset
 from integrator.fleet.taskqueue import Queue
 from integrator.fleet.tasks import load_task
-from integrator.repo import git
-from integrator.repo.canonical import Canonical
+from integrator.plumbing import git
+from integrator.records.canonical import Canonical
 
 LOCK_NAME = "integrator-commit.lock"
 

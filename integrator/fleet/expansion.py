@@ -16,7 +16,7 @@ from pathlib import Path
 
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.expansion import ExpansionRequest
-from integrator.repo import git
+from integrator.plumbing import git
 
 
 def workspace_state(worktree: Path) -> tuple[str, str | None]:

@@ -36,16 +36,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from integrator import paths
 from integrator.documents.claim import ClaimView
 from integrator.documents.rules import ContractRules
 from integrator.errors import IntegratorError
-from integrator.fence import paths
+from integrator.escape import visible
 from integrator.fleet.bound import binding_record, bound_rules, checkout_of
 from integrator.fleet.events import Dialect, GuardInputError, Write, parse_event
 from integrator.fleet.patches import lexical
-from integrator.repo import git
-from integrator.repo.claimref import read_claim_rules
-from integrator.report.escape import visible
+from integrator.plumbing import git
+from integrator.records.claimref import read_claim_rules
 
 COORDINATOR_ENV = "INTEGRATOR_COORDINATOR"
 __all__ = ["Dialect", "GuardInputError", "Write", "parse_event"]  # the hook's input, re-exported

@@ -33,7 +33,7 @@ from integrator import jsontext
 from integrator.errors import ConfigurationError, IntegratorError
 from integrator.fleet.bound import BINDING_DIR
 from integrator.fleet.workspace import exclude_path, worktree_git_dir, worktree_root
-from integrator.repo import git
+from integrator.plumbing import git
 
 
 @dataclass(frozen=True)

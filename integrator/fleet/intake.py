@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from integrator.errors import InfrastructureError, UsageError
+from integrator.plumbing.git import run_git
 from integrator.refnames import refname_problem
-from integrator.repo.git import run_git
 
 SUBMIT_PREFIX = "refs/integrator/submit/"
 VERDICTS_PREFIX = "refs/integrator/verdicts/"

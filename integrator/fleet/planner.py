@@ -19,9 +19,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from integrator import paths
 from integrator.documents.policy import Policy
 from integrator.errors import UsageError
-from integrator.fence import paths
 from integrator.fence.overlap import Overlap, find_overlaps, patterns_overlap
 from integrator.fence.resources import resources_of_path
 from integrator.fleet.tasks import Task, ownership_problem

@@ -29,10 +29,10 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from integrator import paths
 from integrator.documents.contract import Resource
 from integrator.errors import UsageError
-from integrator.fence import paths
-from integrator.fence.limits import TASK_FILE_BYTES
+from integrator.limits import TASK_FILE_BYTES
 from integrator.refnames import refname_problem
 
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")

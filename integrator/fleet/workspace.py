@@ -43,8 +43,8 @@ from integrator.files import atomic_write
 from integrator.fleet.bound import binding_record as read_binding_record
 from integrator.fleet.bound import checkout_of
 from integrator.fleet.tasks import Task
+from integrator.plumbing import git
 from integrator.refnames import refname_problem
-from integrator.repo import git
 
 WORKSPACES_FILE = "workspaces.toml"
 TREES_DIR = ".trees"

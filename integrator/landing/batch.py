@@ -23,6 +23,7 @@ import pygit2
 from integrator import faults
 from integrator.documents.claim import Claim
 from integrator.documents.contract import OwnershipContract
+from integrator.documents.trailers import staging_message
 from integrator.documents.verdict import Code, Decision, Verdict, Violation
 from integrator.errors import ConfigurationError, RefMovedError
 from integrator.fence.checks import recovered_verdict
@@ -32,10 +33,9 @@ from integrator.landing.evaluation import Evaluation
 from integrator.landing.history import HEAD_SETTLE
 from integrator.landing.merge import merge_onto_head
 from integrator.landing.proof import merge_violations
-from integrator.landing.trailers import staging_message
-from integrator.repo import git, transaction
-from integrator.repo.canonical import Canonical, signature
-from integrator.repo.packs import commit_bytes
+from integrator.plumbing import git, transaction
+from integrator.plumbing.packs import commit_bytes
+from integrator.records.canonical import Canonical, signature
 
 
 @dataclass

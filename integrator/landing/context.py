@@ -13,9 +13,9 @@ import pygit2
 
 from integrator.fence.trees import TreeReader
 from integrator.landing.history import QueueHistory
-from integrator.repo.canonical import Canonical
-from integrator.repo.claims import Claims
-from integrator.repo.packs import ObjectBuffer
+from integrator.plumbing.packs import ObjectBuffer
+from integrator.records.canonical import Canonical
+from integrator.records.claims import Claims
 
 
 @dataclass(frozen=True)

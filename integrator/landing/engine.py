@@ -30,11 +30,11 @@ from integrator.landing.evaluation import Evaluation
 from integrator.landing.gate import Gate
 from integrator.landing.history import QueueHistory
 from integrator.landing.workers import EvaluationPool, Payload
-from integrator.repo import git
-from integrator.repo.canonical import Canonical
-from integrator.repo.claims import Claims
-from integrator.repo.packs import ObjectBuffer, Repacker
-from integrator.repo.queue_control import paused
+from integrator.plumbing import git
+from integrator.plumbing.packs import ObjectBuffer, Repacker
+from integrator.records.canonical import Canonical
+from integrator.records.claims import Claims
+from integrator.records.queue_control import paused
 
 LOCK_RETRIES = 2
 

@@ -25,9 +25,9 @@ from integrator.fence.diff import TooManyChanges, recompute
 from integrator.fence.trees import MalformedTree, TreeReader
 from integrator.landing.evaluation import Evaluation
 from integrator.landing.history import QueueHistory
-from integrator.repo import git
-from integrator.repo.canonical import Canonical
-from integrator.repo.edits import edits_before_grants
+from integrator.plumbing import git
+from integrator.records.canonical import Canonical
+from integrator.records.edits import edits_before_grants
 
 
 def _legacy(data: bytes) -> bool:

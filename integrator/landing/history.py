@@ -14,11 +14,11 @@ import pygit2
 
 from integrator.documents.claim import Claim
 from integrator.documents.contract import OwnershipContract
+from integrator.documents.trailers import TRAILER_CANDIDATE, trailers
 from integrator.documents.verdict import Decision, Verdict, Violation
 from integrator.fence.checks import recovered_verdict
-from integrator.landing.trailers import TRAILER_CANDIDATE, trailers
-from integrator.promotion.landings import locate
-from integrator.repo.canonical import Canonical
+from integrator.records.canonical import Canonical
+from integrator.records.landings import locate
 
 # Pauses (seconds) before re-reading refs that disagree: a torn read of another
 # integrator's commit (its lock files are renamed one by one) lasts microseconds, a move

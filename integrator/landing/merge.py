@@ -26,10 +26,10 @@ import pygit2
 
 from integrator.documents.policy import Policy
 from integrator.fence.diff import MODE_TREE
-from integrator.fence.paths import PathMatcher, literal_prefix
 from integrator.fence.trees import Record, TreeReader, changed_leaves
-from integrator.repo import git
-from integrator.repo.packs import ObjectBuffer, flush_loose, tree_bytes
+from integrator.paths import PathMatcher, literal_prefix
+from integrator.plumbing import git
+from integrator.plumbing.packs import ObjectBuffer, flush_loose, tree_bytes
 
 PathEntry = tuple[pygit2.Oid, int] | None  # what a tree holds at a path: (id, mode)
 _TREE = b"40000"

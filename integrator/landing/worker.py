@@ -22,7 +22,7 @@ from integrator.fence.trees import TreeReader
 from integrator.landing.gate import Gate
 from integrator.landing.history import QueueHistory
 from integrator.landing.workers import _HEADER, Payload, export, frame
-from integrator.repo.canonical import Canonical
+from integrator.records.canonical import Canonical
 
 
 def _read(stream: BinaryIO, size: int) -> bytes | None:

@@ -33,11 +33,11 @@ from mcp.server.mcpserver.tools.base import Tool
 from mcp_types import CallToolResult, TextContent
 from pydantic import Field
 
-from integrator import __version__
 from integrator.clock import parse_duration
 from integrator.errors import IntegratorError, UsageError
 from integrator.mcp import models
 from integrator.mcp.tools import AgentTools, Result
+from integrator.version import __version__
 
 EXIT_META = "integrator/exitCode"
 INSTRUCTIONS = (

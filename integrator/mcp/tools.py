@@ -33,7 +33,7 @@ from integrator.fleet.workspace import (
     main_checkout,
     worktree_root,
 )
-from integrator.repo import git
+from integrator.plumbing import git
 
 Result = tuple[dict[str, Any], int]
 TASK_ENV = "INTEGRATOR_TASK"
@@ -55,13 +55,13 @@ class SpoolTransport:
 
     def submit(self, contract: bytes, candidate: str, repo: Path, bundle: bool) -> Result:
         from integrator.commands.submit import publish
-        from integrator.daemon.spool import Spool
+        from integrator.store.spool import Spool
 
         return publish(Spool(self.folder), contract, candidate, repo, bundle), 0
 
     def verdict(self, submission: str, wait: float) -> Result:
         from integrator.commands.submit import filed, verdict_document
-        from integrator.daemon.spool import ID_RE, Spool
+        from integrator.store.spool import ID_RE, Spool
 
         if not ID_RE.fullmatch(submission):
             raise UsageError(f"{submission[:80]!r} is not a submission id")
@@ -155,8 +155,8 @@ class AgentTools:
         bound contract and the workspace's whole state, and handed to the coordinator's
         operation; a grant is bound to the worktree."""
         from integrator.fleet.expansion import build_request
-        from integrator.repo.canonical import Canonical
-        from integrator.repo.expansions import Expansions
+        from integrator.records.canonical import Canonical
+        from integrator.records.expansions import Expansions
 
         if not add_paths and not add_resources:
             raise UsageError("name what to add: add_paths and/or add_resources")
@@ -201,7 +201,7 @@ class AgentTools:
     def ready_tasks(self) -> Result:
         from integrator.commands.plan import load_plan, plan_json
         from integrator.fleet.taskqueue import Queue
-        from integrator.repo.canonical import Canonical
+        from integrator.records.canonical import Canonical
 
         queue = Queue.find(self.root)
         with Canonical(main_checkout(self.root)) as canonical:

@@ -30,25 +30,26 @@ import structlog
 
 from integrator import faults
 from integrator.documents.policy import Validation
-from integrator.documents.verdict import Code
-from integrator.errors import IntegratorError, RefMovedError
-from integrator.landing.engine import Integrator
-from integrator.promotion import scratch as scratch_folders
-from integrator.promotion import validate
-from integrator.promotion.bisect import Step, next_step
-from integrator.promotion.metrics import PromotionMetrics
-from integrator.promotion.rebuild import rebuild
-from integrator.promotion.records import (
+from integrator.documents.promotion import (
     Covered,
     Ejected,
     EjectionRecord,
     PromotionRecord,
     ValidationResult,
 )
+from integrator.documents.verdict import Code
+from integrator.errors import IntegratorError, RefMovedError
+from integrator.landing.engine import Integrator
+from integrator.plumbing import git, transaction
+from integrator.promotion import scratch as scratch_folders
+from integrator.promotion import validate
+from integrator.promotion.bisect import Step, next_step
+from integrator.promotion.metrics import PromotionMetrics
+from integrator.promotion.rebuild import rebuild
 from integrator.promotion.runner import RunOutcome
 from integrator.promotion.state import QueueState, read_state
-from integrator.repo import git, transaction, validations
-from integrator.repo.canonical import Canonical
+from integrator.records import validations
+from integrator.records.canonical import Canonical
 
 log = structlog.get_logger("integrator.promote")
 
@@ -273,7 +274,7 @@ class Promoter:
 
 
 def _failure_detail(result: ValidationResult | None, log_bytes: bytes) -> str:
-    from integrator.report.escape import visible
+    from integrator.escape import visible
 
     if result is None:
         return "its queue head failed validation"

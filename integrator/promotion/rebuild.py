@@ -22,6 +22,8 @@ import pygit2
 
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.policy import PolicyState
+from integrator.documents.promotion import Covered, Ejected, Rebuilt
+from integrator.documents.trailers import TRAILER_CANDIDATE, trailers
 from integrator.documents.verdict import Code, Decision, Violation
 from integrator.fence.checks import check_diff, make_verdict
 from integrator.fence.diff import TooManyChanges, recompute
@@ -30,13 +32,11 @@ from integrator.landing.context import Head, LandingContext
 from integrator.landing.evaluation import Evaluation
 from integrator.landing.merge import merge_onto_head
 from integrator.landing.proof import merge_violations
-from integrator.landing.trailers import TRAILER_CANDIDATE, trailers
-from integrator.promotion.landings import TRAILER_LANDING, landing_name
-from integrator.promotion.records import Covered, Ejected, Rebuilt
+from integrator.plumbing import git
+from integrator.plumbing.packs import commit_bytes
 from integrator.promotion.state import TRAILER_BASE, TRAILER_DIGEST, TRAILER_REPLACES
-from integrator.repo import git
-from integrator.repo.canonical import Canonical, signature
-from integrator.repo.packs import commit_bytes
+from integrator.records.canonical import Canonical, signature
+from integrator.records.landings import TRAILER_LANDING, landing_name
 
 _CLAIM_WALK = 10_000
 

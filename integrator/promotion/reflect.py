@@ -26,23 +26,24 @@ import structlog
 from pydantic import ValidationError
 
 from integrator import jsontext
-from integrator.daemon.held import hold_op
-from integrator.daemon.mirror import Mirror
-from integrator.daemon.records import MirrorRecord, review_record
-from integrator.daemon.spool import (
+from integrator.documents.promotion import Ejected, PromotionRecord
+from integrator.documents.verdict import Decision, Verdict, Violation
+from integrator.errors import IntegratorError
+from integrator.files import atomic_write
+from integrator.plumbing import git
+from integrator.records import validations
+from integrator.records.canonical import Canonical
+from integrator.records.held import hold_op
+from integrator.store.entries import MirrorRecord, review_record
+from integrator.store.mirror import Mirror
+from integrator.store.spool import (
     SUBMISSION_FILE,
     SUBMISSION_LIMIT,
     VERDICT_FILE,
     Spool,
     submitted,
 )
-from integrator.daemon.submitted import read_at_most_path, read_submitted
-from integrator.documents.verdict import Decision, Verdict, Violation
-from integrator.errors import IntegratorError
-from integrator.files import atomic_write
-from integrator.promotion.records import Ejected, PromotionRecord
-from integrator.repo import git, validations
-from integrator.repo.canonical import Canonical
+from integrator.store.submitted import read_at_most_path, read_submitted
 
 log = structlog.get_logger("integrator.promote")
 

@@ -16,17 +16,17 @@ import json
 import socket
 from datetime import timedelta
 
-from integrator.daemon.review import Review
-from integrator.daemon.spool import Spool
-from integrator.daemon.submitted import read_at_most_path
 from integrator.documents.contract import OwnershipContract, parse_contract
 from integrator.documents.submission import Submission, Submitter
 from integrator.documents.verdict import Code, Verdict
 from integrator.errors import ConfigurationError, UsageError
-from integrator.fence.limits import REASON_CHARS
+from integrator.limits import REASON_CHARS
 from integrator.promotion.reflect import OWNERSHIP_FILE
-from integrator.repo.canonical import Canonical
-from integrator.repo.claims import Claims
+from integrator.records.canonical import Canonical
+from integrator.records.claims import Claims
+from integrator.review.actions import Review
+from integrator.store.spool import Spool
+from integrator.store.submitted import read_at_most_path
 
 
 def _live_contract(

@@ -26,9 +26,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from integrator import faults
-from integrator.promotion.records import LOG_TAIL, Covered
+from integrator.documents.promotion import LOG_TAIL, Covered
+from integrator.plumbing.git import git_env
 from integrator.promotion.scratch import PREFIX, mark, remove_folder
-from integrator.repo.git import git_env
 
 ENV_PREFIX = "INTEGRATOR_VALIDATION_"
 

@@ -17,7 +17,7 @@ from integrator.errors import IntegratorError
 from integrator.promotion import runner
 from integrator.promotion.metrics import PromotionMetrics
 from integrator.promotion.promoter import Promoter
-from integrator.repo.canonical import Canonical
+from integrator.records.canonical import Canonical
 
 log = structlog.get_logger("integrator.promote")
 

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 
 import pygit2
 
+from integrator.documents.promotion import Covered, ValidationResult
+from integrator.documents.trailers import TRAILER_CANDIDATE, trailers
 from integrator.errors import ConfigurationError
-from integrator.landing.trailers import TRAILER_CANDIDATE, trailers
-from integrator.promotion.records import Covered, ValidationResult
-from integrator.repo import validations
-from integrator.repo.canonical import Canonical
+from integrator.records import validations
+from integrator.records.canonical import Canonical
 
 TRAILER_TASK = "Integrator-Task"
 TRAILER_ATTEMPT = "Integrator-Attempt"

@@ -26,12 +26,13 @@ import structlog
 
 from integrator import faults
 from integrator.documents.policy import Validation
+from integrator.documents.promotion import TEXT, Covered, Status, ValidationResult
 from integrator.errors import RefMovedError, UsageError
+from integrator.plumbing import git, transaction
 from integrator.promotion import runner
-from integrator.promotion.records import TEXT, Covered, Status, ValidationResult
 from integrator.promotion.state import QueueState
-from integrator.repo import git, transaction, validations
-from integrator.repo.canonical import Canonical
+from integrator.records import validations
+from integrator.records.canonical import Canonical
 
 log = structlog.get_logger("integrator.promote")
 TAKEOVER_GRACE = timedelta(seconds=60)  # past a run's own timeouts, before others take over

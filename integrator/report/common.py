@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from integrator.documents.verdict import Code, Decision, Verdict, Violation
-from integrator.fence.paths import escape_undecodable
+from integrator.paths import escape_undecodable
 
 SHORT_OID = 12
 

@@ -18,11 +18,11 @@ from pathlib import Path
 
 from integrator.documents.verdict import Verdict
 from integrator.errors import UsageError
+from integrator.escape import write_text
 from integrator.fence.diff import Change
-from integrator.fence.paths import quote_path
+from integrator.paths import quote_path
 from integrator.report.codequality import render_codequality
 from integrator.report.common import printable
-from integrator.report.escape import write_text
 from integrator.report.github import append_github_summary, render_github
 from integrator.report.junit import render_junit
 from integrator.report.sarif import render_sarif

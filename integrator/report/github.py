@@ -13,6 +13,7 @@ import string
 from collections.abc import Mapping
 
 from integrator.documents.verdict import Decision, Verdict
+from integrator.escape import visible
 from integrator.report.common import (
     AnchorKind,
     anchor,
@@ -21,7 +22,6 @@ from integrator.report.common import (
     message,
     needs_fallback_failure,
 )
-from integrator.report.escape import visible
 from integrator.report.hints import hint
 
 

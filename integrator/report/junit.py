@@ -27,8 +27,8 @@ from xml.etree import ElementTree as ET
 
 from integrator.clock import Clock, utcnow
 from integrator.documents.verdict import CODE_SUMMARY, REVIEW_CODES, Decision, Verdict
+from integrator.escape import xml_safe
 from integrator.report.common import message, needs_fallback_failure
-from integrator.report.escape import xml_safe
 from integrator.report.hints import hint
 
 JUNIT_SUITE = "integrator.gate"

@@ -31,11 +31,11 @@ from __future__ import annotations
 import json
 from urllib.parse import quote
 
-from integrator import __version__
 from integrator.documents.verdict import CODE_SUMMARY, REVIEW_CODES, Code, Verdict
-from integrator.fence.paths import unquote_path
+from integrator.paths import unquote_path
 from integrator.report.common import anchor, distinct_codes, fingerprint, message
 from integrator.report.hints import hint
+from integrator.version import __version__
 
 SARIF_SCHEMA = (
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from integrator.documents.verdict import REVIEW_CODES, Decision, Verdict
+from integrator.escape import visible
 from integrator.fence.diff import Change, Status
-from integrator.fence.paths import quote_path
+from integrator.paths import quote_path
 from integrator.report.common import distinct_codes, identity, message, short
-from integrator.report.escape import visible
 from integrator.report.hints import hint
 
 # A huge candidate should not bury the verdict; the full list is in the JSON form.

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from integrator.documents.policy import Category, Mode, PolicyState, parse_policy
 from integrator.errors import ConfigurationError, UsageError
-from integrator.fence.limits import REASON_CHARS
-from integrator.repo.canonical import Canonical
-from integrator.repo.policy_ref import set_policy
+from integrator.limits import REASON_CHARS
+from integrator.records.canonical import Canonical
+from integrator.records.policy_ref import set_policy
 
 _TABLE = re.compile(r"^\s*\[\s*(?P<name>[^\[\]]+?)\s*\]\s*(?:#.*)?$")
 _ARRAY_TABLE = re.compile(r"^\s*\[\[")

@@ -19,15 +19,15 @@ from typing import Any
 import pygit2
 
 from integrator.documents.policy import Category, PolicyState, category_of_resource
+from integrator.documents.trailers import TRAILER_CANDIDATE, trailers
 from integrator.documents.verdict import Code, Verdict, Violation
 from integrator.errors import UsageError
-from integrator.fence.paths import unquote_path
-from integrator.landing.trailers import TRAILER_CANDIDATE, trailers
-from integrator.repo import git
-from integrator.repo.archive_index import find_archived
-from integrator.repo.canonical import Canonical
-from integrator.repo.marks import FalsePositive, read_marks
-from integrator.repo.scratch import scratch
+from integrator.paths import unquote_path
+from integrator.plumbing import git
+from integrator.records.archive_index import find_archived
+from integrator.records.canonical import Canonical
+from integrator.records.marks import FalsePositive, read_marks
+from integrator.records.scratch import scratch
 from integrator.rollout.records import Recorded, Records
 from integrator.rollout.replay import Replayer, request_for
 

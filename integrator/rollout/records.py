@@ -25,17 +25,18 @@ from typing import Literal
 from pydantic import ValidationError
 
 from integrator import jsontext
-from integrator.daemon.held import ARCHIVED_PREFIX, history
-from integrator.daemon.spool import SUBMISSION_FILE, VERDICT_FILE
 from integrator.documents.claim import Claim
 from integrator.documents.policy import PolicyState
 from integrator.documents.submission import Submission
+from integrator.documents.trailers import TRAILER_CANDIDATE, trailers
 from integrator.documents.verdict import Code, Verdict
 from integrator.errors import ConfigurationError, IntegratorError, UsageError
-from integrator.landing.trailers import TRAILER_CANDIDATE, trailers
-from integrator.repo import claims, git
-from integrator.repo.archive_index import archived_entries
-from integrator.repo.canonical import Canonical
+from integrator.plumbing import git
+from integrator.records import claims
+from integrator.records.archive_index import archived_entries
+from integrator.records.canonical import Canonical
+from integrator.records.held import ARCHIVED_PREFIX, history
+from integrator.store.spool import SUBMISSION_FILE, VERDICT_FILE
 
 WALK_LIMIT = 100_000  # staging commits (and held records) read at most, newest first
 

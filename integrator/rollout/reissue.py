@@ -22,10 +22,10 @@ from datetime import timedelta
 from integrator.documents.claim import POLICY_REVOKE_EVENT, Claim
 from integrator.documents.contract import OwnershipContract
 from integrator.errors import ClaimConflictError, ClaimsPausedError, UsageError
-from integrator.repo.canonical import Canonical
-from integrator.repo.claims import Claims
+from integrator.records.canonical import Canonical
+from integrator.records.claims import Claims
 
-# The reason `integrator.repo.policy_ref.set_policy` writes into each claim it revokes; only
+# The reason `integrator.records.policy_ref.set_policy` writes into each claim it revokes; only
 # read for the generation once the event says the revocation was a policy change's (a
 # reason is text anyone revoking may choose: an agent releasing its task, among others).
 POLICY_REVOKE = re.compile(r"^policy changed to generation (?P<generation>\d+)")

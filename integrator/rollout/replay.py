@@ -4,7 +4,7 @@ The same gate (`integrator.landing.gate.Gate`) and the same merge checks as a la
 (`merge_onto_head`, `merge_violations`) run on the facts the submission was decided on:
 its contract and candidate, the queue head it was merged onto, and a policy — the one of
 the time, or another (the shadow's). Merges happen in memory and in a scratch repository
-that borrows the canonical one's objects (`integrator.repo.scratch`): no ref moves, and
+that borrows the canonical one's objects (`integrator.records.scratch`): no ref moves, and
 the canonical repository gains no object.
 
 What a second run cannot see again is replayed from the record instead of read: the live
@@ -38,9 +38,9 @@ from integrator.landing.gate import Gate
 from integrator.landing.history import QueueHistory
 from integrator.landing.merge import merge_onto_head
 from integrator.landing.proof import merge_violations
-from integrator.repo.canonical import Canonical
-from integrator.repo.claims import Claims
-from integrator.repo.packs import ObjectBuffer
+from integrator.plumbing.packs import ObjectBuffer
+from integrator.records.canonical import Canonical
+from integrator.records.claims import Claims
 from integrator.rollout.records import Recorded
 
 # What the live-claim stage finds: it depends on the claim refs at that moment.
@@ -138,7 +138,7 @@ class _PinnedGate(Gate):
 
 
 class Replayer:
-    """Decides requests on a scratch repository (`integrator.repo.scratch.scratch`)."""
+    """Decides requests on a scratch repository (`integrator.records.scratch.scratch`)."""
 
     def __init__(self, scratch: Canonical) -> None:
         self.canonical = scratch

@@ -28,16 +28,21 @@ from datetime import timedelta
 import pygit2
 
 from integrator.documents.contract import OwnershipContract
+from integrator.documents.trailers import TRAILER_CANDIDATE, trailers
 from integrator.errors import ConfigurationError, UsageError
 from integrator.fence.diff import recompute
-from integrator.fence.limits import MAX_GLOB_LENGTH, MAX_GLOBS, MAX_RESOURCES
-from integrator.fence.paths import PathMatcher, glob_problem, unsafe_reason
 from integrator.fence.resources import touched_resources
-from integrator.landing.trailers import TRAILER_CANDIDATE, trailers
-from integrator.repo import git
-from integrator.repo.canonical import Canonical
-from integrator.repo.claims import DEFAULT_MAX_PATCH_BYTES, REVERT_TASK_PREFIX, Claims, IssueRequest
-from integrator.repo.revert import write_revert
+from integrator.limits import MAX_GLOB_LENGTH, MAX_GLOBS, MAX_RESOURCES
+from integrator.paths import PathMatcher, glob_problem, unsafe_reason
+from integrator.plumbing import git
+from integrator.records.canonical import Canonical
+from integrator.records.claims import (
+    DEFAULT_MAX_PATCH_BYTES,
+    REVERT_TASK_PREFIX,
+    Claims,
+    IssueRequest,
+)
+from integrator.records.revert import write_revert
 
 TRAILER_REVERTS = "Integrator-Reverts"
 _GLOB_SPECIAL = "*?[\\"

@@ -29,13 +29,13 @@ from typing import Any, Protocol
 import structlog
 from pydantic import ValidationError
 
-from integrator.daemon.outcomes import Ready
 from integrator.documents.policy import PolicyState
 from integrator.documents.verdict import Decision, Verdict
 from integrator.errors import InfrastructureError, IntegratorError, UsageError
-from integrator.repo.canonical import Canonical
-from integrator.repo.scratch import scratch
-from integrator.report.escape import visible
+from integrator.escape import visible
+from integrator.landing.outcomes import Ready
+from integrator.records.canonical import Canonical
+from integrator.records.scratch import scratch
 from integrator.rollout.compare import Comparison, Side, differences, side_of
 from integrator.rollout.records import Recorded, Records
 from integrator.rollout.replay import Decided, Replayer, ShadowRequest, request_for

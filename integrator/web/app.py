@@ -23,9 +23,9 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from integrator.daemon.review import Held, Review
 from integrator.documents.verdict import Verdict
 from integrator.errors import ConfigurationError, IntegratorError, UsageError
+from integrator.review.actions import Held, Review
 from integrator.web import sources, views
 from integrator.web.candidate import verdict_lines
 from integrator.web.security import (

@@ -10,14 +10,14 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from integrator.daemon.held import ReviewAction
-from integrator.daemon.review import FileDiff, Held
 from integrator.documents.contract import OwnershipContract, parse_contract
 from integrator.documents.verdict import Verdict, Violation
 from integrator.errors import ContractError
-from integrator.fence.paths import Match, PathMatcher
-from integrator.repo.expansions import ExpansionEntry
-from integrator.repo.marks import FalsePositive
+from integrator.paths import Match, PathMatcher
+from integrator.records.expansions import ExpansionEntry
+from integrator.records.held import ReviewAction
+from integrator.records.marks import FalsePositive
+from integrator.review.actions import FileDiff, Held
 from integrator.web.views import (
     ExpansionRow,
     codes_of,

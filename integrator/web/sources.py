@@ -18,18 +18,18 @@ import pygit2
 import structlog
 
 from integrator import jsontext
-from integrator.daemon.held import history
-from integrator.daemon.review import FileDiff, Held, Review, pending
-from integrator.daemon.spool import ID_RE, VERDICT_FILE, Spool
 from integrator.documents.submission import Submission
+from integrator.documents.trailers import TRAILER_CANDIDATE
 from integrator.errors import IntegratorError, UsageError
 from integrator.files import read_at_most
-from integrator.landing.trailers import TRAILER_CANDIDATE
-from integrator.repo import claims
-from integrator.repo.canonical import Canonical
-from integrator.repo.expansions import expansions
-from integrator.repo.marks import FalsePositive, read_marks
-from integrator.repo.marks import history as marks_history
+from integrator.records import claims
+from integrator.records.canonical import Canonical
+from integrator.records.expansions import expansions
+from integrator.records.held import history
+from integrator.records.marks import FalsePositive, read_marks
+from integrator.records.marks import history as marks_history
+from integrator.review.actions import FileDiff, Held, Review, pending
+from integrator.store.spool import ID_RE, VERDICT_FILE, Spool
 from integrator.web import candidate as candidate_views
 from integrator.web import views
 

@@ -2,7 +2,7 @@
 
 Everything an agent wrote (paths, task names, submitter fields, commit messages, contract
 text, reasons) passes through `text` here, which spells out control and format characters
-(`integrator.report.escape.visible`); the templates escape HTML on top (autoescape), so
+(`integrator.escape.visible`); the templates escape HTML on top (autoescape), so
 a path named `<script>alert(1)</script>` is shown as those characters and nothing else.
 """
 
@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
 
-from integrator.daemon.review import Held
 from integrator.documents.submission import Submission
+from integrator.documents.trailers import TRAILER_CANDIDATE, trailers
 from integrator.documents.verdict import Code, Verdict
-from integrator.landing.trailers import TRAILER_CANDIDATE, trailers
-from integrator.repo.expansions import ExpansionEntry
-from integrator.repo.marks import FalsePositive
-from integrator.report.escape import visible
+from integrator.escape import visible
+from integrator.records.expansions import ExpansionEntry
+from integrator.records.marks import FalsePositive
+from integrator.review.actions import Held
 
 HELD_DECISIONS = ("FENCED", "REVIEW")
 REASON_LIMIT = 160  # characters of the one-line reason on the list

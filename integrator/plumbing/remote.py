@@ -1,0 +1,222 @@
+"""The canonical repository on a git server, seen through a local bare mirror.
+
+The mirror is only a cache: every command that reads authority fetches the target and the
+authority refs first (`fetch`), and every ref write is one `git push --atomic` carrying a
+lease (`--force-with-lease=<ref>:<expected>`) for each ref it moves (`RemotePush.apply`, the
+same interface as the local `RefUpdater`). The server's `receive-pack` checks every old
+value under its ref lock and applies all or none, so integrators on many hosts coordinate
+only through those compare-and-swaps.
+
+Two facts shape it. A ref pushed to its unchanged value is not sent, so a lease on it is
+never checked: a `verify` cannot be pushed, and the landing fences on the claim by moving
+it (consuming it). And a push can be reported ambiguously (a connection dropped after the
+server committed): after any push that did not come back clean, the remote's refs are read
+again and the outcome decided from them, never from the report.
+
+A server that authenticates no pusher (a plain `git daemon`) can still protect its
+authority refs with integrator's pre-receive hook and a shared key: with
+`integrator.remoteKeyFile` set in the mirror's config, every push carries a fresh
+`integrator-hmac` push option over exactly the ref updates it asks for (`push_signature`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from integrator import faults
+from integrator.errors import ConfigurationError, InfrastructureError, RefMovedError
+from integrator.plumbing.git import git_env
+from integrator.plumbing.signing import push_option
+from integrator.plumbing.transaction import RefOp, RefUpdater
+
+# What a mirror fetches: the target and every namespace of authority and records — all of
+# refs/integrator/ but what only this mirror holds (bundle quarantine, outgoing bundles) and
+# the intake's namespaces (fetched from the intake, wherever it is).
+LOCAL_ONLY = ("quarantine", "outgoing", "submit", "verdicts", "intake", "seen")
+AUTHORITY_REFSPECS = (
+    "+refs/integrator/*:refs/integrator/*",
+    *(f"^refs/integrator/{name}/*" for name in LOCAL_ONLY),
+)
+PUSH_TIMEOUT = 300.0  # seconds for one push or fetch before it counts as failed
+KEY_FILE_CONFIG = "integrator.remoteKeyFile"  # the canonical server's push key
+INTAKE_KEY_FILE_CONFIG = "integrator.intakeKeyFile"  # the intake's, when it is another server
+ZERO_OID = "0" * 40
+_NOT_ATOMIC = "does not support --atomic"
+
+
+def push_signature(
+    key: bytes | None, updates: Sequence[tuple[str | None, str | None, str]]
+) -> list[str]:
+    """The `--push-option` that signs a push of `updates` — (expected old value or None for
+    "absent", new value or None to delete, ref) — for the server's hook; none without a key."""
+    if key is None:
+        return []
+    sent = [(old or ZERO_OID, new or ZERO_OID, ref) for old, new, ref in updates]
+    return [f"--push-option={push_option(key, sent)}"]
+
+
+class ServerRefused(ConfigurationError):
+    """The server refused the push for a reason of its own (a hook, permissions)."""
+
+
+def fetch_refspecs(target: str) -> list[str]:
+    return [f"+refs/heads/{target}:refs/heads/{target}", *AUTHORITY_REFSPECS]
+
+
+def _git(args: Sequence[str], mirror: Path) -> subprocess.CompletedProcess[bytes]:
+    try:
+        return subprocess.run(
+            ["git", *args],
+            cwd=mirror,
+            capture_output=True,
+            env=git_env(),
+            check=False,
+            timeout=PUSH_TIMEOUT,
+        )
+    except subprocess.TimeoutExpired as err:
+        raise InfrastructureError(f"git {args[0]} to the remote timed out") from err
+
+
+def _last_line(data: bytes) -> str:
+    lines = data.decode("utf-8", "replace").strip().splitlines()
+    return lines[-1] if lines else "no message"
+
+
+def remote_refs(mirror: Path, url: str, refs: Sequence[str]) -> dict[str, str]:
+    """The remote's current value of each of `refs` that exists (one `git ls-remote`)."""
+    proc = _git(["ls-remote", "--refs", url, *refs], mirror)
+    if proc.returncode != 0:
+        raise InfrastructureError(f"cannot read the remote's refs: {_last_line(proc.stderr)}")
+    out: dict[str, str] = {}
+    for line in proc.stdout.decode("utf-8", "replace").splitlines():
+        oid, _, name = line.partition("\t")
+        if name in refs:
+            out[name] = oid
+    return out
+
+
+@dataclass(frozen=True)
+class PushLine:
+    """One ref of `git push --porcelain`'s report: its flag and summary."""
+
+    flag: str
+    ref: str
+    summary: str
+
+    @property
+    def ok(self) -> bool:
+        return self.flag in (" ", "+", "-", "*", "=")
+
+
+def parse_porcelain(stdout: bytes) -> dict[str, PushLine]:
+    """`flag \\t from:to \\t summary` lines by ref name (their order is not the refspecs')."""
+    out: dict[str, PushLine] = {}
+    for line in stdout.decode("utf-8", "replace").splitlines():
+        parts = line.split("\t")
+        if len(parts) < 3 or len(parts[0]) != 1:
+            continue
+        ref = parts[1].rpartition(":")[2]
+        out[ref] = PushLine(parts[0], ref, parts[2])
+    return out
+
+
+class RemotePush:
+    """Ref transactions on the server: one atomic push with a lease per moved ref.
+
+    Objects travel with the push (the mirror holds them); after the server applied the
+    push, the mirror's refs are moved to match, so the next read sees it without a fetch.
+    """
+
+    def __init__(
+        self, mirror: str | Path, url: str, target: str, *, key: bytes | None = None
+    ) -> None:
+        self.mirror = Path(mirror)
+        self.url = url
+        self.target = target
+        self.key = key
+        self._local = RefUpdater(self.mirror)
+        self.transactions = 0
+        self.pushes = 0
+
+    def fetch(self) -> None:
+        """Bring the mirror's target and authority refs to the remote's values."""
+        args = ["fetch", "--quiet", "--prune", "--no-tags", "--no-write-fetch-head",
+                "--no-auto-maintenance", self.url, *fetch_refspecs(self.target)]  # fmt: skip
+        proc = _git(args, self.mirror)
+        if proc.returncode != 0:
+            raise InfrastructureError(f"cannot fetch from the remote: {_last_line(proc.stderr)}")
+
+    def check_atomic(self, ref: str) -> None:
+        """Refuse a server that does not advertise atomic pushes (a dry run moves nothing)."""
+        proc = _git(
+            ["push", "--dry-run", "--atomic", "--porcelain", self.url, f"{ref}:{ref}"], self.mirror
+        )
+        if _NOT_ATOMIC in proc.stderr.decode("utf-8", "replace"):
+            raise ConfigurationError(
+                f"{self.url} does not support atomic pushes (git push --atomic); integrator "
+                "needs them to land and to claim on a server (Azure DevOps, for one, lacks them)"
+            )
+
+    def apply(self, ops: Sequence[RefOp], *, on_prepared: Callable[[], None] | None = None) -> None:
+        """Apply `ops` on the server, all or nothing; RefMovedError names a ref that moved.
+
+        `verify` ops cannot be pushed (an unchanged ref is never sent): what they guard must
+        be covered by a ref the transaction moves.
+        """
+        moves = [op for op in ops if op.verb != "verify"]
+        if not moves:
+            return
+        args = ["push", "--atomic", "--porcelain", "--no-verify"]
+        args += push_signature(
+            self.key, [(op.old, None if op.verb == "delete" else op.new, op.ref) for op in moves]
+        )
+        args.append(self.url)
+        for op in moves:
+            args.append(f"--force-with-lease={op.ref}:{op.old or ''}")
+        for op in moves:
+            args.append(f":{op.ref}" if op.verb == "delete" else f"{op.new}:{op.ref}")
+        if on_prepared is not None:
+            on_prepared()
+        self.pushes += 1
+        proc = _git(args, self.mirror)
+        report = parse_porcelain(proc.stdout)
+        clean = proc.returncode == 0 and all(op.ref in report and report[op.ref].ok for op in moves)
+        if not clean:
+            self._settle(moves, proc)
+        faults.point("after-push")
+        self._mirror(moves)
+        self.transactions += 1
+
+    def _settle(self, moves: Sequence[RefOp], proc: subprocess.CompletedProcess[bytes]) -> None:
+        """A push that did not come back clean: decide from what the server holds now."""
+        now = remote_refs(self.mirror, self.url, [op.ref for op in moves])
+        if all(now.get(op.ref) == (None if op.verb == "delete" else op.new) for op in moves):
+            return  # it was applied (the report was lost or wrong)
+        with contextlib.suppress(InfrastructureError):
+            self.fetch()  # whoever reads next sees the server's refs
+        for op in moves:
+            actual = now.get(op.ref)
+            if actual != op.old:
+                raise RefMovedError(op.ref, actual, op.old)
+        message = proc.stderr.decode("utf-8", "replace").strip()
+        if "hook declined" in proc.stdout.decode("utf-8", "replace") or "declined" in message:
+            raise ServerRefused(f"the server refused the push: {_last_line(proc.stderr)}")
+        raise InfrastructureError(f"the push to the remote failed: {_last_line(proc.stderr)}")
+
+    def _mirror(self, moves: Sequence[RefOp]) -> None:
+        """Move the mirror's refs to what the server now holds (a cache: no leases)."""
+        ops = [
+            RefOp("drop", op.ref) if op.verb == "delete" else RefOp("set", op.ref, op.new)
+            for op in moves
+        ]
+        try:
+            self._local.apply(ops)
+        except (RefMovedError, InfrastructureError):
+            self.fetch()
+
+    def close(self) -> None:
+        self._local.close()

@@ -1,0 +1,172 @@
+"""Ref transactions: one all-or-nothing `git update-ref --stdin` transaction at a time.
+
+Every ref integrator moves in a local repository moves here, each with the value it was
+expected to have; a failed compare-and-swap applies nothing and says which ref moved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import subprocess
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from integrator import faults
+from integrator.errors import GitError, RefLockedError, RefMovedError
+from integrator.plumbing.git import ZERO_OID, git_env
+
+_LOCK_RE = re.compile(r"cannot lock ref '(?P<ref>[^']+)': (?P<why>.*)")
+_LOCKFILE_RE = re.compile(r"Unable to create '(?P<lock>[^']+\.lock)': File exists")
+_IS_AT_RE = re.compile(r"is at (?P<actual>[0-9a-f]+) but expected (?P<expected>[0-9a-f]+)")
+
+
+@dataclass(frozen=True)
+class RefOp:
+    """One line of a transaction: `update` (new, old) or `verify` (old)."""
+
+    verb: str
+    ref: str
+    new: str | None = None
+    old: str | None = None
+
+    def line(self) -> str:
+        old = self.old or ZERO_OID
+        if self.verb == "verify":
+            return f"verify {self.ref} {old}\n"
+        if self.verb == "update":
+            return f"update {self.ref} {self.new} {old}\n"
+        if self.verb == "delete":
+            return f"delete {self.ref} {old}\n"
+        if self.verb == "set":  # a cache's ref (a mirror): whatever it held before
+            return f"update {self.ref} {self.new}\n"
+        if self.verb == "drop":
+            return f"delete {self.ref}\n"
+        raise ValueError(f"unknown ref verb {self.verb}")
+
+
+def update(ref: str, new: str, old: str | None) -> RefOp:
+    return RefOp("update", ref, new, old)
+
+
+def verify(ref: str, old: str | None) -> RefOp:
+    return RefOp("verify", ref, None, old)
+
+
+def delete(ref: str, old: str) -> RefOp:
+    return RefOp("delete", ref, None, old)
+
+
+class RefUpdater:
+    """A long-lived `git update-ref --stdin`, one all-or-nothing transaction at a time.
+
+    git ends the process when a transaction fails; the next transaction starts a new one.
+    A `.lock` left by someone else is reported as RefLockedError, never deleted.
+    """
+
+    def __init__(self, repo_path: str | Path, *, writeout_only: bool = False) -> None:
+        self.repo_path = str(repo_path)
+        # With writeout_only git runs with core.fsyncMethod=writeout-only: each ref file's
+        # data is written to the device before its rename (sync_file_range), so a crash
+        # can never leave an empty ref, but nothing waits for a journal commit per file;
+        # the caller makes the whole transaction durable with one `sync_refs` afterwards.
+        # Only for creations and updates: a deletion may rewrite packed-refs.
+        self.writeout_only = writeout_only
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.transactions = 0
+        self.spawns = 0
+
+    def _ensure(self) -> subprocess.Popen[bytes]:
+        if self._proc is None or self._proc.poll() is not None:
+            method = ["-c", "core.fsyncMethod=writeout-only"] if self.writeout_only else []
+            self._proc = subprocess.Popen(
+                ["git", *method, "update-ref", "--stdin"],
+                cwd=self.repo_path,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=git_env(),
+            )
+            self.spawns += 1
+            faults.children.add(self._proc.pid)
+        return self._proc
+
+    def _say(self, proc: subprocess.Popen[bytes], text: str, expect: str | None) -> None:
+        stdin: IO[bytes] | None = proc.stdin
+        stdout: IO[bytes] | None = proc.stdout
+        assert stdin is not None and stdout is not None
+        try:
+            stdin.write(text.encode())
+            stdin.flush()
+        except BrokenPipeError:
+            self._fail(proc)
+        if expect is None:
+            return
+        line = stdout.readline().decode().strip()
+        if line != expect:
+            self._fail(proc)
+
+    def _fail(self, proc: subprocess.Popen[bytes]) -> None:
+        with contextlib.suppress(OSError):
+            if proc.stdin:
+                proc.stdin.close()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        err = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
+        faults.children.discard(proc.pid)
+        self._proc = None
+        raise classify_failure(err, self.repo_path)
+
+    def apply(self, ops: Sequence[RefOp], *, on_prepared: Callable[[], None] | None = None) -> None:
+        """Apply `ops` atomically: every expected old value holds, or nothing changes."""
+        if self.writeout_only and any(op.verb == "delete" for op in ops):
+            raise ValueError("a deletion may rewrite packed-refs: use an fsyncing updater")
+        proc = self._ensure()
+        body = "".join(op.line() for op in ops)
+        self._say(proc, "start\n", "start: ok")
+        self._say(proc, body, None)
+        self._say(proc, "prepare\n", "prepare: ok")
+        if on_prepared is not None:
+            on_prepared()
+        self._say(proc, "commit\n", "commit: ok")
+        self.transactions += 1
+
+    def close(self) -> None:
+        if self._proc is not None:
+            if self._proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    if self._proc.stdin:
+                        self._proc.stdin.close()
+                self._proc.wait(timeout=30)
+            faults.children.discard(self._proc.pid)
+        self._proc = None
+
+    def __enter__(self) -> RefUpdater:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def classify_failure(stderr: str, repo_path: str) -> Exception:
+    match = _LOCK_RE.search(stderr)
+    if match is None:
+        return GitError(f"git update-ref failed: {stderr.strip() or 'no message'}")
+    ref = match.group("ref")
+    why = match.group("why")
+    lock = _LOCKFILE_RE.search(stderr)
+    if lock is not None:
+        return RefLockedError(ref, lock.group("lock"))
+    is_at = _IS_AT_RE.search(why)
+    if is_at is not None:
+        return RefMovedError(ref, is_at.group("actual"), is_at.group("expected"))
+    if "unable to resolve reference" in why:
+        return RefMovedError(ref, None, "an existing value")
+    if "reference already exists" in why:
+        return RefMovedError(ref, "an existing value", None)
+    return RefMovedError(ref, None, None)

@@ -1,0 +1,252 @@
+"""The canonical repository as integrator sees it: refs, policy, claims, identity.
+
+Reads are cached by object id (a ref that did not move costs one lookup), so a flood of
+stale submissions re-reads nothing. Ref writes go through `transaction.RefUpdater` only.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from functools import cached_property
+from pathlib import Path
+
+import pygit2
+
+from integrator.clock import Clock, utcnow
+from integrator.documents.claim import Claim, parse_claim_state, view_from_state
+from integrator.documents.contract import parse_contract
+from integrator.documents.policy import (
+    PolicyState,
+    default_policy,
+    default_policy_text,
+    parse_policy,
+)
+from integrator.errors import ConfigurationError
+from integrator.plumbing import git, transaction
+from integrator.plumbing.packs import ObjectBuffer, flush_loose
+from integrator.plumbing.remote import KEY_FILE_CONFIG, RemotePush
+from integrator.plumbing.signing import load_key
+
+# Where a mirror remembers the claim commits it last saw (its own refs, never fetched).
+SEEN_PREFIX = "refs/integrator/seen/claims/"
+
+SIGNATURE_NAME = "integrator"
+SIGNATURE_EMAIL = "integrator@localhost"
+
+
+def signature(now: datetime) -> pygit2.Signature:
+    return pygit2.Signature(SIGNATURE_NAME, SIGNATURE_EMAIL, int(now.timestamp()), 0)
+
+
+class Canonical:
+    """One canonical repository, opened once and read through caches."""
+
+    def __init__(self, path: str | Path, *, clock: Clock = utcnow) -> None:
+        self.path = Path(path)
+        self.repo = git.open_repo(path)
+        self.clock = clock
+        self._claims: dict[str, Claim] = {}
+        self._policies: dict[str, PolicyState] = {}
+        self._updater: transaction.RefUpdater | None = None
+        self._bulk_updater: transaction.RefUpdater | None = None
+        self._remote: RemotePush | None = None
+        # Claims whose ref the server rewrote (task → (last seen, now)); see `refresh`.
+        self.rewritten: dict[str, tuple[str, str]] = {}
+        self.remote_url = next(
+            (str(v) for v in self.repo.config.get_multivar("integrator.remote")), None
+        )
+
+    # -- basics ---------------------------------------------------------------------------
+
+    @property
+    def local_updater(self) -> transaction.RefUpdater:
+        """Ref transactions on this repository's own refs (in remote mode: the mirror's)."""
+        if self._updater is None:
+            self._updater = transaction.RefUpdater(self.repo.path)
+        return self._updater
+
+    @property
+    def remote(self) -> RemotePush | None:
+        """The server this repository mirrors (remote mode), or None."""
+        if self.remote_url is not None and self._remote is None:
+            self._remote = RemotePush(
+                self.repo.path, self.remote_url, self.target, key=self.push_key(KEY_FILE_CONFIG)
+            )
+        return self._remote
+
+    def push_key(self, setting: str) -> bytes | None:
+        """The key that signs pushes to a server whose hook checks them (`setting` names
+        the key file in this repository's config), or None when none is configured."""
+        files = [str(v) for v in self.repo.config.get_multivar(setting)]
+        return load_key(files[-1]) if files else None
+
+    @property
+    def updater(self) -> transaction.RefUpdater | RemotePush:
+        """Where authority refs move: one `update-ref --stdin` transaction here, or in
+        remote mode one atomic push to the server with a lease per moved ref."""
+        return self.remote or self.local_updater
+
+    def record(self, buffer: ObjectBuffer, ops: list[transaction.RefOp]) -> None:
+        """Write a one-off record's objects (loose: a pack of three would pile up), make them
+        durable, then move `ops` in one transaction: no ref names an object not on disk."""
+        flush_loose(buffer)
+        if git.durable(self.repo):
+            git.sync_objects(self.repo)
+        self.updater.apply(ops)
+
+    @property
+    def bulk_updater(self) -> transaction.RefUpdater | RemotePush:
+        """An updater that only writes refs out: many creations made durable by one
+        `sync_refs` (remote mode: the server's own durability)."""
+        if self.remote is not None:
+            return self.remote
+        if self._bulk_updater is None:
+            self._bulk_updater = transaction.RefUpdater(self.repo.path, writeout_only=True)
+        return self._bulk_updater
+
+    def refresh(self) -> None:
+        """Read authority fresh: in remote mode, fetch the target and the authority refs
+        into the mirror (every command that decides calls this first); here, nothing.
+
+        A claim chain only grows: each claim commit descends from the one before. A claim
+        ref the server now holds that does not descend from the one this mirror last saw
+        was rewritten by someone who can write the server's refs (on hosts that cannot
+        protect custom refs, any writer): it is remembered in `rewritten`, and the gate
+        fences that task's candidates (CLAIM_REWRITTEN) until a person looks. A new mirror
+        trusts the claims it first fetches: keep a mirror, not a fresh clone per run.
+        """
+        if self.remote is None:
+            return
+        self._check_claim_chains()  # what this mirror holds now: its own pushes included
+        self.remote.fetch()
+        self._check_claim_chains()
+
+    def _check_claim_chains(self) -> None:
+        seen = git.refs_under(self.repo, SEEN_PREFIX)
+        ops: list[transaction.RefOp] = []
+        for ref, oid in git.refs_under(self.repo, git.CLAIMS_PREFIX).items():
+            task = ref.removeprefix(git.CLAIMS_PREFIX)
+            before = seen.get(SEEN_PREFIX + task)
+            if before == oid:
+                continue
+            if before is not None and not self._descends(oid, before):
+                self.rewritten[task] = (before, oid)
+                continue
+            ops.append(transaction.RefOp("set", SEEN_PREFIX + task, oid))
+        if ops:
+            self.local_updater.apply(ops)
+
+    def _descends(self, oid: str, before: str) -> bool:
+        try:
+            return bool(self.repo.descendant_of(pygit2.Oid(hex=oid), pygit2.Oid(hex=before)))
+        except (KeyError, ValueError, pygit2.GitError):
+            return False
+
+    def close(self) -> None:
+        for updater in (self._updater, self._bulk_updater, self._remote):
+            if updater is not None:
+                updater.close()
+        self._updater = self._bulk_updater = None
+        self._remote = None
+
+    def __enter__(self) -> Canonical:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @cached_property
+    def identity(self) -> str | None:
+        return git.repo_identity(self.repo, f"refs/heads/{self.target}")
+
+    @property
+    def target(self) -> str:
+        for value in self.repo.config.get_multivar("integrator.target"):
+            return str(value)
+        head = self.repo.references.get("HEAD")
+        if head is not None and head.type == pygit2.enums.ReferenceType.SYMBOLIC:
+            name = str(head.target)
+            if name.startswith("refs/heads/"):
+                return name.removeprefix("refs/heads/")
+        return "main"
+
+    @property
+    def target_ref(self) -> str:
+        return f"refs/heads/{self.target}"
+
+    @property
+    def queue_ref(self) -> str:
+        return f"{git.QUEUE_PREFIX}{self.target}"
+
+    @property
+    def initialized(self) -> bool:
+        return self.repo.references.get(git.POLICY_REF) is not None
+
+    def ref(self, name: str) -> str | None:
+        return git.ref_target(self.repo, name)
+
+    def commit(self, oid: str) -> pygit2.Commit:
+        obj = self.repo[oid]
+        if not isinstance(obj, pygit2.Commit):
+            raise ConfigurationError(f"{oid} is not a commit")
+        return obj
+
+    def blob_at(self, commit_oid: str, path: str) -> bytes:
+        tree = self.commit(commit_oid).tree
+        entry = tree[path]
+        blob = self.repo[entry.id]
+        assert isinstance(blob, pygit2.Blob)
+        return bytes(blob.data)
+
+    # -- policy ---------------------------------------------------------------------------
+
+    def policy_state(self, oid: str | None = None) -> PolicyState:
+        """The policy at `oid` (default: the policy ref; the default policy when absent)."""
+        oid = oid or self.ref(git.POLICY_REF)
+        if oid is None:
+            return PolicyState(default_policy(), 0, default_policy_text())
+        cached = self._policies.get(oid)
+        if cached is None:
+            text = self.blob_at(oid, "policy.toml").decode("utf-8")
+            generation = int(self.blob_at(oid, "generation").decode().strip())
+            policy = parse_policy(text, source=f"{git.POLICY_REF}@{oid[:12]}")
+            cached = PolicyState(policy, generation, text)
+            self._policies[oid] = cached
+        return cached
+
+    # -- claims ---------------------------------------------------------------------------
+
+    @staticmethod
+    def claim_ref(task_id: str) -> str:
+        return f"{git.CLAIMS_PREFIX}{task_id}"
+
+    def claim_at(self, oid: str) -> Claim:
+        cached = self._claims.get(oid)
+        if cached is None:
+            view = view_from_state(parse_claim_state(self.blob_at(oid, "claim.json")))
+            contract = parse_contract(self.blob_at(oid, "contract.json"))
+            cached = Claim(oid, view, contract)
+            if len(self._claims) > 10_000:
+                self._claims.clear()
+            self._claims[oid] = cached
+        return cached
+
+    def claim(self, task_id: str) -> Claim | None:
+        oid = self.ref(self.claim_ref(task_id))
+        return self.claim_at(oid) if oid is not None else None
+
+    def claims(self) -> list[Claim]:
+        refs = git.refs_under(self.repo, git.CLAIMS_PREFIX)
+        return [self.claim_at(oid) for _, oid in sorted(refs.items())]
+
+    def forget_documents(self) -> None:
+        """Forget the cached policy and claim documents (after SIGHUP or `policy set`)."""
+        self._policies.clear()
+        self._claims.clear()
+
+    def has_claims(self) -> bool:
+        """Whether this repository holds claim refs (live, or folded into their archive)."""
+        return any(
+            name.startswith(git.CLAIMS_PREFIX) or name == "refs/integrator/archive/claims"
+            for name in self.repo.references
+        )

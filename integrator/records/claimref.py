@@ -1,0 +1,77 @@
+"""Reading one claim without opening the repository: a single `git cat-file --batch`.
+
+The write guard runs before every write an agent makes, so it must start fast: this reads
+the claim ref's commit id, `claim.json` and `contract.json` in one git process, without
+loading libgit2.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from integrator.documents.claim import Claim, ClaimView, parse_claim_state, view_from_state
+from integrator.documents.rules import ContractRules, rules_from_bytes
+from integrator.errors import ConfigurationError
+from integrator.plumbing.git import CLAIMS_PREFIX, run_git
+from integrator.refnames import refname_problem
+
+
+def _objects(output: bytes, count: int) -> list[bytes | None]:
+    """The contents `git cat-file --batch` printed for `count` requests (None: missing)."""
+    out: list[bytes | None] = []
+    pos = 0
+    for _ in range(count):
+        end = output.index(b"\n", pos)
+        header = output[pos:end].split(b" ")
+        pos = end + 1
+        if len(header) != 3 or not header[2].isdigit():
+            out.append(None)  # "<spec> missing" (or ambiguous): nothing follows
+            continue
+        size = int(header[2])
+        out.append(output[pos : pos + size])
+        pos += size + 1  # the content, then a newline
+    return out
+
+
+def _claim_objects(repo: Path, task_id: str) -> tuple[str, bytes, bytes] | None:
+    """The claim ref's commit id, `claim.json` and `contract.json`; None: no claim."""
+    problem = refname_problem(task_id)
+    if problem:
+        raise ConfigurationError(f"task id {task_id!r} cannot name a claim: it {problem}")
+    ref = f"{CLAIMS_PREFIX}{task_id}"
+    specs = [ref, f"{ref}:claim.json", f"{ref}:contract.json"]
+    proc = run_git(
+        ["cat-file", "--batch"], cwd=repo, input="".join(s + "\n" for s in specs).encode()
+    )
+    try:
+        commit, state, contract = _objects(proc.stdout, len(specs))
+    except ValueError as err:
+        raise ConfigurationError(f"git cat-file printed no readable answer for {ref}") from err
+    if commit is None:
+        return None
+    if state is None or contract is None:
+        raise ConfigurationError(f"{ref} does not hold claim.json and contract.json")
+    return proc.stdout.split(b" ", 1)[0].decode(), state, contract
+
+
+def read_claim(repo: Path, task_id: str) -> Claim | None:
+    """The claim of `task_id` as its ref holds it now, or None when there is no claim."""
+    # Loaded here, not at the top: the guard reads claims with read_claim_rules alone.
+    from integrator.documents.contract import parse_contract
+
+    found = _claim_objects(repo, task_id)
+    if found is None:
+        return None
+    oid, state, contract = found
+    return Claim(oid, view_from_state(parse_claim_state(state)), parse_contract(contract))
+
+
+def read_claim_rules(repo: Path, task_id: str) -> tuple[ClaimView, ContractRules] | None:
+    """The claim of `task_id` with its contract read as plain rules (no contract models:
+    the write guard's reading); None when there is no claim."""
+    found = _claim_objects(repo, task_id)
+    if found is None:
+        return None
+    _, state, contract = found
+    view = view_from_state(parse_claim_state(state))
+    return view, rules_from_bytes(contract, stated_digest=view.contract_digest)

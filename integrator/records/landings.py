@@ -1,0 +1,151 @@
+"""Where a landing is now: the reader every claim-to-landing mapping goes through.
+
+A consumed claim names the staging commit its landing made. A queue rebuild (after an
+ejection) re-merges later landings onto the last good head: their new staging commits
+carry `Integrator-Replaces: <the commit replaced>` and `Integrator-Landing: <the staging
+commit the claim names>`, so a landing keeps one name however often it is rebuilt. An
+ejected landing has its record at `refs/integrator/ejected/<target>/<that name>`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import pygit2
+
+from integrator.documents.promotion import EjectionRecord
+from integrator.documents.trailers import trailers
+from integrator.records import validations
+from integrator.records.canonical import Canonical
+
+TRAILER_LANDING = "Integrator-Landing"
+State = Literal["queued", "promoted", "ejected", "gone"]
+_WALK = 100_000  # queue commits read back while looking for a rebuilt landing
+
+
+@dataclass(frozen=True)
+class Whereabouts:
+    """A landing's state: on the queue (maybe rebuilt as `commit`), promoted, or ejected."""
+
+    landing: str
+    state: State
+    commit: str | None = None  # the queue commit holding it now
+    tree: str | None = None
+    ejection: EjectionRecord | None = None
+
+    @property
+    def rebuilt(self) -> bool:
+        return self.commit is not None and self.commit != self.landing
+
+    def wire(self) -> dict[str, object]:
+        out: dict[str, object] = {"landing": self.landing, "state": self.state}
+        if self.commit is not None:
+            out["stagingCommit"] = self.commit
+        if self.tree is not None:
+            out["tree"] = self.tree
+        if self.ejection is not None:
+            out["ejection"] = self.ejection.ejected.wire()
+        return out
+
+
+def _commit(repo: pygit2.Repository, oid: str) -> pygit2.Commit | None:
+    try:
+        obj = repo[oid]
+    except (KeyError, ValueError):
+        return None
+    return obj if isinstance(obj, pygit2.Commit) else None
+
+
+def _contains(repo: pygit2.Repository, tip: str | None, oid: str) -> bool:
+    if tip is None:
+        return False
+    if tip == oid:
+        return True
+    try:
+        return bool(repo.descendant_of(pygit2.Oid(hex=tip), pygit2.Oid(hex=oid)))
+    except (KeyError, ValueError, pygit2.GitError):
+        return False
+
+
+def replacement(canonical: Canonical, landing: str, queue: str) -> pygit2.Commit | None:
+    """The commit on the queue's first-parent chain that carries `landing` (rebuilt), or
+    None. Walks back from the queue head to where the landing's own history joins it."""
+    repo = canonical.repo
+    start = _commit(repo, queue)
+    if start is None or _commit(repo, landing) is None:
+        return None
+    try:
+        joined = repo.merge_base(pygit2.Oid(hex=landing), start.id)
+    except (KeyError, ValueError, pygit2.GitError):
+        joined = None
+    stop = str(joined) if joined is not None else None
+    commit: pygit2.Commit | None = start
+    for _ in range(_WALK):
+        if commit is None or str(commit.id) == stop:
+            return None
+        if trailers(commit.message).get(TRAILER_LANDING) == landing:
+            return commit
+        parents = commit.parent_ids
+        commit = _commit(repo, str(parents[0])) if parents else None
+    return None
+
+
+def locate(canonical: Canonical, landing: str) -> Whereabouts:
+    """Where the landing its claim names `landing` is now (a rebuilt copy of it, as a
+    recovered verdict may name, stands for the landing it copies)."""
+    repo = canonical.repo
+    named = _commit(repo, landing)
+    if named is not None:
+        landing = landing_name(named)
+    queue = canonical.ref(canonical.queue_ref)
+    target = canonical.ref(canonical.target_ref)
+    found: pygit2.Commit | None = None
+    if _contains(repo, queue, landing):
+        found = _commit(repo, landing)
+    if found is None:
+        ejection = validations.read_ejection(canonical, canonical.target, landing)
+        if ejection is not None:
+            return Whereabouts(landing, "ejected", ejection=ejection)
+        if queue is not None:
+            found = replacement(canonical, landing, queue)
+    if found is None:
+        return Whereabouts(landing, "gone")
+    oid = str(found.id)
+    state: State = "promoted" if _contains(repo, target, oid) else "queued"
+    return Whereabouts(landing, state, oid, str(found.tree_id))
+
+
+def landing_name(commit: pygit2.Commit) -> str:
+    """The name a queue commit's landing goes by (the staging commit its claim names)."""
+    return trailers(commit.message).get(TRAILER_LANDING, str(commit.id))
+
+
+def whereabouts(repo: Path, staging: str) -> dict[str, object] | None:
+    """`locate` for a reader outside the daemon (`integrator status`): None when `repo`
+    holds no queue to look in."""
+    from integrator.errors import IntegratorError
+
+    try:
+        with Canonical(repo) as canonical:
+            if canonical.ref(canonical.queue_ref) is None:
+                return None
+            return locate(canonical, staging).wire()
+    except IntegratorError:
+        return None
+
+
+def describe(where: dict[str, object]) -> str:
+    """One line for a person: where a landing is now."""
+    state, commit, landing = where["state"], where.get("stagingCommit"), where["landing"]
+    if state == "ejected":
+        ejection = where.get("ejection")
+        code = ejection.get("code") if isinstance(ejection, dict) else None
+        return f"landing: ejected from the queue ({code}); the claim names {str(landing)[:12]}"
+    if state == "gone":
+        return f"landing: {str(landing)[:12]} is no longer on the queue"
+    how = f"as {str(commit)[:12]}" + (
+        f" (rebuilt; the claim names {str(landing)[:12]})" if commit != landing else ""
+    )
+    return f"landing: {state} {how}"

@@ -1,0 +1,383 @@
+"""Held candidates and the release manager's review: list, show, approve, reject.
+
+The held candidates are the spool's `fenced/` and `review/` folders; their records in git
+(`refs/integrator/held/<submission>`, the review history) are `integrator.records.held`.
+
+Approval never bypasses the fence: it runs the candidate through `integrate` again under
+the contract the coordinator re-issued or expanded, and reports that verdict.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Protocol
+
+import pygit2
+import structlog
+from pydantic import ValidationError
+
+from integrator.documents.submission import Submission
+from integrator.documents.verdict import Decision, Verdict, Violation
+from integrator.errors import (
+    ConfigurationError,
+    InfrastructureError,
+    IntegratorError,
+    UsageError,
+)
+from integrator.files import atomic_write
+from integrator.limits import REASON_CHARS
+from integrator.plumbing import git, transaction
+from integrator.records.canonical import Canonical
+from integrator.records.expansions import ExpansionEntry, expansions
+from integrator.records.held import (
+    Action,
+    ReviewAction,
+    archived_ref,
+    held_ref,
+    write_record,
+)
+from integrator.store.entries import codes_of, review_record
+from integrator.store.mirror import Mirror
+from integrator.store.spool import (
+    SUBMISSION_FILE,
+    SUBMISSION_LIMIT,
+    VERDICT_FILE,
+    Spool,
+    folder_for,
+    submitted,
+)
+from integrator.store.submitted import read_at_most_path, read_submitted
+
+log = structlog.get_logger("integrator.review")
+
+REVIEW_FILE = "review.json"
+REVIEW_LOCK = "review.lock"
+VERDICT_LIMIT = 16 << 20  # a verdict the daemon wrote; a bigger one is damage
+HELD_FOLDERS = ("fenced", "review")
+
+
+@dataclass(frozen=True)
+class Held:
+    """A candidate waiting in `fenced/` or `review/`."""
+
+    sid: str
+    folder: str
+    verdict: Verdict
+    submission: Submission
+    raw: bytes
+
+    def subject(self) -> tuple[str | None, str | None, int | None]:
+        """(task, attempt, generation): from the verdict, else from the submitted contract.
+
+        A verdict names them only when the contract parsed; the submission still carries the
+        contract as sent, so even a CONTRACT_INVALID candidate's review is found by task.
+        """
+        v, contract = self.verdict, self.submission.contract
+        task, attempt = contract.get("taskId"), contract.get("attemptId")
+        generation = v.generation
+        if generation is None:
+            sent = contract.get("ownershipGeneration")
+            generation = sent if type(sent) is int else None  # not a bool, not a string
+        return (
+            v.task_id or (task if isinstance(task, str) else None),
+            v.attempt_id or (attempt if isinstance(attempt, str) else None),
+            generation,
+        )
+
+
+def read_held(spool: Spool, folder: str, sid: str) -> Held:
+    """A held submission and its verdict; ConfigurationError when the folder is damaged."""
+    path = spool.folder(folder) / sid
+    try:
+        raw = read_submitted(submitted(path), SUBMISSION_FILE, SUBMISSION_LIMIT)
+        verdict = Verdict.model_validate_json(read_at_most_path(path / VERDICT_FILE, VERDICT_LIMIT))
+        submission = Submission.model_validate_json(raw)
+    except (OSError, ValidationError, IntegratorError) as err:
+        raise ConfigurationError(
+            f"{path} is not a complete held submission ({type(err).__name__}); "
+            "move it out of the spool and look at it by hand"
+        ) from err
+    return Held(sid, folder, verdict, submission, raw)
+
+
+def pending(spool: Spool) -> list[Held]:
+    """Every held candidate of a spool, in submission order (reads no repository).
+
+    A damaged folder is logged and left out, so one bad entry does not hide the others.
+    """
+    items = []
+    for folder in HELD_FOLDERS:
+        for sid in spool.entries(folder):
+            try:
+                items.append(read_held(spool, folder, sid))
+            except ConfigurationError as err:
+                log.warning("review.unreadable", submission=sid, error=str(err))
+    return sorted(items, key=lambda h: h.sid)
+
+
+def pending_expansions(spool: Spool, repo: Path | None = None) -> list[ExpansionEntry]:
+    """Expansion requests the coordinator could not grant, waiting in the spool's repository.
+
+    They live in git (`refs/integrator/expansions/`, see `expansions.py`), not in the spool;
+    empty when the spool does not name its repository and `repo` is not given.
+    """
+    path = repo or spool.repo_path()
+    if path is None:
+        return []
+    try:
+        with Canonical(path) as canonical:
+            return expansions(canonical, pending_only=True)
+    except IntegratorError as err:  # the held candidates are still worth listing
+        log.warning("review.expansions_unreadable", repo=str(path), error=str(err))
+        return []
+
+
+def expansion_lines(spool: Spool, repo: Path | None = None) -> list[str]:
+    """`review list`'s lines for pending expansion requests (none when there are none)."""
+    pending_requests = pending_expansions(spool, repo)
+    if not pending_requests:
+        return []
+    return [
+        f"expansion requests waiting for the coordinator ({len(pending_requests)}):",
+        *(f"  {entry.describe()}" for entry in pending_requests),
+        "  grant: re-run `integrator contract expand --request FILE` "
+        "(git show REF:request.json); close: `integrator contract dismiss ID`",
+    ]
+
+
+class Lander(Protocol):
+    def integrate(self, contract_data: bytes, candidate: str) -> Verdict: ...
+
+
+def default_actor() -> str:
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"{user}@{socket.gethostname()}"
+
+
+def _check_text(actor: str, reason: str | None) -> None:
+    """Who and why are recorded in git and shown to people: bounded, and one line of who."""
+    if not actor or len(actor) > 200 or any(ord(ch) < 0x20 for ch in actor):
+        raise UsageError("the actor must be one line of at most 200 characters")
+    if reason is not None and len(reason) > REASON_CHARS:
+        raise UsageError(f"the reason is longer than {REASON_CHARS} characters")
+
+
+class Review:
+    """The release manager's operations on one spool and its canonical repository."""
+
+    def __init__(
+        self,
+        spool: Spool,
+        canonical: Canonical,
+        mirror: Mirror | None = None,
+        *,
+        engine: Lander | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.spool = spool
+        self.canonical = canonical
+        self.mirror = mirror
+        self.engine = engine
+        self.clock = clock
+
+    def pending(self) -> list[Held]:
+        return pending(self.spool)
+
+    def get(self, sid: str) -> Held:
+        found = self.spool.find(sid)
+        if found is None:
+            raise UsageError(f"no submission {sid!r} in {self.spool.root}")
+        folder, _ = found
+        if folder not in HELD_FOLDERS:
+            raise UsageError(f"submission {sid} is in {folder}/, not held for review")
+        return read_held(self.spool, folder, sid)
+
+    def live_contract(self, held: Held) -> bytes:
+        """The contract the coordinator holds now for the candidate's task."""
+        task = held.verdict.task_id or held.submission.contract.get("taskId")
+        claim = self.canonical.claim(task) if isinstance(task, str) else None
+        if claim is None:
+            raise UsageError(
+                f"no claim for the task of {held.sid}; pass --contract with the contract the "
+                "coordinator re-issued or expanded"
+            )
+        return claim.contract.to_json().encode()
+
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """One review action at a time on this spool: an approve that is integrating and a
+        reject of the same submission must not both act (the reject would be recorded
+        while the approve lands the code). Held across the whole action, re-reading the
+        submission inside; the kernel drops the lock if the process dies."""
+        fd = os.open(self.spool.root / REVIEW_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def approve(
+        self, sid: str, actor: str, contract: bytes | None = None, reason: str | None = None
+    ) -> Verdict:
+        """Run the held candidate through the fence again under a re-issued contract."""
+        _check_text(actor, reason)
+        if self.engine is None:
+            raise UsageError("approve needs the integration engine")
+        with self._exclusive():
+            held = self.get(sid)
+            data = contract if contract is not None else self.live_contract(held)
+            verdict = self.engine.integrate(data, held.submission.candidate)
+            digest = verdict.contract_digest
+            self._record(held, "approve", actor, reason, verdict, digest)
+        return verdict
+
+    def reject(self, sid: str, actor: str, reason: str) -> None:
+        """Archive a held candidate with the reason; nothing is integrated."""
+        _check_text(actor, reason)
+        if not reason.strip():
+            raise UsageError("a rejection needs a reason")
+        with self._exclusive():
+            held = self.get(sid)
+            self._record(held, "reject", actor, reason, None, held.verdict.contract_digest)
+
+    def _record(
+        self,
+        held: Held,
+        action: Action,
+        actor: str,
+        reason: str | None,
+        verdict: Verdict | None,
+        digest: str | None,
+    ) -> None:
+        self.canonical.refresh()
+        now = self.clock()
+        canonical = self.canonical
+        old = canonical.ref(held_ref(held.sid))
+        entry = ReviewAction(
+            submission=held.sid,
+            action=action,
+            actor=actor,
+            at=now,
+            reason=reason,
+            decision=verdict.decision if verdict else None,
+            codes=codes_of(verdict) if verdict else [],
+            contract_digest=digest,
+            previous=old,
+        )
+        commit = write_record(
+            canonical.repo, entry, verdict or held.verdict, held.raw, held.submission.candidate
+        )
+        still_held = verdict is not None and verdict.decision is not Decision.ACCEPTED
+        if still_held:
+            ops = [transaction.update(held_ref(held.sid), commit, old)]
+        else:
+            ops = [
+                transaction.update(
+                    archived_ref(held.sid), commit, canonical.ref(archived_ref(held.sid))
+                )
+            ]
+            if old is not None:
+                ops.append(transaction.delete(held_ref(held.sid), old))
+        canonical.updater.apply(ops)
+        path = self.spool.folder(held.folder) / held.sid
+        atomic_write(path / REVIEW_FILE, entry.to_json().encode() + b"\n")
+        if verdict is not None:
+            atomic_write(path / VERDICT_FILE, verdict.to_json().encode() + b"\n")
+        destination = folder_for(verdict.decision) if verdict is not None else "archived"
+        if destination != held.folder:
+            self.spool.move(held.sid, held.folder, destination)
+        if self.mirror is not None:
+            task, attempt, generation = held.subject()
+            record = review_record(
+                held.sid,
+                action,
+                actor,
+                now,
+                verdict,
+                reason,
+                task_id=task,
+                attempt_id=attempt,
+                generation=generation,
+                candidate=held.submission.candidate,
+            )
+            self.mirror.record([record])
+            with contextlib.suppress(InfrastructureError):
+                self.mirror.flush(retry=False)  # else the backlog keeps it for the daemon
+
+    def diff(self, held: Held, *, patches: bool = True) -> tuple[str | None, list[FileDiff]]:
+        """(base used, per-file patches with the violations that name each file).
+
+        With `patches=False` only the changed paths, statuses and modes are read (no blob
+        contents beyond rename detection), so a caller can weigh a candidate before
+        rendering its patch.
+        """
+        repo = self.canonical.repo
+        candidate = held.submission.candidate
+        if not git.has_object(repo, candidate):
+            return None, []
+        cand = self.canonical.commit(candidate)
+        base = held.verdict.base or held.submission.contract.get("baseCommit")
+        if not isinstance(base, str) or not git.has_object(repo, base):
+            # The base is missing (e.g. BASE_MISSING): show what the candidate itself did.
+            base = str(cand.parent_ids[0]) if cand.parent_ids else None
+        if base is not None:
+            found = self.canonical.commit(base).tree.diff_to_tree(cand.tree)
+        else:
+            found = cand.tree.diff_to_tree(swap=True)  # a root commit: everything is added
+        found.find_similar()
+        out = []
+        entries = (
+            [(p.delta, p.text or "") for p in found if p is not None]
+            if patches
+            else [(delta, "") for delta in found.deltas]
+        )
+        for delta, text in entries:
+            path, old = delta.new_file.path, delta.old_file.path
+            named = [v for v in held.verdict.violations if v.path in (path, old)]
+            out.append(
+                FileDiff(
+                    path,
+                    old if old != path else None,
+                    delta.status_char(),
+                    text,
+                    named,
+                    delta.old_file.mode,
+                    delta.new_file.mode,
+                    _blob_size(repo, delta.old_file) + _blob_size(repo, delta.new_file),
+                )
+            )
+        return base, out
+
+
+def _blob_size(repo: pygit2.Repository, side: pygit2.DiffFile) -> int:
+    """A side's blob size from its object header (0 for an absent side or a gitlink)."""
+    if side.mode in (0, 0o160000) or side.id.raw == bytes(20):
+        return 0
+    try:
+        return int(repo.odb.read_header(side.id)[1])
+    except (KeyError, pygit2.GitError):
+        return 0
+
+
+@dataclass(frozen=True)
+class FileDiff:
+    path: str
+    old_path: str | None
+    status: str
+    patch: str
+    violations: list[Violation]
+    old_mode: int = 0  # 0: the path did not exist on that side
+    new_mode: int = 0
+    size: int = 0  # old + new blob bytes, read from object headers (what a patch would show)
