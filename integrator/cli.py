@@ -15,6 +15,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from integrator import commands
 from integrator.errors import EXIT_INFRA, IntegratorError
@@ -68,6 +69,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _absolute_paths(args: argparse.Namespace) -> None:
+    """Every path argument made absolute once, at start-up: the work below runs git in other
+    folders (the canonical repository, an agent's clone), where a relative path would name
+    another file."""
+    for name, value in vars(args).items():
+        if isinstance(value, Path):
+            setattr(args, name, value.absolute())
+        elif isinstance(value, list) and value and all(isinstance(v, Path) for v in value):
+            setattr(args, name, [v.absolute() for v in value])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     command = arguments[0] if arguments and not arguments[0].startswith("-") else None
@@ -82,6 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "func", None) is None:
             parser.print_help()
             return 2
+        _absolute_paths(args)
     try:
         code: int = args.func(args)
     except IntegratorError as err:

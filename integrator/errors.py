@@ -60,9 +60,16 @@ class ReviewRequired(IntegratorError):
 
 
 class InfrastructureError(IntegratorError):
-    """Git, the filesystem or the mirror failed in a way worth retrying."""
+    """Git, the filesystem or the mirror failed in a way worth retrying.
+
+    `kind` says which part of the host failed where that is known (`disk`, `git-server`,
+    `intake`, `registry`), for the daemon's metrics; `other` where it is not."""
 
     exit_code = EXIT_INFRA
+
+    def __init__(self, message: str = "", *, kind: str = "other") -> None:
+        super().__init__(message)
+        self.kind = kind
 
 
 class QueuePausedError(InfrastructureError):
@@ -80,7 +87,8 @@ class RefLockedError(InfrastructureError):
     def __init__(self, ref: str, lock_path: str) -> None:
         super().__init__(
             f"ref {ref} is locked by {lock_path}; if no git or integrator process is running, "
-            f"remove that file and retry"
+            f"remove that file and retry",
+            kind="disk",
         )
         self.ref = ref
         self.lock_path = lock_path

@@ -39,10 +39,11 @@ class GitDaemon:
         """A new bare repository served as `name`."""
         return make_repo(self.root / f"{name}.git", bare=True)
 
-    def start(self) -> None:
+    def start(self, port: int | None = None) -> None:
+        """Listen on a free port, or on `port` (a server coming back after an outage)."""
         exec_path = Path(git("--exec-path", cwd=self.root))
         for attempt in range(5):
-            self.port = _free_port()
+            self.port = port or _free_port()
             self.log = self.root / f"git-daemon-{attempt}.log"
             with self.log.open("wb") as log:
                 proc = subprocess.Popen(

@@ -326,11 +326,11 @@ def test_host_trouble_keeps_the_batch_and_its_place(
     daemon, spool, canonical = fake_daemon(tmp_path, engine)
     probes: list[str] = []
 
-    def full_disk(repo: object, need: int = 0) -> str:
-        probes.append(str(repo))
+    def full_disk(objects: object, need: int = 0) -> str:
+        probes.append(str(objects))
         return "disk full"
 
-    monkeypatch.setattr(repo_git, "host_trouble", full_disk)
+    monkeypatch.setattr(repo_git, "store_trouble", full_disk)
     sids = submit_fake(spool, 3)
     with capture_logs() as logs:
         daemon.drain()
@@ -338,7 +338,7 @@ def test_host_trouble_keeps_the_batch_and_its_place(
     assert spool.entries("accepted") == []
     assert spool.entries("work") == sids
     assert [spool.attempts(sid) for sid in sids] == [0, 0, 0]
-    assert daemon.last_error == "disk full (InfrastructureError: disk full)"
+    assert daemon.last_error == "disk: disk full (InfrastructureError: disk full)"
     assert any(e["event"] == "daemon.retry_later" for e in logs)
     monkeypatch.undo()
     spool.submit(submission({"taskId": "later"}, "f" * 40))

@@ -14,6 +14,7 @@ from integrator.daemon.health import Check, HealthServer, Metrics, repository_ch
 from integrator.daemon.intake import Intake
 from integrator.daemon.loop import Daemon
 from integrator.daemon.notify import Notifier
+from integrator.daemon.probe import CachedProbe
 from integrator.daemon.settings import Settings, load_settings
 from integrator.errors import ConfigurationError
 from integrator.landing.engine import Integrator
@@ -155,8 +156,9 @@ def run(args: argparse.Namespace) -> int:
     daemon.install_signal_handlers()
     server: HealthServer | None = None
     if args.http:
+        probe = CachedProbe(daemon.probe)
         server = HealthServer(
-            args.http, lambda: readiness(canonical, spool, mirror, daemon), metrics
+            args.http, lambda: readiness(canonical, spool, mirror, daemon, probe), metrics
         )
         server.start()
         host, port = server.address
@@ -174,12 +176,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def readiness(
-    canonical: Canonical, spool: Spool, mirror: Mirror, daemon: Daemon
+    canonical: Canonical, spool: Spool, mirror: Mirror, daemon: Daemon, probe: CachedProbe
 ) -> dict[str, Check]:
-    """What /readyz reports: each dependency, and whether integration is making progress."""
+    """What /readyz reports: each dependency (the git server and the intake asked, at most
+    every few seconds), and whether integration is making progress."""
     problem = spool.check()
     error = mirror.last_error
-    return {
+    checks = {
         "repository": repository_check(git.common_dir(canonical.repo)),
         "spool": Check(problem is None, problem or str(spool.root)),
         "mirror": Check(
@@ -188,3 +191,20 @@ def readiness(
         ),
         "integration": Check(daemon.last_error is None, daemon.last_error or "ok"),
     }
+    trouble = probe()
+    if daemon.probe.remote_url is not None:
+        down = trouble is not None and trouble.kind == "git-server"
+        checks["remote"] = Check(not down, str(trouble) if down else daemon.probe.remote_url)
+    if daemon.probe.intake_url is not None:
+        shared = daemon.probe.intake_url == daemon.probe.remote_url
+        down = trouble is not None and (
+            trouble.kind == "intake" or (shared and trouble.kind == "git-server")
+        )
+        intake = daemon.intake.trouble if daemon.intake is not None else None
+        checks["intake"] = Check(
+            not down and intake is None,
+            str(trouble) if down else (intake or daemon.probe.intake_url),
+        )
+    if trouble is not None and trouble.kind == "disk":
+        checks["repository"] = Check(False, trouble.detail)
+    return checks

@@ -56,7 +56,9 @@ class Metrics:
         )
         self.infrastructure_errors = Counter(
             "integrator_infrastructure_errors",
-            "Retryable failures that left a submission in the spool for a later attempt.",
+            "Retryable failures of the host, by kind (disk, git-server, intake, registry, "
+            "other): the submissions in hand keep their place for a later attempt.",
+            ["kind"],
             registry=self.registry,
         )
         self.queue_depth = Gauge(

@@ -64,6 +64,8 @@ class Intake:
             self.key = canonical.push_key(KEY_FILE_CONFIG)
         self.imported = 0
         self.published = 0
+        self.trouble: str | None = None  # the last fetch or publish failure, None once it works
+        self.unpublished: dict[str, str] = {}  # submission → why its verdict is not out yet
         self._done: set[str] = set()  # published by this daemon (their refs may still show)
 
     def _git(self, args: list[str]) -> subprocess.CompletedProcess[bytes]:
@@ -94,23 +96,47 @@ class Intake:
         return sorted(found, key=lambda p: p.sid)
 
     def poll(self) -> list[Pending]:
-        """Fetch and take; the intake's trouble is logged, never the spool's (it goes on)."""
+        """Fetch and take; the intake's trouble is kept in `trouble` and logged when it
+        begins or changes (not at every poll), never the spool's (it goes on)."""
         try:
             pending = self.fetch()
             taken = self.take(pending)
         except IntegratorError as err:
-            log.warning("intake.unavailable", error=str(err))
+            self._failed(str(err))
             return []
+        self._recovered()
         if taken:
             log.info("intake.taken", submissions=taken, waiting=len(pending))
         return pending
 
     def publish_logged(self, pending: list[Pending]) -> None:
-        """`publish`, its trouble logged (a later drain publishes what this one could not)."""
+        """`publish`, its trouble kept (a later drain publishes what this one could not)."""
         try:
             self.publish(pending)
         except IntegratorError as err:
-            log.warning("intake.unavailable", error=str(err))
+            self._failed(str(err))
+
+    def check_published(self) -> None:
+        """InfrastructureError when a decided verdict could not be published (`serve
+        --once` then exits 4; the next run publishes it)."""
+        if self.unpublished:
+            sid, why = min(self.unpublished.items())
+            log.error("intake.unpublished", submissions=sorted(self.unpublished))
+            raise InfrastructureError(
+                f"{len(self.unpublished)} verdict(s) decided but not published on the intake "
+                f"({sid}: {why}); the next run publishes them",
+                kind="intake",
+            )
+
+    def _failed(self, why: str) -> None:
+        if why != self.trouble:
+            log.warning("intake.unavailable", error=why)
+        self.trouble = why
+
+    def _recovered(self) -> None:
+        if self.trouble is not None:
+            log.info("intake.available", after=self.trouble)
+        self.trouble = None
 
     def take(self, pending: list[Pending]) -> int:
         """Put every submission the spool does not know yet into `new/`; how many."""
@@ -154,9 +180,11 @@ class Intake:
             try:
                 self._publish_one(item, found[1])
                 self._done.add(item.sid)
+                self.unpublished.pop(item.sid, None)
                 done += 1
             except IntegratorError as err:
                 log.warning("intake.publish_failed", submission=item.sid, error=str(err))
+                self.unpublished[item.sid] = str(err)
         self.published += done
         return done
 

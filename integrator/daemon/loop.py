@@ -29,6 +29,7 @@ from integrator.daemon.bundles import import_bundle, quarantine_prefix
 from integrator.daemon.health import Metrics
 from integrator.daemon.intake import Intake
 from integrator.daemon.notify import Notifier
+from integrator.daemon.probe import Backoff, HostProbe, Trouble
 from integrator.daemon.promotion import Promotion
 from integrator.daemon.settings import Settings
 from integrator.documents.verdict import Decision, Verdict
@@ -102,10 +103,11 @@ class Daemon:
         self._wake = threading.Event()
         self._stopping = False
         self._reload_requested = False
-        self._backoff = 0.0
+        self._backoff = Backoff()
         self._watcher: Generator[set[tuple[watchfiles.Change, str]], None, None] | None = None
         self._worker: MirrorWorker | None = None
         self._watchdog = self.notifier.watchdog_interval() is not None
+        self.probe = HostProbe.of(canonical, intake.url if intake is not None else None)
         self.promotion = Promotion(
             canonical, spool, mirror, self.metrics.registry, enabled=promote,
             poll=self.settings.poll, clock=clock,
@@ -175,6 +177,8 @@ class Daemon:
         if self.last_error is not None and not self._stopping:
             self.log.error("daemon.incomplete", error=self.last_error, left=self.spool.depth())
             raise InfrastructureError(f"the spool was not drained: {self.last_error}")
+        if self.intake is not None:
+            self.intake.check_published()  # a verdict decided but not out is exit 4
         try:
             self.mirror.flush()
         except IntegratorError as err:
@@ -199,7 +203,7 @@ class Daemon:
             if self._reload_requested:
                 self._apply_reload()
                 continue
-            timeout = self._backoff or self.settings.poll
+            timeout = self._backoff.seconds or self.settings.poll
             self._wait(min(timeout, watchdog) if watchdog else timeout)
 
     def drain(self, *, only_work: bool = False) -> int:
@@ -210,6 +214,8 @@ class Daemon:
         """
         total = 0
         pending = self.intake.poll() if self.intake is not None and not only_work else []
+        if self.intake is not None and self.intake.trouble is not None and not only_work:
+            self._back_off(Trouble("intake", self.intake.trouble))
         while not self._stopping:
             names = [("work", n) for n in self.spool.entries("work")]
             if not only_work:
@@ -224,15 +230,24 @@ class Daemon:
                 self.notifier.watchdog()  # a long drain is progress, not a hang
             if error is not None:
                 self.last_error = str(error)
-                self._backoff = min(max(self._backoff * 2, 0.5), self.settings.max_backoff)
-                self.metrics.infrastructure_errors.inc()
-                self.log.error("daemon.retry_later", error=str(error), retry_in_s=self._backoff)
+                self._back_off(error)
                 break
             self.last_error = None
-            self._backoff = 0.0
+            if self.intake is None or self.intake.trouble is None:
+                self._backoff.reset()
         if pending and self.intake is not None:
             self.intake.publish_logged(pending)  # decided by an earlier run
         return total
+
+    def _back_off(self, error: IntegratorError | Trouble) -> None:
+        """Count the failure by kind; wait longer before the next try, said when it grows."""
+        kind = error.kind if isinstance(error, (Trouble, InfrastructureError)) else "other"
+        self.metrics.infrastructure_errors.labels(kind).inc()
+        if self._backoff.grow(self.settings.max_backoff):
+            self.log.error(
+                "daemon.retry_later", kind=kind, error=str(error),
+                retry_in_s=round(self._backoff.seconds, 3),
+            )  # fmt: skip
 
     def _batch(self, names: list[tuple[str, str]]) -> tuple[int, IntegratorError | None]:
         """Claim up to a batch, integrate it in one `integrate_many`, commit the outcomes."""
@@ -310,9 +325,9 @@ class Daemon:
         except (RefLockedError, ConfigurationError, QueuePausedError) as err:
             return [], err  # the host's or the operator's trouble: nothing is anyone's fault
         except Exception as err:
-            trouble = git.host_trouble(self.canonical.repo)
+            trouble = self.probe.error(err)
             if trouble is not None:  # the host's trouble (asked of the host, not the error)
-                return [], InfrastructureError(f"{trouble} ({type(err).__name__}: {err})")
+                return [], trouble
             self.log.warning(  # find the submission that triggers it
                 "integrate.batch_failed", submissions=[p.sid for p in ready], error=repr(err)
             )
@@ -341,9 +356,9 @@ class Daemon:
             except (RefLockedError, ConfigurationError, QueuePausedError) as err:
                 return outcomes, first or err  # the rest is retried as it is
             except Exception as err:
-                trouble = git.host_trouble(self.canonical.repo)
-                if trouble is not None:
-                    return outcomes, first or InfrastructureError(trouble)
+                trouble = self.probe.error(err)
+                if trouble is not None:  # never counted against the submission in hand
+                    return outcomes, first or trouble
                 count = self.spool.record_attempt(p.sid, repr(err))
                 self.log.exception("integrate.crashed", submission=p.sid, attempt=count)
                 if count < CRASH_LIMIT:
@@ -440,7 +455,7 @@ class Daemon:
 
     def _wait(self, timeout: float) -> None:
         """Until a file lands in new/, a signal arrives, or `timeout` passes (the rescan)."""
-        if self._wake.is_set() or not self.settings.watch or self._backoff:
+        if self._wake.is_set() or not self.settings.watch or self._backoff.seconds:
             self._wake.wait(timeout)
             self._wake.clear()
             return
@@ -480,4 +495,5 @@ class Daemon:
 
 
 def _infra(err: BaseException) -> IntegratorError:
-    return InfrastructureError(f"{type(err).__name__}: {err}")
+    """An OSError of the spool's file system, as the host's trouble."""
+    return InfrastructureError(f"{type(err).__name__}: {err}", kind="disk")

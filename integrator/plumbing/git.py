@@ -316,7 +316,11 @@ _SPARE_BYTES = 64 * 1024 * 1024
 def host_trouble(repo: pygit2.Repository, need: int = 0) -> str | None:
     """Why this host cannot import `need` bytes now (full disk, read-only or unwritable
     object store), or None when it can: asked of the host, not of git's message."""
-    objects = common_dir(repo) / "objects"
+    return store_trouble(common_dir(repo) / "objects", need)
+
+
+def store_trouble(objects: Path, need: int = 0) -> str | None:
+    """`host_trouble` of the object store at `objects`."""
     try:
         fs = os.statvfs(objects)
     except OSError as err:

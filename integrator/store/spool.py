@@ -124,7 +124,10 @@ class Spool:
     """The folder tree of one spool (see docs/daemon.md for the layout)."""
 
     def __init__(self, root: str | Path) -> None:
-        self.root = Path(root)
+        # Absolute once, here: git runs in other folders (a bundle is written from the
+        # agent's clone and imported in the canonical repository), and a path relative to
+        # where the command started would name another file there.
+        self.root = Path(root).absolute()
         self._root = str(self.root)
         self._plain: set[str] = set()  # names in new/ known not to be urgent
 

@@ -1,0 +1,131 @@
+"""Is it the host? Asked of the host, the git server and the intake — never read from an
+error's text, and never counted against the submission that happened to be in hand.
+
+A failure while integrating is the submission's only when every part the daemon depends
+on answers now: the local object store can be written, the canonical git server answers a
+`git ls-remote` (remote mode), and the intake does too. Anything else is the host's
+trouble: the submission keeps its place, the daemon backs off and retries, and the failure
+is counted by kind in `integrator_infrastructure_errors_total{kind=…}`.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from integrator.errors import InfrastructureError, IntegratorError
+from integrator.plumbing import git
+from integrator.plumbing.remote import remote_refs
+from integrator.records.canonical import Canonical
+
+KINDS = ("disk", "git-server", "intake", "registry", "other")
+PROBE_EVERY = 5.0  # seconds a remote probe's answer is reused by /readyz
+
+
+@dataclass(frozen=True)
+class Trouble:
+    """Why the host cannot work now: which part (one of `KINDS`) and what it said."""
+
+    kind: str
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.detail}"
+
+
+def server_trouble(mirror: Path, url: str, what: str, ref: str) -> Trouble | None:
+    """Whether the server at `url` answers a `git ls-remote` of `ref` now."""
+    try:
+        remote_refs(mirror, url, [ref])
+    except IntegratorError as err:
+        return Trouble(what, f"{url} does not answer: {err}")
+    return None
+
+
+@dataclass(frozen=True)
+class HostProbe:
+    """What to ask, captured once from the canonical repository as plain paths and names, so
+    that /readyz may ask from its own thread without touching the daemon's repository."""
+
+    git_dir: Path
+    target: str
+    remote_url: str | None = None
+    intake_url: str | None = None
+
+    @classmethod
+    def of(cls, canonical: Canonical, intake_url: str | None = None) -> HostProbe:
+        return cls(
+            git.common_dir(canonical.repo), canonical.target, canonical.remote_url, intake_url
+        )
+
+    def __call__(self) -> Trouble | None:
+        """The first part of this host that cannot work now, or None when all of them can."""
+        disk = git.store_trouble(self.git_dir / "objects")
+        if disk is not None:
+            return Trouble("disk", disk)
+        ref = f"refs/heads/{self.target}"
+        if self.remote_url is not None:
+            found = server_trouble(self.git_dir, self.remote_url, "git-server", ref)
+            if found is not None:
+                return found
+        if self.intake_url is not None and self.intake_url != self.remote_url:
+            return server_trouble(self.git_dir, self.intake_url, "intake", ref)
+        return None
+
+    def error(self, cause: BaseException) -> InfrastructureError | None:
+        """The host's trouble behind `cause`, as the error to retry with, or None when the
+        host is well (and `cause` is then the submission's)."""
+        found = self()
+        if found is None:
+            return None
+        return InfrastructureError(f"{found} ({type(cause).__name__}: {cause})", kind=found.kind)
+
+
+class CachedProbe:
+    """A probe asked at most once every `every` seconds (a scrape of /readyz must not put
+    a round trip to the server on every request); thread-safe."""
+
+    def __init__(
+        self,
+        probe: Callable[[], Trouble | None],
+        every: float = PROBE_EVERY,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._probe = probe
+        self._every = every
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._at: float | None = None
+        self._answer: Trouble | None = None
+
+    def __call__(self) -> Trouble | None:
+        with self._lock:
+            now = self._clock()
+            if self._at is None or now - self._at >= self._every:
+                self._answer = self._probe()
+                self._at = now
+            return self._answer
+
+
+class Backoff:
+    """The wait before the next try after a failure: doubling from half a second up to
+    `most`, with jitter (hosts that failed together do not retry together)."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._ceiling = 0.0
+
+    def grow(self, most: float) -> bool:
+        """One more failure; True when the wait grew (worth a log line), False when it was
+        already at `most` (the same trouble, said once)."""
+        before = self._ceiling
+        self._ceiling = min(max(before * 2, 0.5), most)
+        self.seconds = self._ceiling * random.uniform(0.8, 1.0)
+        return self._ceiling > before
+
+    def reset(self) -> None:
+        self.seconds = self._ceiling = 0.0

@@ -1,0 +1,148 @@
+"""Host and server failures are never a submission's fault (the system as a team runs it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from integrator.daemon.loop import CRASH_LIMIT
+from integrator.store.spool import Spool
+from tests.daemon_world import PYTHON, World, wait_until
+from tests.gitutil import git
+from tests.remote_world import RemoteWorld, cli
+
+
+def _clone_with_work(world: World, tmp_path: Path, task: str) -> Path:
+    clone = tmp_path / f"clone-{task}"
+    git("clone", "-q", str(world.repo), str(clone), cwd=tmp_path)
+    (clone / "work" / task).mkdir(parents=True)
+    (clone / "work" / task / "f.txt").write_text(f"{task}\n")
+    git("add", "-A", cwd=clone)
+    git("commit", "-qm", f"work on {task}", cwd=clone)
+    return clone
+
+
+def test_a_relative_spool_with_a_bundle_lands(world: World, tmp_path: Path) -> None:
+    """`submit --spool DIR --bundle` and `serve --spool DIR` with DIR relative to the
+    current folder (the form the demo uses) land the candidate: git is never handed a path
+    relative to a folder it does not run in."""
+    data, _ = world.candidate("relative")
+    contract = tmp_path / "contract.json"
+    contract.write_bytes(data)
+    clone = _clone_with_work(world, tmp_path, "relative")
+    spool = os.path.relpath(world.spool.root, tmp_path)
+    submitted = subprocess.run(
+        [PYTHON, "-m", "integrator", "submit", "--spool", spool, "--contract", "contract.json",
+         "--candidate", "HEAD", "--repo", str(clone), "--bundle"],
+        cwd=tmp_path, capture_output=True, check=False,
+    )  # fmt: skip
+    assert submitted.returncode == 0, submitted.stderr.decode()
+    sid = submitted.stdout.decode().split()[-1]
+    served = subprocess.run(
+        [PYTHON, "-m", "integrator", "serve", "--once", "--repo", str(world.repo),
+         "--spool", spool, "--log-format", "json"],
+        cwd=tmp_path, capture_output=True, check=False,
+    )  # fmt: skip
+    assert served.returncode == 0, served.stderr.decode()
+    status = subprocess.run(
+        [PYTHON, "-m", "integrator", "status", "--spool", spool, "--submission", sid, "--json"],
+        cwd=tmp_path, capture_output=True, check=False,
+    )  # fmt: skip
+    assert json.loads(status.stdout)["verdict"]["decision"] == "ACCEPTED", status.stdout
+    assert status.returncode == 0
+
+
+def _events(log: Path, name: str) -> list[dict[str, object]]:
+    out = []
+    for line in log.read_text().splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("event") == name:
+            out.append(event)
+    return out
+
+
+def test_a_git_server_outage_is_never_the_submissions_fault(
+    remote: RemoteWorld, tmp_path: Path
+) -> None:
+    """A git server that goes down under a running daemon: the submission it takes
+    meanwhile is retried with backoff (its place kept, never counted towards the crash
+    limit and REJECTED), and lands ACCEPTED once the server is back."""
+    mirror = remote.mirror("host-a")
+    contract = tmp_path / "c.json"
+    remote.issue(mirror, "t1", ["t1/**"], contract)
+    agent = remote.agent("a1")
+    (agent / "t1" / "f.txt").write_text("agent\n")
+    git("commit", "-qam", "agent work", cwd=agent)
+    spool = tmp_path / "spool"
+    proc = remote.serve(mirror, spool, name="outage")
+    log = tmp_path / "outage-0.log"
+    wait_until(lambda: _events(log, "daemon.ready"), 30, "the daemon")
+    port = remote.server.port
+    remote.server.stop()
+    done = cli("submit", "--spool", str(spool), "--contract", str(contract),
+               "--candidate", "HEAD", "--repo", str(agent), "--bundle")  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode()
+    sid = done.stdout.decode().split()[-1]
+    wait_until(lambda: len(_events(log, "daemon.retry_later")) >= 2, 60, "retries")
+    time.sleep(6)  # long enough for CRASH_LIMIT attempts at the old 0.5/1/2 s backoff
+    assert Spool(spool).find(sid)[0] == "work"  # type: ignore[index]
+    assert not _events(log, "integrate.crashed")
+    remote.server.start(port)
+    wait_until(lambda: Spool(spool).find(sid)[0] == "accepted", 120, "landed")  # type: ignore[index]
+    assert remote.landed() == [git("rev-parse", "HEAD", cwd=agent)]
+    kinds = {event.get("kind") for event in _events(log, "daemon.retry_later")}
+    assert kinds <= {"git-server", "intake"}, kinds
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    assert CRASH_LIMIT == 3
+
+
+def test_readyz_and_metrics_tell_the_truth_while_the_server_is_down(
+    remote: RemoteWorld, tmp_path: Path
+) -> None:
+    """With the git server stopped, /readyz answers 503 naming the server, the intake's
+    failure is counted by kind in the metrics, and the log says so once rather than at
+    every poll; when the server is back, /readyz is ready again."""
+    mirror = remote.mirror("host-a")
+    proc = remote.serve(mirror, tmp_path / "spool", "--http", "127.0.0.1:0", name="health")
+    log = tmp_path / "health-0.log"
+    listening = wait_until(lambda: _events(log, "http.listening"), 30, "the health server")
+    base = f"http://127.0.0.1:{listening[0]['port']}"
+
+    def ready() -> tuple[int, dict[str, object]]:
+        try:
+            with urllib.request.urlopen(f"{base}/readyz", timeout=10) as answer:
+                return answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as err:
+            return err.code, json.loads(err.read())
+
+    wait_until(lambda: ready()[0] == 200, 30, "ready with the server up")
+    port = remote.server.port
+    remote.server.stop()
+
+    def remote_down() -> dict[str, object] | None:
+        code, body = ready()
+        checks = body["checks"]
+        assert isinstance(checks, dict)
+        return body if code == 503 and not checks["remote"]["ok"] else None
+
+    body = wait_until(remote_down, 30, "503 naming the git server")
+    assert "does not answer" in json.dumps(body), body
+    time.sleep(3)  # a dozen polls at 0.2 s
+    with urllib.request.urlopen(f"{base}/metrics", timeout=10) as answer:
+        metrics = answer.read().decode()
+    assert 'integrator_infrastructure_errors_total{kind="intake"}' in metrics, metrics
+    assert len(_events(log, "intake.unavailable")) <= 2
+    remote.server.start(port)
+    wait_until(lambda: ready()[0] == 200, 30, "ready again with the server back")
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
