@@ -107,7 +107,7 @@ class AgentTools:
     def claim_task(
         self, task: str | None, lease: timedelta, in_place: bool, install_guard: bool
     ) -> Result:
-        from integrator.commands.task import claim_document
+        from integrator.fleet.tasking import claim_document
 
         doc, _text = claim_document(
             self.root,
@@ -188,7 +188,7 @@ class AgentTools:
         return self.transport.verdict(submission, wait)
 
     def ready_tasks(self) -> Result:
-        from integrator.commands.plan import load_plan, plan_json
+        from integrator.fleet.plans import load_plan, plan_json
         from integrator.fleet.taskqueue import Queue
         from integrator.records.canonical import Canonical
 
