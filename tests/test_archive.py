@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 
 from integrator.cli import main
-from integrator.commands import refs as refs_command
 from integrator.daemon.loop import Daemon
 from integrator.daemon.settings import Settings
 from integrator.documents.claim import Claim, claim_state, view_from_state
@@ -29,7 +28,7 @@ from integrator.fleet.intake import VERDICTS_PREFIX, verdict_ref
 from integrator.landing.engine import Integrator
 from integrator.plumbing import git, transaction
 from integrator.plumbing.packs import ObjectBuffer
-from integrator.records import expansions
+from integrator.records import census, expansions
 from integrator.records import held as review
 from integrator.records.archive import MAX_PARENTS, Archiver, Record, decide
 from integrator.records.archive_index import (
@@ -542,7 +541,7 @@ def test_count_reports_refs_by_kind(
     }
     assert doc["byFolder"]["held"] == 1
     yard.cli(capsys, "refs", "archive", "--older-than", "0s")
-    monkeypatch.setattr(refs_command, "ADVISE_AT", 10)
+    monkeypatch.setattr(census, "ADVISE_AT", 10)
     code, out = yard.cli(capsys, "refs", "count", "--json")
     doc = json.loads(out)
     assert doc["records"]["claims"]["archived"] == len(yard.finished)

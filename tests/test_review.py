@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from integrator.cli import main
-from integrator.daemon.bundles import create_bundle
 from integrator.daemon.loop import Daemon
 from integrator.daemon.settings import Settings
 from integrator.documents.contract import OwnershipContract
@@ -20,6 +19,7 @@ from integrator.documents.verdict import Decision, Verdict
 from integrator.errors import ReviewRequired
 from integrator.landing.engine import Integrator
 from integrator.plumbing import git
+from integrator.plumbing.bundles import create_bundle
 from integrator.records.canonical import Canonical
 from integrator.records.claims import Claims, IssueRequest
 from integrator.records.expansions import Expansions

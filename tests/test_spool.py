@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from integrator.cli import main
-from integrator.daemon.bundles import bundle_refs, create_bundle, import_bundle, quarantine_prefix
 from integrator.documents.submission import Submission
 from integrator.documents.verdict import Code
 from integrator.errors import ConfigurationError, UsageError
 from integrator.plumbing import git
+from integrator.plumbing.bundles import bundle_refs, create_bundle, import_bundle, quarantine_prefix
 from integrator.refnames import refname_problem
 from integrator.store.spool import BUNDLE_FILE, ID_RE, SUBMISSION_FILE, Spool, new_id
 from tests.daemon_world import World

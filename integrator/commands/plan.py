@@ -8,13 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from integrator.commands._common import say
-from integrator.documents.policy import Policy, default_policy, load_policy_file
-from integrator.errors import ConfigurationError
-from integrator.fleet.planner import Edge, Plan, PlanError, build_plan
-from integrator.fleet.taskqueue import Queue
-from integrator.fleet.tasks import Task, TaskFileError, load_task
-from integrator.fleet.workspace import main_checkout
-from integrator.records.canonical import Canonical
+from integrator.fleet.planner import Edge, Plan
+from integrator.fleet.plans import load_plan, plan_json, planning_policy, state_of
 
 
 def register(sub: Any) -> None:
@@ -38,51 +33,8 @@ def register(sub: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def _load(folder: Path) -> list[Task]:
-    tasks, problems = [], []
-    for path in sorted(folder.glob("*.md")):
-        try:
-            tasks.append(load_task(path))
-        except TaskFileError as err:
-            problems.append(str(err))
-    if problems:
-        raise PlanError(problems)
-    return tasks
-
-
-def _policy(args: argparse.Namespace) -> Policy:
-    if args.policy is not None:
-        return load_policy_file(args.policy)
-    try:
-        main = main_checkout(args.dir)
-    except ConfigurationError:
-        return default_policy()
-    with Canonical(main) as canonical:
-        return canonical.policy_state().policy
-
-
-def load_plan(folder: Path, policy: Policy, fleet: int | None = None) -> Plan:
-    """Plan a folder of task files, or a queue (claimed tasks hold, done ones resolve)."""
-    if not folder.is_dir():
-        raise ConfigurationError(f"{folder} is not a folder of task files")
-    if (folder / "inbox").is_dir():
-        queue = Queue(folder)
-        snapshot = queue.snapshot()
-        broken = [e.error for e in (*snapshot.inbox, *snapshot.claimed) if e.error]
-        if broken:
-            raise PlanError([b for b in broken if b])
-        return build_plan(
-            [e.task for e in snapshot.inbox if e.task],
-            policy,
-            running=[e.task for e in snapshot.claimed if e.task],
-            done=[e.task_id for e in snapshot.done],
-            fleet=fleet,
-        )
-    return build_plan(_load(folder), policy, fleet=fleet)
-
-
 def run(args: argparse.Namespace) -> int:
-    plan = load_plan(args.dir, _policy(args), args.fleet)
+    plan = load_plan(args.dir, planning_policy(args.dir, args.policy), args.fleet)
     if args.json:
         print(json.dumps(plan_json(plan), indent=2, ensure_ascii=False))
     elif args.format == "mermaid":
@@ -92,51 +44,6 @@ def run(args: argparse.Namespace) -> int:
     else:
         say(text(plan), end="")
     return 0
-
-
-def state_of(plan: Plan, task_id: str) -> str:
-    if task_id in plan.running:
-        return "running"
-    return "ready" if task_id in plan.ready else "waiting"
-
-
-def plan_json(plan: Plan) -> dict[str, object]:
-    return {
-        "tasks": [
-            {
-                "id": t,
-                "title": plan.tasks[t].title,
-                "type": plan.tasks[t].meta.type,
-                "lockMode": "exclusive" if plan.tasks[t].writes else "none",
-                "state": state_of(plan, t),
-                "writeSet": [
-                    {"pattern": e.pattern, "origin": e.origin, "because": e.because}
-                    for e in plan.writesets[t].entries
-                ],
-                "resources": list(plan.writesets[t].resources),
-                "waitingFor": list(plan.waiting.get(t, ())),
-            }
-            for t in plan.order
-        ],
-        "edges": [
-            {
-                "from": e.blocker,
-                "to": e.blocked,
-                "declared": e.declared,
-                "overlaps": [{"kind": o.kind, "from": o.mine, "to": o.theirs} for o in e.overlaps],
-            }
-            for e in plan.edges
-        ],
-        "ready": list(plan.ready),
-        "running": list(plan.running),
-        "ceiling": plan.ceiling,
-        "fleet": plan.fleet,
-        "split": [
-            {"pattern": h.pattern, "pairs": h.pairs, "tasks": list(h.tasks), "advice": h.advice}
-            for h in plan.split
-        ],
-        "warnings": list(plan.warnings),
-    }
 
 
 def text(plan: Plan) -> str:

@@ -3,27 +3,24 @@
 from __future__ import annotations
 
 import argparse
-import time
 from collections import Counter
 from datetime import timedelta
 from typing import Any
 
 from integrator.commands._common import add_json, add_repo, duration, print_json, say
-from integrator.errors import EXIT_OK, InfrastructureError, RefMovedError, UsageError
-from integrator.records.archive import Archiver, KindReport
+from integrator.errors import EXIT_OK, UsageError
 from integrator.records.archive_index import (
-    ARCHIVE_PREFIX,
     KINDS,
-    PREFIXES,
     archive_ref,
-    archived_count,
-    archived_entry,
 )
 from integrator.records.canonical import Canonical
+from integrator.records.census import (
+    INTEGRATOR_PREFIX,
+    archive_kinds,
+    count_document,
+    show_document,
+)
 
-INTEGRATOR_PREFIX = "refs/integrator/"
-# GitHub recommends at most 5,000 branches, and a push of ~10,000 refs failed there.
-ADVISE_AT = 5000
 HISTORY_LIMIT = 1000
 
 
@@ -104,36 +101,12 @@ def register(sub: Any) -> None:
     show.set_defaults(func=run_show)
 
 
-def _ref_count(canonical: Canonical) -> int:
-    return sum(1 for name in canonical.repo.references if name.startswith("refs/"))
-
-
 def run_archive(args: argparse.Namespace) -> int:
     with Canonical(args.repo) as canonical:
-        before = _ref_count(canonical)
-        started = time.monotonic()
-        archiver = Archiver(canonical)
-        reports: list[KindReport] = []
-        for kind in args.kinds:
-            try:
-                reports.append(archiver.run(kind, args.older_than, dry_run=args.dry_run))
-            except RefMovedError as err:
-                raise InfrastructureError(
-                    f"{kind}: records kept moving while being archived ({err}); run it again"
-                ) from err
-        seconds = time.monotonic() - started
-        after = _ref_count(canonical)
+        done = archive_kinds(canonical, args.kinds, args.older_than, dry_run=args.dry_run)
+    reports, before, after, seconds = done.reports, done.before, done.after, done.seconds
     if args.json:
-        print_json(
-            {
-                "dryRun": args.dry_run,
-                "olderThanSeconds": int(args.older_than.total_seconds()),
-                "refsBefore": before,
-                "refsAfter": after,
-                "seconds": round(seconds, 3),
-                "kinds": [r.wire() for r in reports],
-            }
-        )
+        print_json(done.wire())
         return EXIT_OK
     verb = "would archive" if args.dry_run else "archived"
     for report in reports:
@@ -147,40 +120,6 @@ def run_archive(args: argparse.Namespace) -> int:
             say(f"  kept {n}: {reason}")
     say(f"refs: {before} before, {after} after ({seconds:.2f}s)")
     return EXIT_OK
-
-
-def count_document(canonical: Canonical) -> dict[str, Any]:
-    """The ref counts `refs count` prints: all refs, integrator's by folder, each archive."""
-    total = 0
-    folders: Counter[str] = Counter()
-    for name in canonical.repo.references:
-        if not name.startswith("refs/"):
-            continue
-        total += 1
-        if name.startswith(INTEGRATOR_PREFIX):
-            folders[name.removeprefix(INTEGRATOR_PREFIX).split("/", 1)[0]] += 1
-    records = {
-        kind: {
-            "refs": folders.get(prefix.removeprefix(INTEGRATOR_PREFIX).rstrip("/"), 0),
-            "archived": archived_count(canonical, kind),
-            "archiveRef": archive_ref(kind) if canonical.ref(archive_ref(kind)) else None,
-        }
-        for kind, prefix in PREFIXES.items()
-    }
-    advice = None
-    if total > ADVISE_AT:
-        advice = (
-            f"{total} refs: hosts slow down past a few thousand (GitHub recommends at most "
-            f"{ADVISE_AT}); fold finished records with `integrator refs archive`"
-        )
-    return {
-        "total": total,
-        "integrator": sum(folders.values()),
-        "byFolder": dict(sorted(folders.items())),
-        "records": records,
-        "archivePrefix": ARCHIVE_PREFIX,
-        "advice": advice,
-    }
 
 
 def run_count(args: argparse.Namespace) -> int:
@@ -200,45 +139,12 @@ def run_count(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _chain(
-    canonical: Canonical, kind: str, name: str, oid: str, limit: int
-) -> list[dict[str, str]]:
-    """The record's commits, newest first: first parents, except that a review chain's
-    first record has the candidate as its parent, so its records are followed instead."""
-    if kind == "archived":
-        from integrator.records.held import history
-
-        oids = [c for c, _ in reversed(history(canonical, name))][:limit]
-    else:
-        oids, commit = [], canonical.commit(oid)
-        while len(oids) < limit:
-            oids.append(str(commit.id))
-            if not commit.parent_ids:
-                break
-            commit = canonical.commit(str(commit.parent_ids[0]))
-    return [{"commit": c, "subject": canonical.commit(c).message.split("\n", 1)[0]} for c in oids]
-
-
 def run_show(args: argparse.Namespace) -> int:
     if args.limit < 1 or args.limit > HISTORY_LIMIT:
         raise UsageError(f"--limit must be between 1 and {HISTORY_LIMIT}")
     with Canonical(args.repo) as canonical:
-        ref = PREFIXES[args.kind] + args.name
-        oid = canonical.ref(ref)
-        doc: dict[str, Any] = {"kind": args.kind, "name": args.name, "ref": ref}
-        if oid is not None:
-            doc.update({"where": "ref", "oid": oid})
-        else:
-            entry = archived_entry(canonical, args.kind, args.name)
-            if entry is None:
-                raise UsageError(
-                    f"no {args.kind} record {args.name!r}: neither {ref} nor an entry of "
-                    f"{archive_ref(args.kind)}"
-                )
-            oid = entry.oid
-            doc.update({"where": archive_ref(args.kind), **entry.wire()})
-        chain = _chain(canonical, args.kind, args.name, oid, args.limit)
-        doc["history"] = chain
+        doc = show_document(canonical, args.kind, args.name, args.limit)
+    chain = doc["history"]
     if args.json:
         print_json(doc)
         return EXIT_OK

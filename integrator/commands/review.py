@@ -17,16 +17,17 @@ from integrator.errors import EXIT_OK, UsageError
 from integrator.escape import visible, write_text
 from integrator.landing.engine import Integrator
 from integrator.records.canonical import Canonical
-from integrator.records.held import ReviewAction, history
+from integrator.records.held import history
 from integrator.review.actions import (
     FileDiff,
     Held,
     Review,
     default_actor,
     expansion_lines,
+    open_review,
     pending,
 )
-from integrator.store.mirror import for_spool
+from integrator.review.documents import show_document, show_document_of, summary_document
 from integrator.store.spool import Spool
 
 RED, GREEN, CYAN, YELLOW, BOLD, RESET = (
@@ -166,25 +167,10 @@ def _register_mark(inner: Any) -> None:
 @contextlib.contextmanager
 def _review(args: argparse.Namespace, *, engine: bool = False) -> Iterator[Review]:
     logs.configure(stream=logs.STDERR)
-    with open_review(args.spool, args.repo, args.mirror, engine=engine) as review:
+    with open_review(
+        args.spool, args.repo, args.mirror, engine=Integrator if engine else None
+    ) as review:
         yield review
-
-
-@contextlib.contextmanager
-def open_review(
-    spool_dir: Path, repo: Path | None, mirror_file: Path | None, *, engine: bool = False
-) -> Iterator[Review]:
-    """The `Review` every action runs on (with the real integration engine to approve)."""
-    spool = Spool(spool_dir).existing()
-    repo = repo or spool.repo_path()
-    if repo is None:
-        raise UsageError(f"{spool.root} does not record its repository yet; pass --repo")
-    mirror = for_spool(spool.root, mirror_file)
-    with Canonical(repo) as canonical:
-        try:
-            yield Review(spool, canonical, mirror, engine=Integrator(canonical) if engine else None)
-        finally:
-            mirror.close()
 
 
 def _codes(verdict: Verdict) -> str:
@@ -212,58 +198,13 @@ def run_list(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def summary_document(h: Held) -> dict[str, Any]:
-    """One held candidate as `review list --json` prints it."""
-    v = h.verdict
-    return {
-        "submission": h.sid,
-        "folder": h.folder,
-        "decision": v.decision.value,
-        "codes": list(dict.fromkeys(x.code.value for x in v.violations)),
-        "taskId": v.task_id,
-        "attemptId": v.attempt_id,
-        "generation": v.generation,
-        "candidate": h.submission.candidate,
-        "submittedAt": h.submission.submitted_at.isoformat(),
-        "submitter": h.submission.submitter.wire(),
-    }
-
-
-def show_document(review: Review, held: Held) -> dict[str, Any]:
-    """A held candidate with its verdict, history and diff, as `review show --json` prints it."""
-    base, files = review.diff(held)
-    records = history(review.canonical, held.sid)
-    return _show_document(held, base, files, records)
-
-
-def _show_document(
-    held: Held, base: str | None, files: list[FileDiff], records: list[tuple[str, ReviewAction]]
-) -> dict[str, Any]:
-    return {
-        **summary_document(held),
-        "verdict": held.verdict.wire(),
-        "diffBase": base,
-        "history": [{"commit": c, **a.wire()} for c, a in records],
-        "files": [
-            {
-                "path": f.path,
-                "oldPath": f.old_path,
-                "status": f.status,
-                "violations": [v.wire() for v in f.violations],
-                "patch": f.patch,
-            }
-            for f in files
-        ],
-    }
-
-
 def run_show(args: argparse.Namespace) -> int:
     with _review(args) as review:
         held = review.get(args.id)
         base, files = review.diff(held)
         records = history(review.canonical, held.sid)
     if args.json:
-        print_json(_show_document(held, base, files, records))
+        print_json(show_document_of(held, base, files, records))
         return EXIT_OK
     color = args.color == "always" or (
         args.color == "auto" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
@@ -401,7 +342,8 @@ def run_web(args: argparse.Namespace) -> int:
         pass  # the spool and the repository are there before anything listens
 
     def opener(engine: bool) -> contextlib.AbstractContextManager[Review]:
-        return open_review(args.spool, args.repo, args.mirror, engine=engine)
+        lander = Integrator if engine else None
+        return open_review(args.spool, args.repo, args.mirror, engine=lander)
 
     backend = Backend(open_review=opener, summary=summary_document, show=show_document)
     config = WebConfig(token=token, actor=args.actor or default_actor())

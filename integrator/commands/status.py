@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 from typing import Any
 
 from integrator.commands._common import print_json, say
-from integrator.commands.submit import filed, verdict_document, wait_for, wait_intake
-from integrator.errors import InfrastructureError
+from integrator.commands.submit import wait_for, wait_intake
+from integrator.fleet.submit import landing, verdict_document, wait_filed
 from integrator.store.spool import Spool
 
 
@@ -43,39 +42,16 @@ def run(args: argparse.Namespace) -> int:
     spool = Spool(args.spool).existing()
     if not args.json:
         code = wait_for(spool, args.submission, args.wait, as_json=False)
-        where = _landing(spool, args.submission)
+        where = landing(spool, args.submission)
         if where is not None:
             from integrator.records.landings import describe
 
             say(f"  {describe(where)}")
         return code
-    deadline = time.monotonic() + args.wait
-    while (found := filed(spool, args.submission)) is None:
-        if time.monotonic() >= deadline:
-            raise InfrastructureError(
-                f"no verdict for {args.submission} within {args.wait:g} s; it is still queued "
-                "(is the daemon running?)"
-            )
-        time.sleep(0.1)
+    found = wait_filed(spool, args.submission, args.wait)
     doc, code = verdict_document(args.submission, *found)
-    where = _landing(spool, args.submission)
+    where = landing(spool, args.submission)
     if where is not None:
         doc["landing"] = where
     print_json(doc)
     return code
-
-
-def _landing(spool: Spool, sid: str) -> dict[str, object] | None:
-    """Where an accepted submission's landing is now: on the queue (maybe rebuilt after an
-    ejection, under another staging commit), promoted to the target, or ejected."""
-    found = filed(spool, sid)
-    repo = spool.repo_path()
-    if found is None or found[0] != "accepted" or repo is None:
-        return None
-    doc, _ = verdict_document(sid, *found)
-    staging = doc["verdict"].get("stagingCommit")
-    if not isinstance(staging, str):
-        return None
-    from integrator.records.landings import whereabouts
-
-    return whereabouts(repo, staging)

@@ -9,11 +9,10 @@ from typing import TYPE_CHECKING, Any
 from integrator import jsontext
 from integrator.commands._common import add_json, print_json, read_input, say
 from integrator.daemon import logs
-from integrator.errors import EXIT_FENCED, EXIT_OK, ConfigurationError, UsageError
+from integrator.errors import EXIT_FENCED, EXIT_OK, UsageError
 
 if TYPE_CHECKING:
     from integrator.documents.policy import Validation
-    from integrator.documents.promotion import ValidationResult
     from integrator.records.canonical import Canonical
 
 
@@ -61,51 +60,20 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _open(args: argparse.Namespace) -> tuple[Canonical, Validation]:
-    from integrator.records.canonical import Canonical
+    from integrator.promotion.external import open_validation
 
     logs.configure(stream=logs.STDERR)
-    canonical = Canonical(args.repo)
-    canonical.refresh()
-    config = canonical.policy_state().policy.validation
-    if config is None:
-        canonical.close()
-        raise ConfigurationError("the policy has no [validation] section (docs/validation.md)")
-    return canonical, config
-
-
-def _document(result: ValidationResult) -> dict[str, Any]:
-    doc = result.wire()
-    doc["stagingCommit"] = result.head
-    return doc
+    return open_validation(args.repo)
 
 
 def run_request(args: argparse.Namespace) -> int:
-    from integrator.promotion.bisect import next_step
-    from integrator.promotion.state import read_state
-    from integrator.promotion.validate import request_heads
-    from integrator.records import validations
+    from integrator.promotion.external import requested, result_document
 
     canonical, config = _open(args)
     with canonical:
-        if config.mode != "external":
-            raise ConfigurationError(
-                'validation mode is "command": the promoter runs the command itself'
-            )
-        state = read_state(canonical)
-        step = next_step(
-            state.pending, state.final(), max_batch=config.max_batch,
-            concurrency=config.concurrency,
-        )  # fmt: skip
-        request_heads(canonical, state, step.validate, config)
-        state = read_state(canonical)
-        wanted = [
-            tip[1]
-            for landing in state.landings
-            for tip in [validations.latest(canonical, state.target, landing.staging)]
-            if tip is not None and tip[1].status == "requested"
-        ]
+        wanted = requested(canonical, config)
     if args.json:
-        print_json([_document(r) for r in wanted])
+        print_json([result_document(r) for r in wanted])
         return EXIT_OK
     if not wanted:
         say("nothing to validate now")
@@ -123,8 +91,7 @@ def _control(c: str) -> bool:
 
 def run_report(args: argparse.Namespace) -> int:
     from integrator.documents.promotion import DETAILS_LIMIT, TEXT
-    from integrator.promotion.state import read_state
-    from integrator.promotion.validate import report
+    from integrator.promotion.external import record_report, result_document
 
     if args.log is not None and (len(args.log) > TEXT or any(_control(c) for c in args.log)):
         raise UsageError(f"--log must be one line of at most {TEXT} characters")
@@ -138,22 +105,13 @@ def run_report(args: argparse.Namespace) -> int:
             raise UsageError(f"--details is not a JSON document: {err}") from err
     canonical, config = _open(args)
     with canonical:
-        if config.mode != "external":
-            # The promoter's own command decides these heads; a report would be a result
-            # the command never produced (over a run in progress, even).
-            raise ConfigurationError(
-                'validation mode is "command": results come from the promoter\'s command, '
-                "not from reports"
-            )
-        state = read_state(canonical)
-        head = _full(canonical, args.head)
-        result, earlier = report(
-            canonical, state, head, args.status, config, log_url=args.log, details=details,
+        head, result, earlier = record_report(
+            canonical, config, args.head, args.status, log_url=args.log, details=details,
             reporter=args.reporter,
         )  # fmt: skip
     conflict = earlier and result.status != args.status
     if args.json:
-        print_json({**_document(result), "alreadyDecided": earlier})
+        print_json({**result_document(result), "alreadyDecided": earlier})
     elif conflict:
         say(f"{head} was already decided: {result.status} (by {result.runner}); not recorded")
     else:
@@ -162,34 +120,12 @@ def run_report(args: argparse.Namespace) -> int:
     return EXIT_FENCED if conflict else EXIT_OK
 
 
-def _full(canonical: Canonical, rev: str) -> str:
-    from integrator.plumbing import git
-
-    try:
-        return str(git.resolve_commit(canonical.repo, rev).id)
-    except ConfigurationError as err:
-        raise UsageError(f"--head {rev}: {err}") from err
-
-
 def run_show(args: argparse.Namespace) -> int:
-    from integrator.promotion.state import read_state
-    from integrator.records import validations
+    from integrator.promotion.external import queue_validations
 
     canonical, _ = _open(args)
     with canonical:
-        state = read_state(canonical)
-        rows: list[dict[str, Any]] = []
-        for i, landing in enumerate(state.landings, 1):
-            tip = validations.latest(canonical, state.target, landing.staging)
-            history = validations.chain(canonical, tip[0]) if tip else []
-            rows.append(
-                {
-                    "index": i,
-                    "head": landing.staging,
-                    "taskId": landing.task_id,
-                    "records": [_document(r) for _, r in history],
-                }
-            )
+        state, rows = queue_validations(canonical)
     if args.json:
         print_json({"target": state.promoted, "queue": state.queue, "heads": rows})
         return EXIT_OK

@@ -25,7 +25,6 @@ from types import FrameType
 import structlog
 import watchfiles
 
-from integrator.daemon.bundles import import_bundle, quarantine_prefix
 from integrator.daemon.health import Metrics
 from integrator.daemon.intake import Intake
 from integrator.daemon.notify import Notifier
@@ -44,6 +43,7 @@ from integrator.errors import (
 from integrator.landing.outcomes import Engine, Outcome, Ready
 from integrator.paths import escape_undecodable
 from integrator.plumbing import git, transaction
+from integrator.plumbing.bundles import import_bundle, quarantine_prefix
 from integrator.plumbing.packs import ObjectBuffer, Repacker
 from integrator.records.canonical import Canonical
 from integrator.records.held import hold_op

@@ -10,8 +10,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
-from integrator.daemon.bundles import DEFAULT_BUNDLE_MAX_BYTES
 from integrator.errors import ConfigurationError
+from integrator.plumbing.bundles import DEFAULT_BUNDLE_MAX_BYTES
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ file system) implements the same two methods and is passed to `AgentTools` inste
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -23,7 +22,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from integrator.clock import utcnow
-from integrator.errors import ConfigurationError, InfrastructureError, UsageError
+from integrator.errors import ConfigurationError, UsageError
 from integrator.fleet import guard
 from integrator.fleet.workspace import (
     bind,
@@ -54,29 +53,19 @@ class SpoolTransport:
     folder: Path
 
     def submit(self, contract: bytes, candidate: str, repo: Path, bundle: bool) -> Result:
-        from integrator.commands.submit import publish
+        from integrator.fleet.submit import publish
         from integrator.store.spool import Spool
 
         return publish(Spool(self.folder), contract, candidate, repo, bundle), 0
 
     def verdict(self, submission: str, wait: float) -> Result:
-        from integrator.commands.submit import filed, verdict_document
+        from integrator.fleet.submit import verdict_document, wait_filed
         from integrator.store.spool import ID_RE, Spool
 
         if not ID_RE.fullmatch(submission):
             raise UsageError(f"{submission[:80]!r} is not a submission id")
-        spool = Spool(self.folder)
-        deadline = time.monotonic() + wait
-        while True:
-            found = filed(spool, submission)
-            if found is not None:
-                return verdict_document(submission, *found)
-            if time.monotonic() >= deadline:
-                raise InfrastructureError(
-                    f"no verdict for {submission} within {wait:g} s; it is still queued (is "
-                    "the daemon running?)"
-                )
-            time.sleep(0.1)
+        found = wait_filed(Spool(self.folder), submission, wait)
+        return verdict_document(submission, *found)
 
 
 class AgentTools:
@@ -118,7 +107,7 @@ class AgentTools:
     def claim_task(
         self, task: str | None, lease: timedelta, in_place: bool, install_guard: bool
     ) -> Result:
-        from integrator.commands.task import claim_document
+        from integrator.fleet.tasking import claim_document
 
         doc, _text = claim_document(
             self.root,
@@ -199,7 +188,7 @@ class AgentTools:
         return self.transport.verdict(submission, wait)
 
     def ready_tasks(self) -> Result:
-        from integrator.commands.plan import load_plan, plan_json
+        from integrator.fleet.plans import load_plan, plan_json
         from integrator.fleet.taskqueue import Queue
         from integrator.records.canonical import Canonical
 

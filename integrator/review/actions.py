@@ -43,7 +43,7 @@ from integrator.records.held import (
     write_record,
 )
 from integrator.store.entries import codes_of, review_record
-from integrator.store.mirror import Mirror
+from integrator.store.mirror import Mirror, for_spool
 from integrator.store.spool import (
     SUBMISSION_FILE,
     SUBMISSION_LIMIT,
@@ -381,3 +381,26 @@ class FileDiff:
     old_mode: int = 0  # 0: the path did not exist on that side
     new_mode: int = 0
     size: int = 0  # old + new blob bytes, read from object headers (what a patch would show)
+
+
+@contextlib.contextmanager
+def open_review(
+    spool_dir: Path,
+    repo: Path | None,
+    mirror_file: Path | None,
+    *,
+    engine: Callable[[Canonical], Lander] | None = None,
+) -> Iterator[Review]:
+    """The `Review` every action runs on: the spool, its repository (`repo`, default the
+    one the spool records), the registry mirror; `engine` makes the integration engine
+    approve needs, from the open repository."""
+    spool = Spool(spool_dir).existing()
+    repo = repo or spool.repo_path()
+    if repo is None:
+        raise UsageError(f"{spool.root} does not record its repository yet; pass --repo")
+    mirror = for_spool(spool.root, mirror_file)
+    with Canonical(repo) as canonical:
+        try:
+            yield Review(spool, canonical, mirror, engine=engine(canonical) if engine else None)
+        finally:
+            mirror.close()

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import fcntl
 import os
+import subprocess
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from integrator.errors import ConfigurationError
@@ -32,6 +34,8 @@ CONFIG_IDENTITY = "integrator.hook.identity"
 CONFIG_MAX_AGE = "integrator.hook.maxAge"
 CONFIG_REQUIRE_IDENTITY = "integrator.hook.requireIdentity"
 CONFIG_TARGET = "integrator.target"
+# Where `install --chain` moves a foreign pre-receive hook; the check runs it once accepted.
+CHAINED = "pre-receive.chained"
 NONCE_FOLDER = "integrator-hook"
 SYMREF_PATTERNS = 200  # pushes naming more refs list every symbolic ref instead
 _TRUE = {"true", "yes", "on", "1"}
@@ -195,3 +199,49 @@ def run_check(
             stamp, nonce = verdict.nonce
             store.record(nonce, stamp, now=now, max_age=settings.max_age)
     return verdict
+
+
+@dataclass(frozen=True)
+class GivenSettings:
+    """The hook's settings given on a command line (None: not given); they take the place
+    of the repository's git config entries of the same name."""
+
+    allow: tuple[str, ...] | None = None
+    key_file: Path | None = None
+    target: tuple[str, ...] | None = None
+    identity_from: str | None = None
+    max_age: int | None = None
+    require_identity: bool = False
+
+    def overrides(self) -> dict[str, list[str]]:
+        """The settings given, as git config entries."""
+        found: dict[str, list[str]] = {}
+        if self.allow is not None:
+            found[CONFIG_ALLOW] = list(self.allow)
+        if self.key_file is not None:
+            found[CONFIG_KEY_FILE] = [str(self.key_file.resolve())]
+        if self.target is not None:
+            found[CONFIG_TARGET] = list(self.target)
+        if self.identity_from is not None:
+            found[CONFIG_IDENTITY] = [self.identity_from]
+        if self.max_age is not None:
+            found[CONFIG_MAX_AGE] = [str(self.max_age)]
+        if self.require_identity:
+            found[CONFIG_REQUIRE_IDENTITY] = ["true"]
+        return found
+
+
+def merged(config: dict[str, list[str]], overrides: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The repository's config with `overrides` in place of its entries of the same names."""
+    result = dict(config)
+    result.update({name.lower(): values for name, values in overrides.items()})
+    return result
+
+
+def run_chained(hook: Path, data: bytes) -> bool | None:
+    """Hand the hook's input to the hook it chains to: whether that one accepted; None when
+    it is missing (or not executable)."""
+    if not (hook.is_file() and os.access(hook, os.X_OK)):
+        return None
+    proc = subprocess.run([str(hook)], input=data, check=False)
+    return proc.returncode == 0

@@ -1,0 +1,216 @@
+"""The submission client, agent side: hand a candidate commit to the daemon through its
+spool or an intake, and read the verdict back (`integrator submit`, `integrator status` and
+the MCP server's `submit` / `read_verdict` all call these).
+
+Only git processes here (no libgit2): agents submit after every task and must start light.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from integrator import jsontext
+from integrator.documents import envelope
+from integrator.documents.rules import ContractRules, rules_from_bytes
+from integrator.errors import EXIT_USAGE, ContractError, InfrastructureError
+from integrator.fleet import intake
+from integrator.plumbing import git
+from integrator.plumbing.bundles import create_bundle
+from integrator.store.spool import (
+    BUNDLE_FILE,
+    DECIDED,
+    REJECTION_FILE,
+    VERDICT_FILE,
+    Spool,
+    new_id,
+)
+
+T = TypeVar("T")
+
+# Where the daemon files a decided submission (archived/ is a later review step).
+FILED = tuple(folder for folder in DECIDED if folder != "archived")
+
+
+def submitter(repo: Path) -> dict[str, Any]:
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return envelope.submitter(user, socket.gethostname(), os.getpid(), str(repo))
+
+
+def _submission(
+    document: dict[str, Any],
+    candidate: str,
+    repo: Path,
+    now: datetime,
+    *,
+    bundle: bool,
+    urgent: bool,
+) -> bytes:
+    """The submission document of `candidate` under the contract `document`."""
+    who = submitter(repo)
+    name = BUNDLE_FILE if bundle else None
+    try:
+        return envelope.submission_json(document, candidate, who, now, bundle=name, urgent=urgent)
+    except ValueError as err:  # what the daemon's reader would refuse, refused here
+        raise ContractError(f"contract is invalid: {err}", [str(err)]) from err
+
+
+def _resolve(data: bytes, rev: str, repo: Path) -> tuple[ContractRules, str, Path, str]:
+    """The contract's rules, its base commit, the clone and the candidate commit `rev`
+    names there.
+
+    A contract is refused here when the guard's plain reading of it fails (schema, task,
+    generation, globs) or its base is not a commit id; the daemon's gate judges the rest
+    and fences what fails there (CONTRACT_INVALID), so nothing is lost.
+    """
+    rules = rules_from_bytes(data)
+    base = rules.document.get("baseCommit")
+    if not isinstance(base, str) or envelope.OBJECT_ID_RE.fullmatch(base) is None:
+        raise ContractError("contract is invalid: baseCommit: not a commit id", ["baseCommit"])
+    repo_path = repo.resolve()
+    return rules, base, repo_path, git.rev_parse_commit(repo_path, rev)
+
+
+def publish(
+    spool: Spool, data: bytes, rev: str, repo: Path, bundle: bool, *, urgent: bool = False
+) -> dict[str, object]:
+    """Write one submission into the spool; the `--json` document `integrator submit`
+    prints (the MCP server's `submit` returns the same document)."""
+    rules, base, repo_path, candidate = _resolve(data, rev, repo)
+    now = datetime.now(UTC)
+    with spool.draft(now) as draft:
+        if bundle:
+            create_bundle(repo_path, candidate, base, draft / BUNDLE_FILE)
+        submission = _submission(
+            rules.document, candidate, repo_path, now, bundle=bundle, urgent=urgent
+        )
+        sid = spool.publish(draft, submission, urgent=urgent)
+    return {"submission": sid, "candidate": candidate, "path": str(spool.folder("new") / sid)}
+
+
+@dataclass(frozen=True)
+class Pushed:
+    """A submission pushed to an intake: its id, the candidate, and the clone it came from
+    (where its verdict is fetched into)."""
+
+    submission: str
+    candidate: str
+    repo: Path
+
+
+def to_intake(url: str, data: bytes, rev: str, repo: Path, *, urgent: bool = False) -> Pushed:
+    """Push one submission to the intake at `url`: the candidate and `submission.json` in
+    one commit under refs/integrator/submit/<task>/<id>."""
+    rules, _, repo_path, candidate = _resolve(data, rev, repo)
+    task_id = rules.task_id
+    now = datetime.now(UTC)
+    sid = new_id(now)
+    submission = _submission(rules.document, candidate, repo_path, now, bundle=False, urgent=urgent)
+    message = f"submission {sid} of task {task_id}\n"
+    commit = intake.submission_commit(repo_path, submission, candidate, message)
+    intake.push_submission(url, repo_path, task_id, sid, commit)
+    return Pushed(sid, candidate, repo_path)
+
+
+def poll(
+    look: Callable[[], T | None],
+    timeout: float,
+    late: str,
+    *,
+    first: float = 0.02,
+    most: float = 0.5,
+) -> T:
+    """Call `look` until it finds something and return that; once `timeout` seconds have
+    passed with nothing found, InfrastructureError(`late`). It looks at least once (a
+    timeout of 0 is one look); the pause between looks grows from `first` to `most`."""
+    deadline = time.monotonic() + timeout
+    delay = first
+    while True:
+        found = look()
+        if found is not None:
+            return found
+        if time.monotonic() >= deadline:
+            raise InfrastructureError(late)
+        time.sleep(delay)
+        delay = min(delay * 1.5, most)
+
+
+def wait_published(url: str, repo: Path, sid: str, timeout: float) -> intake.Published:
+    """Poll the intake until a verdict for `sid` is published."""
+    return poll(
+        lambda: intake.find_verdict(url, repo, sid),
+        timeout,
+        f"no verdict for {sid} on {url} within {timeout:g} s; it is still queued (is a daemon "
+        "serving the intake?)",
+        first=0.1,
+        most=1.0,
+    )
+
+
+def wait_filed(spool: Spool, sid: str, timeout: float) -> tuple[str, Path]:
+    """Poll until the daemon files `sid`: the folder it is in, and its path."""
+    return poll(
+        lambda: filed(spool, sid),
+        timeout,
+        f"no verdict for {sid} within {timeout:g} s; it is still queued (is the daemon running?)",
+    )
+
+
+def filed(spool: Spool, sid: str) -> tuple[str, Path] | None:
+    """The folder the daemon filed `sid` in, and its path; None while it is still queued."""
+    for folder in FILED:
+        path = spool.folder(folder) / sid
+        if path.is_dir():
+            return folder, path
+    return None
+
+
+def verdict_document(sid: str, folder: str, path: Path) -> tuple[dict[str, Any], int]:
+    """The `--wait --json` document of a filed submission, and the exit code it means."""
+    rejected = folder == "rejected"
+    data = (path / (REJECTION_FILE if rejected else VERDICT_FILE)).read_bytes()
+    return document_of(sid, rejected, data, folder)
+
+
+def document_of(
+    sid: str, rejected: bool, data: bytes, folder: str | None = None
+) -> tuple[dict[str, Any], int]:
+    """The document (and exit code) of a verdict or rejection, as filed or published."""
+    if rejected:
+        rejection: dict[str, Any] = jsontext.loads(data)
+        return rejection, EXIT_USAGE
+    from integrator.documents.verdict import (
+        Verdict,  # only when waiting: keeps submit's start-up short
+    )
+
+    verdict = Verdict.model_validate_json(data)
+    doc: dict[str, Any] = {"submission": sid, "verdict": verdict.wire()}
+    if folder is not None:
+        doc["folder"] = folder
+    return doc, verdict.exit_code
+
+
+def landing(spool: Spool, sid: str) -> dict[str, object] | None:
+    """Where an accepted submission's landing is now: on the queue (maybe rebuilt after an
+    ejection, under another staging commit), promoted to the target, or ejected."""
+    found = filed(spool, sid)
+    repo = spool.repo_path()
+    if found is None or found[0] != "accepted" or repo is None:
+        return None
+    doc, _ = verdict_document(sid, *found)
+    staging = doc["verdict"].get("stagingCommit")
+    if not isinstance(staging, str):
+        return None
+    from integrator.records.landings import whereabouts
+
+    return whereabouts(repo, staging)
