@@ -10,7 +10,7 @@ from pathlib import Path
 from integrator.documents.verdict import Code, Decision
 from integrator.landing.batch import land_batch
 from integrator.landing.engine import Integrator
-from integrator.landing.evaluation import Evaluation
+from integrator.landing.evaluation import Complete
 from integrator.plumbing import git as gitref
 from tests.canon import make_canon
 from tests.gitutil import git
@@ -33,9 +33,10 @@ def test_evaluation_under_a_newer_policy_is_planned_again(tmp_path: Path) -> Non
         git("update-ref", gitref.POLICY_REF, new, old, cwd=canon.path)
         ev2 = engine.evaluate(second.to_json().encode(), c2)
         git("update-ref", gitref.POLICY_REF, old, new, cwd=canon.path)
+        assert isinstance(ev1, Complete) and isinstance(ev2, Complete)
         assert (ev1.policy_oid, ev2.policy_oid) == (old, new)
 
-        def evaluations() -> Iterator[Evaluation]:
+        def evaluations() -> Iterator[Complete]:
             yield ev1  # the landing reads the policy ref (old) once this one is here
             git("update-ref", gitref.POLICY_REF, new, old, cwd=canon.path)
             yield ev2  # made under the newer policy

@@ -11,7 +11,7 @@ from typing import Any
 from integrator.commands._common import add_repo, read_input
 from integrator.documents.policy import PolicyState, load_policy_file
 from integrator.landing.engine import Integrator
-from integrator.landing.evaluation import Evaluation
+from integrator.landing.evaluation import Complete, Evaluation, Stopped
 from integrator.records.canonical import Canonical
 from integrator.report.formats import (
     FORMATS,
@@ -93,7 +93,7 @@ def register(sub: Any) -> None:
 def _emit(args: argparse.Namespace, evaluation: Evaluation, worktree: str | None = None) -> int:
     verdict = evaluation.verdict
     fmt = "json" if args.json else args.format
-    changes = evaluation.diff.changes if evaluation.diff is not None else ()
+    changes = evaluation.diff.changes if isinstance(evaluation, Complete) else ()
     color = fmt == "text" and sys.stdout.isatty() and "NO_COLOR" not in os.environ
     anchor = contract_in_worktree(args.contract, worktree)
     text = render(verdict, fmt, changes=changes, color=color, contract_path=anchor)
@@ -120,4 +120,4 @@ def run_integrate(args: argparse.Namespace) -> int:
     with Canonical(args.repo) as canonical:
         engine = Integrator(canonical)
         verdict = engine.integrate(data, args.candidate)
-        return _emit(args, Evaluation(verdict), canonical.repo.workdir)
+        return _emit(args, Stopped(verdict), canonical.repo.workdir)

@@ -290,7 +290,10 @@ class Daemon:
             return None  # someone else took it between the listing and the rename
         sid = claimed.sid
         if claimed.problem is not None:
-            return Outcome(sid, None, claimed.problem, b"", time.perf_counter() - started, False)
+            return Outcome(
+                sid=sid, verdict=None, reason=claimed.problem, raw=b"",
+                latency=time.perf_counter() - started, bundle=False,
+            )  # fmt: skip
         bundle = False
         try:
             submission, raw = self.spool.load(claimed.path)
@@ -298,10 +301,13 @@ class Daemon:
                 bundle = True
                 self._import(claimed, submission.bundle, submission.candidate)
         except UsageError as err:
-            return Outcome(sid, None, str(err), b"", time.perf_counter() - started, bundle)
+            return Outcome(
+                sid=sid, verdict=None, reason=str(err), raw=b"",
+                latency=time.perf_counter() - started, bundle=bundle,
+            )  # fmt: skip
         return Ready(
-            sid, submission.contract_bytes(), submission.candidate, raw, started, bundle,
-            bool(submission.urgent),
+            sid=sid, contract=submission.contract_bytes(), candidate=submission.candidate,
+            raw=raw, started=started, bundle=bundle, urgent=bool(submission.urgent),
         )  # fmt: skip
 
     def _import(self, claimed: WorkFolder, name: str, candidate: str) -> None:
@@ -336,9 +342,12 @@ class Daemon:
         if self.shadow is not None:
             self.shadow(ready, verdicts)
         outcomes = [
-            Outcome(p.sid, v, None, p.raw, done - p.started, p.bundle)
+            Outcome(
+                sid=p.sid, verdict=v, reason=None, raw=p.raw, latency=done - p.started,
+                bundle=p.bundle,
+            )
             for p, v in zip(ready, verdicts, strict=True)
-        ]
+        ]  # fmt: skip
         return outcomes, None
 
     def _one_by_one(self, ready: list[Ready]) -> tuple[list[Outcome], IntegratorError | None]:
@@ -369,12 +378,16 @@ class Daemon:
                     f"error and its traceback): {escape_undecodable(str(err))[:500]}. "
                     "Resubmitting is safe: integrate never lands a candidate twice"
                 )
-                outcomes.append(
-                    Outcome(p.sid, None, reason, p.raw, time.perf_counter() - p.started, p.bundle)
-                )
+                outcomes.append(Outcome(
+                    sid=p.sid, verdict=None, reason=reason, raw=p.raw,
+                    latency=time.perf_counter() - p.started, bundle=p.bundle,
+                ))  # fmt: skip
                 continue
             latency = time.perf_counter() - p.started
-            outcomes.append(Outcome(p.sid, verdict, None, p.raw, latency, p.bundle))
+            outcomes.append(Outcome(
+                sid=p.sid, verdict=verdict, reason=None, raw=p.raw, latency=latency,
+                bundle=p.bundle,
+            ))  # fmt: skip
         return outcomes, first
 
     def _commit(self, outcomes: list[Outcome]) -> None:

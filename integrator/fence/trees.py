@@ -197,12 +197,6 @@ def _leaves_level(
             yield leaf if side is None else ((leaf, None) if side == 0 else (None, leaf))
 
 
-def _leaves(reader: TreeReader, oid: bytes, prefix: str) -> Iterator[Leaf]:
-    for step in _walk(_leaves_level(reader, oid, prefix)):
-        assert isinstance(step, Leaf)
-        yield step
-
-
 def _raw(tree: pygit2.Tree | bytes | None) -> bytes | None:
     return tree if tree is None or isinstance(tree, bytes) else tree.id.raw
 

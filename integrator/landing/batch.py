@@ -29,7 +29,7 @@ from integrator.errors import ConfigurationError, RefMovedError
 from integrator.fence.checks import recovered_verdict
 from integrator.fence.live import check_live
 from integrator.landing.context import Head, LandingContext
-from integrator.landing.evaluation import Evaluation
+from integrator.landing.evaluation import Complete
 from integrator.landing.history import HEAD_SETTLE
 from integrator.landing.merge import merge_onto_head
 from integrator.landing.proof import merge_violations
@@ -47,10 +47,10 @@ class BatchOutcome:
     moved: RefMovedError | None = None
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Planned:
     position: int
-    ev: Evaluation
+    ev: Complete
     staging: str
     tree: str
     head_oid: str
@@ -59,7 +59,7 @@ class _Planned:
     consumed: str = field(default="")
 
 
-def land_batch(ctx: LandingContext, evaluations: Iterable[Evaluation]) -> BatchOutcome:
+def land_batch(ctx: LandingContext, evaluations: Iterable[Complete]) -> BatchOutcome:
     """Plan and land `evaluations` (all ACCEPTED by the gate) in one transaction.
 
     They may come from an iterator that produces them while earlier ones are planned;
@@ -84,7 +84,7 @@ def land_batch(ctx: LandingContext, evaluations: Iterable[Evaluation]) -> BatchO
             f"neither {canonical.queue_ref} nor {canonical.target_ref} exists; run integrator init"
         )
     verdicts: list[Verdict | None] = []
-    seen: list[Evaluation] = []
+    seen: list[Complete] = []
     planned: list[_Planned] = []
     tasks: dict[str, _Planned] = {}  # task id → the plan consuming its claim in this batch
     repeats: list[tuple[int, _Planned]] = []  # the same submission again in this batch
@@ -95,7 +95,6 @@ def land_batch(ctx: LandingContext, evaluations: Iterable[Evaluation]) -> BatchO
     for position, ev in enumerate(itertools.chain([first], stream)):
         verdicts.append(None)
         seen.append(ev)
-        assert ev.contract is not None
         first_plan = tasks.get(ev.contract.task_id)
         if first_plan is not None and _same_landing(first_plan.ev, ev):
             repeats.append((position, first_plan))  # lands once; answered with that landing
@@ -133,7 +132,7 @@ def land_batch(ctx: LandingContext, evaluations: Iterable[Evaluation]) -> BatchO
 def _landed(
     planned: list[_Planned],
     repeats: list[tuple[int, _Planned]],
-    seen: list[Evaluation],
+    seen: list[Complete],
     verdicts: list[Verdict | None],
 ) -> None:
     """The verdicts of a committed batch: each landing's, and its repeats' (recovered)."""
@@ -143,7 +142,6 @@ def _landed(
         )
     for position, plan in repeats:
         ev = seen[position]
-        assert ev.contract is not None
         verdicts[position] = recovered_verdict(
             ev.contract, str(ev.verdict.candidate), plan.tree, plan.staging
         )
@@ -164,15 +162,14 @@ def _transaction(
     ops.append(transaction.update(canonical.queue_ref, last, queue_oid))
     for plan in planned:
         ops.append(transaction.update(plan.claim_ref, plan.consumed, plan.claim_oid))
-    integration = planned[0].ev.policy.policy.integration if planned[0].ev.policy else None
-    if integration is not None and integration.target_follows_queue and target_oid is not None:
+    integration = planned[0].ev.policy.policy.integration
+    if integration.target_follows_queue and target_oid is not None:
         ops.append(transaction.update(canonical.target_ref, last, target_oid))
     return ops
 
 
-def _same_landing(first: Evaluation, again: Evaluation) -> bool:
+def _same_landing(first: Complete, again: Complete) -> bool:
     """The same candidate under the same contract: one landing, however often submitted."""
-    assert first.contract is not None and again.contract is not None
     return (
         first.verdict.candidate == again.verdict.candidate
         and first.contract.digest == again.contract.digest
@@ -205,7 +202,7 @@ def _read_heads(canonical: Canonical, follows: bool) -> tuple[str | None, str | 
 
 def _plan_one(  # noqa: PLR0911 — each stage stops with its own verdict
     ctx: LandingContext,
-    ev: Evaluation,
+    ev: Complete,
     head: Head,
     target_oid: str | None,
     policy_oid: str | None,
@@ -215,7 +212,6 @@ def _plan_one(  # noqa: PLR0911 — each stage stops with its own verdict
     """Merge one candidate onto `head` and write its staging and consumed-claim commits;
     None when it must be planned again in the next round."""
     contract, base, policy = ev.contract, ev.base, ev.policy
-    assert contract and base and policy
     claim_ref = Canonical.claim_ref(contract.task_id)
     claim_oid = ctx.canonical.ref(claim_ref)
     claim = ctx.canonical.claim_at(claim_oid) if claim_oid else None
@@ -241,7 +237,6 @@ def _plan_one(  # noqa: PLR0911 — each stage stops with its own verdict
     misplaced = _placement(ctx, ev, head, target_oid, tasks)
     if misplaced:
         return fenced(misplaced)
-    assert ev.candidate is not None
     outcome = merge_onto_head(
         ctx.repo,
         base_commit=base,
@@ -267,11 +262,20 @@ def _plan_one(  # noqa: PLR0911 — each stage stops with its own verdict
             return fenced(problems, Decision.REVIEW)
         return fenced(problems)
     staging, consumed = _write(ctx, ev, head, merged, claim, sig)
-    return _Planned(0, ev, staging, outcome.tree, head.oid, claim_ref, claim_oid, consumed)
+    return _Planned(
+        position=0,
+        ev=ev,
+        staging=staging,
+        tree=outcome.tree,
+        head_oid=head.oid,
+        claim_ref=claim_ref,
+        claim_oid=claim_oid,
+        consumed=consumed,
+    )
 
 
 def recheck(
-    ev: Evaluation,
+    ev: Complete,
     claim_oid: str | None,
     claim: Claim | None,
     policy_oid: str | None,
@@ -281,7 +285,6 @@ def recheck(
     """What changed since the gate read the claim and the policy (pure): each moved ref,
     the live checks on the claim as it is now, and a second landing of one claim."""
     contract, policy = ev.contract, ev.policy
-    assert contract is not None and policy is not None
     out: list[Violation] = []
     if ev.claim is not None and claim_oid != ev.claim.oid:
         out.append(_moved(Canonical.claim_ref(contract.task_id), claim_oid, ev.claim.oid))
@@ -300,11 +303,10 @@ def recheck(
 
 
 def _placement(
-    ctx: LandingContext, ev: Evaluation, head: Head, target_oid: str | None, tasks: set[str]
+    ctx: LandingContext, ev: Complete, head: Head, target_oid: str | None, tasks: set[str]
 ) -> list[Violation]:
     """The base must be on the queue; a target that follows the queue must be at its head."""
     base, policy = ev.base, ev.policy
-    assert base is not None and policy is not None
     canonical = ctx.canonical
     # Staging commits of this batch descend from the real queue head: checking there is
     # the same question.
@@ -331,7 +333,7 @@ def _placement(
 
 def _write(
     ctx: LandingContext,
-    ev: Evaluation,
+    ev: Complete,
     head: Head,
     merged: bytes,
     claim: Claim,
@@ -339,7 +341,6 @@ def _write(
 ) -> tuple[str, str]:
     """Write (into the object buffer) the staging commit and the consumed-claim commit."""
     contract, cand, policy = ev.contract, ev.candidate, ev.policy
-    assert contract is not None and cand is not None and policy is not None
     message = _staging_message(contract, cand, policy.digest)
     staging = ctx.objects.add(
         "commit", commit_bytes(merged, [bytes.fromhex(head.oid)], cand.author, sig, message)

@@ -18,7 +18,7 @@ from integrator.records.canonical import Canonical
 from integrator.records.claims import Claims
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LandingContext:
     """What a landing reads and writes through: nothing else of the engine."""
 

@@ -26,7 +26,7 @@ from integrator.errors import (
 from integrator.fence.trees import TreeReader
 from integrator.landing.batch import land_batch
 from integrator.landing.context import LandingContext
-from integrator.landing.evaluation import Evaluation
+from integrator.landing.evaluation import Complete, Evaluation, Stopped
 from integrator.landing.gate import Gate
 from integrator.landing.history import QueueHistory
 from integrator.landing.workers import EvaluationPool, Payload
@@ -111,12 +111,16 @@ class Integrator:
                 "(integrator queue resume)"
             )
         results: list[Verdict | None] = [None] * len(items)
-        pending: list[tuple[int, Evaluation]] = []
+        pending: list[tuple[int, Complete]] = []
 
-        def accepted() -> Generator[Evaluation, None, None]:
+        def accepted() -> Generator[Complete, None, None]:
             """Each evaluation as it is known; the landing plans one while others are made."""
             for index, evaluation in enumerate(self._evaluations(items)):
-                if evaluation.accepted and not evaluation.verdict.recovered:
+                if (
+                    isinstance(evaluation, Complete)
+                    and evaluation.accepted
+                    and not evaluation.verdict.recovered
+                ):
                     if not pending:
                         faults.point("after-check")
                     pending.append((index, evaluation))
@@ -144,35 +148,39 @@ class Integrator:
             rebuild=self._rebuild,
         )
 
-    def _rebuild(self, payload: Payload) -> Evaluation:
+    def _rebuild(self, payload: Stopped | Payload) -> Evaluation:
         """A worker's evaluation with this process's commit and policy objects."""
-        verdict, data, contract, cand, base, diff, claim, policy, policy_oid, res, vio = payload
-        history = self.gate.history
-        return Evaluation(
-            verdict,
-            data=data,
-            contract=contract,
-            candidate=None if cand is None else history.commit(cand),
-            base=None if base is None else history.commit(base),
-            diff=diff,
-            claim=claim,
-            policy=policy if policy_oid is None else self.canonical.policy_state(policy_oid),
-            policy_oid=policy_oid,
-            resources=res,
-            violations=vio,
+        if isinstance(payload, Stopped):
+            return payload
+        canonical = self.canonical
+        policy = payload.policy
+        if policy is None:  # sent by its ref value
+            policy = canonical.policy_state(payload.policy_oid)
+        return Complete(
+            verdict=payload.verdict,
+            data=payload.data,
+            contract=payload.contract,
+            candidate=canonical.commit(payload.candidate),
+            base=canonical.commit(payload.base),
+            diff=payload.diff,
+            claim=payload.claim,
+            policy=policy,
+            policy_oid=payload.policy_oid,
+            resources=payload.resources,
+            violations=payload.violations,
         )
 
     def _land(
         self,
-        first: Iterable[Evaluation],
-        pending: list[tuple[int, Evaluation]],
+        first: Iterable[Complete],
+        pending: list[tuple[int, Complete]],
         results: list[Verdict | None],
     ) -> None:
         """Land the accepted evaluations `first` yields (each recorded in `pending` as it
         is), re-planning after a lost compare-and-swap (bounded)."""
         attempt = 0
         locked = 0
-        batch: Iterable[Evaluation] = first
+        batch: Iterable[Complete] = first
         while True:
             try:
                 outcome = land_batch(self.landing, batch)
@@ -189,7 +197,7 @@ class Integrator:
             # read: the next round re-reads every ref. If only the queue (and the target
             # following it) advanced, it merges again; if a claim or the policy moved,
             # that candidate is fenced with REF_MOVED naming the ref.
-            still: list[tuple[int, Evaluation]] = []
+            still: list[tuple[int, Complete]] = []
             for (index, ev), verdict in zip(pending, outcome.verdicts, strict=True):
                 if verdict is None:
                     still.append((index, ev))
@@ -207,14 +215,10 @@ class Integrator:
             batch = [ev for _, ev in pending]
 
     @staticmethod
-    def _retries(pending: Sequence[tuple[int, Evaluation]]) -> int:
-        policies = [ev.policy for _, ev in pending if ev.policy is not None]
-        return policies[0].policy.integration.queue_retries if policies else 0
+    def _retries(pending: Sequence[tuple[int, Complete]]) -> int:
+        return pending[0][1].policy.policy.integration.queue_retries if pending else 0
 
-    def _ref_moved(self, evaluation: Evaluation, moved: RefMovedError, attempts: int) -> Verdict:
-        contract = evaluation.contract
-        assert contract is not None
-        assert evaluation.policy is not None
+    def _ref_moved(self, evaluation: Complete, moved: RefMovedError, attempts: int) -> Verdict:
         detail = f"{moved}"
         if moved.ref == self.canonical.queue_ref:
             detail += f" after {attempts} attempts"

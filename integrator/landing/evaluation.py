@@ -1,14 +1,17 @@
 """What the read-only gate established about one candidate: its verdict and the facts.
 
-An `Evaluation` carries everything the landing needs (the parsed contract, the commits,
-the recomputed diff, the claim and policy as read) so that nothing is read twice.
+An evaluation is one of two kinds. `Stopped`: the gate stopped at a failing stage (or found
+this very candidate landed already) and holds a verdict alone. `Complete`: every stage ran,
+and it carries everything the landing needs (the parsed contract, the commits, the
+recomputed diff, the claim and policy as read) so that nothing is read twice. Code that
+needs the facts narrows once (`isinstance(ev, Complete)`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import pygit2
 
@@ -20,19 +23,32 @@ from integrator.fence.checks import make_verdict
 from integrator.fence.diff import RecomputedDiff
 
 
-@dataclass
-class Evaluation:
-    """What the read-only gate established; enough to merge and land without re-reading."""
+@dataclass(frozen=True)
+class Stopped:
+    """The gate stopped before the last stage: its verdict, and no facts to land on."""
 
     verdict: Verdict
-    data: bytes = b""
-    contract: OwnershipContract | None = None
-    candidate: pygit2.Commit | None = None
-    base: pygit2.Commit | None = None
-    diff: RecomputedDiff | None = None
-    claim: Claim | None = None
-    policy: PolicyState | None = None
-    policy_oid: str | None = None
+
+    @property
+    def accepted(self) -> bool:
+        """Only an earlier landing of this very candidate (a recovered verdict)."""
+        return self.verdict.decision is Decision.ACCEPTED
+
+
+@dataclass(frozen=True, kw_only=True)
+class Complete:
+    """Every stage of the gate ran: the verdict and enough to merge and land without
+    re-reading."""
+
+    verdict: Verdict
+    data: bytes  # the contract document as submitted
+    contract: OwnershipContract
+    candidate: pygit2.Commit
+    base: pygit2.Commit
+    diff: RecomputedDiff
+    claim: Claim | None  # None: no claim refs here (a static check), or a rebuilt landing
+    policy: PolicyState
+    policy_oid: str | None  # None: not the policy ref's (an override, or none set yet)
     resources: tuple[ResourceUse, ...] = ()
     violations: tuple[Violation, ...] = ()
 
@@ -44,7 +60,6 @@ class Evaluation:
         self, extra: Sequence[Violation], *, decision: Decision | None = None, **fields: Any
     ) -> Verdict:
         """This evaluation's verdict with more violations and fields (landing results)."""
-        assert self.policy is not None
         return make_verdict(
             self.contract,
             [*self.violations, *extra],
@@ -55,3 +70,6 @@ class Evaluation:
             decision=decision,
             **fields,
         )
+
+
+Evaluation: TypeAlias = Stopped | Complete

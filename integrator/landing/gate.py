@@ -5,12 +5,15 @@ submissions costs a ref read and a cached claim each: (1) the contract parses, (
 claim, (3) the history, (4) the recomputed diff with its paths and resources. The
 decisions themselves are the pure functions of `integrator.fence.checks`; this module
 only gathers their inputs.
+
+The live-claim stage is a strategy the gate is given (`LiveStage`): by default it reads the
+claim refs (`ClaimRefs`); a replay answers it from the record instead.
 """
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol, TypeAlias
 
 import pygit2
 
@@ -23,7 +26,7 @@ from integrator.errors import ContractError
 from integrator.fence import checks, live
 from integrator.fence.diff import TooManyChanges, recompute
 from integrator.fence.trees import MalformedTree, TreeReader
-from integrator.landing.evaluation import Evaluation
+from integrator.landing.evaluation import Complete, Evaluation, Stopped
 from integrator.landing.history import QueueHistory
 from integrator.plumbing import git
 from integrator.records.canonical import Canonical
@@ -39,6 +42,54 @@ def _legacy(data: bytes) -> bool:
     return isinstance(doc, dict) and "taskId" in doc and "ownershipGeneration" not in doc
 
 
+# (the claim read, what the live checks found, the earlier landing of this very candidate)
+LiveFinding: TypeAlias = tuple[Claim | None, list[Violation], Verdict | None]
+
+
+class LiveStage(Protocol):
+    """The gate's live-claim stage: what the claim of `contract` says about `candidate`."""
+
+    def __call__(
+        self,
+        contract: OwnershipContract,
+        candidate: str,
+        *,
+        authoritative: bool,
+        policy: PolicyState,
+        now: datetime,
+    ) -> LiveFinding: ...
+
+
+class ClaimRefs:
+    """The live-claim stage as a landing runs it: the claim refs as they are now."""
+
+    def __init__(self, canonical: Canonical, history: QueueHistory) -> None:
+        self.canonical = canonical
+        self.history = history
+
+    def __call__(
+        self,
+        contract: OwnershipContract,
+        candidate: str,
+        *,
+        authoritative: bool,
+        policy: PolicyState,
+        now: datetime,
+    ) -> LiveFinding:
+        canonical = self.canonical
+        if not (authoritative or canonical.has_claims()):
+            return None, live.check_static_lease(contract, now), None
+        claim = canonical.claim(contract.task_id)
+        rewritten = live.check_rewritten(contract.task_id, canonical.rewritten)
+        if rewritten:
+            return claim, rewritten, None
+        violations = live.check_live(contract, claim.view if claim else None, policy.digest, now)
+        earlier = None
+        if claim is not None and claim.view.state == "consumed":
+            earlier = self.history.earlier_landing(contract, claim, candidate)
+        return claim, violations, earlier
+
+
 class Gate:
     """Evaluates candidates against one canonical repository, moving nothing."""
 
@@ -50,6 +101,7 @@ class Gate:
         *,
         policy_override: PolicyState | None = None,
         static: bool = False,
+        live_stage: LiveStage | None = None,
     ) -> None:
         self.canonical = canonical
         self.static = static
@@ -57,6 +109,7 @@ class Gate:
         self.history = history
         self.trees = trees
         self.policy_override = policy_override
+        self.live_stage = live_stage or ClaimRefs(canonical, history)
 
     def evaluate(  # noqa: PLR0911 — each stage stops with its own verdict, cheapest first
         self, contract_data: bytes, candidate: str, *, now: datetime | None = None
@@ -70,7 +123,7 @@ class Gate:
         try:
             contract = parse_contract(contract_data)
         except ContractError as err:
-            return Evaluation(self._unparsed(contract_data, err, candidate, policy))
+            return Stopped(self._unparsed(contract_data, err, candidate, policy))
         # A shallow clone without a configured id cannot prove the repository, and a clone
         # without claim refs cannot prove the contract is the authorized one: every verdict
         # here then carries REPO_UNVERIFIED / CLAIM_UNVERIFIED (review), whatever else it
@@ -80,21 +133,23 @@ class Gate:
         if claimless and not self.static:
             unverified += live.check_claim_known()
 
-        def stop(violations: list[Violation], **extra: Any) -> Evaluation:
+        def stop(violations: list[Violation], **extra: Any) -> Stopped:
             extra.setdefault("candidate", candidate)
             if claimless and self.static:
                 extra.setdefault("static", True)
             verdict = checks.make_verdict(
                 contract, [*violations, *unverified], policy_digest=policy.digest, **extra
             )
-            return Evaluation(verdict, contract=contract)
+            return Stopped(verdict)
 
         violations = live.check_identity(contract, canonical.identity)
         if violations:
             return stop(violations)
-        claim, violations, earlier = self._live(contract, candidate, authoritative, policy, now)
+        claim, violations, earlier = self.live_stage(
+            contract, candidate, authoritative=authoritative, policy=policy, now=now
+        )
         if earlier is not None:
-            return Evaluation(earlier, contract=contract, claim=claim)
+            return Stopped(earlier)
         if violations:
             return stop(violations)
         cand = self.history.commit(candidate)
@@ -137,8 +192,8 @@ class Gate:
             diff=diff,
             static=True if claimless and self.static else None,
         )
-        return Evaluation(
-            verdict,
+        return Complete(
+            verdict=verdict,
             data=contract_data,
             contract=contract,
             candidate=cand,
@@ -167,28 +222,6 @@ class Gate:
         return checks.make_verdict(
             None, [violation], candidate=candidate, policy_digest=policy.digest
         )
-
-    def _live(
-        self,
-        contract: OwnershipContract,
-        candidate: str,
-        authoritative: bool,
-        policy: PolicyState,
-        now: datetime,
-    ) -> tuple[Claim | None, list[Violation], Verdict | None]:
-        """(claim, live-claim violations, the earlier landing of this very candidate)."""
-        canonical = self.canonical
-        if not (authoritative or canonical.has_claims()):
-            return None, live.check_static_lease(contract, now), None
-        claim = canonical.claim(contract.task_id)
-        rewritten = live.check_rewritten(contract.task_id, canonical.rewritten)
-        if rewritten:
-            return claim, rewritten, None
-        violations = live.check_live(contract, claim.view if claim else None, policy.digest, now)
-        earlier = None
-        if claim is not None and claim.view.state == "consumed":
-            earlier = self.history.earlier_landing(contract, claim, candidate)
-        return claim, violations, earlier
 
     def _history_checks(self, contract: OwnershipContract, cand: pygit2.Commit) -> list[Violation]:
         base = contract.base_commit

@@ -19,7 +19,7 @@ class Engine(Protocol):
     def reload_policy(self) -> None: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Ready:
     """A claimed, readable submission waiting for its batch's `integrate_many`."""
 
@@ -32,7 +32,7 @@ class Ready:
     urgent: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Outcome:
     """One decided submission, waiting for its batch to be committed."""
 

@@ -14,18 +14,17 @@ from integrator.fence.checks import check_diff
 from integrator.fence.diff import TooManyChanges, find_collisions, recompute
 from integrator.fence.trees import MalformedTree, Prune, changed_leaves
 from integrator.landing.context import Head, LandingContext
-from integrator.landing.evaluation import Evaluation
+from integrator.landing.evaluation import Complete
 from integrator.landing.merge import resources_touched_since_base
 
 
 def merge_violations(
-    ctx: LandingContext, ev: Evaluation, head: Head, merged: bytes
+    ctx: LandingContext, ev: Complete, head: Head, merged: bytes
 ) -> list[Violation]:
     """What the merged tree adds to the gate's verdict when the queue moved since the base:
     writes the merge made that the candidate did not, semantic resources both sides
     touched, and names that collide with what the queue added."""
     base, diff, policy = ev.base, ev.diff, ev.policy
-    assert base is not None and diff is not None and policy is not None
     problems = _merge_effects(ctx, ev, head, merged)
     shared = set(policy.policy.shared.resources)
     touched = [r.resource for r in ev.resources if r.resource not in shared]
@@ -45,7 +44,6 @@ def merge_violations(
                 "both sides touched it",
             )
         )
-    assert ev.candidate is not None
     # The gate found the candidate's tree free of collisions: only folders the merge made
     # differ from the candidate's are read again.
     checked = ev.candidate.tree_id.raw
@@ -61,9 +59,7 @@ def merge_violations(
     return problems
 
 
-def _merge_effects(
-    ctx: LandingContext, ev: Evaluation, head: Head, merged: bytes
-) -> list[Violation]:
+def _merge_effects(ctx: LandingContext, ev: Complete, head: Head, merged: bytes) -> list[Violation]:
     """What lands is queue head → merged tree, not base → candidate: prove the difference.
 
     Where the merge wrote exactly the candidate's entries, the gate has proven them. Any
@@ -72,7 +68,6 @@ def _merge_effects(
     the diff checks again, from the queue head.
     """
     contract, diff, policy = ev.contract, ev.diff, ev.policy
-    assert contract is not None and diff is not None and policy is not None
     expected: dict[str, tuple[int | None, str | None] | None] = {}
     for change in diff.changes:
         if change.old_path is not None:
@@ -110,14 +105,13 @@ def _merge_effects(
     ]
 
 
-def _gate_proved(ctx: LandingContext, ev: Evaluation) -> Prune:
+def _gate_proved(ctx: LandingContext, ev: Complete) -> Prune:
     """Folders whose head → merged difference is the candidate's own, which the gate proved.
 
     Where the queue head's folder is still the base's and the merged folder is the
     candidate's, every leaf that differs below is one of the gate's recomputed changes
     (the gate walked the same two trees): the walk need not open them again.
     """
-    assert ev.base is not None and ev.candidate is not None
     base, cand = ev.base.tree_id.raw, ev.candidate.tree_id.raw
     reader = ctx.trees
 

@@ -19,6 +19,7 @@ import traceback
 from typing import Any, BinaryIO
 
 from integrator.fence.trees import TreeReader
+from integrator.landing.evaluation import Stopped
 from integrator.landing.gate import Gate
 from integrator.landing.history import QueueHistory
 from integrator.landing.workers import _HEADER, Payload, export, frame
@@ -64,7 +65,7 @@ def _serve(repo: str, requests: BinaryIO, replies: BinaryIO) -> None:
         canonical.rewritten = rewritten
         answer: tuple[Any, ...]
         try:
-            done: list[Payload] = []
+            done: list[Stopped | Payload] = []
             for data, candidate in items:
                 if done:  # a word after each candidate: a slow chunk is not a silent worker
                     replies.write(frame(("progress", cid, len(done))))

@@ -37,7 +37,12 @@ from typing import Any
 import structlog
 
 from integrator import faults
-from integrator.landing.evaluation import Evaluation
+from integrator.documents.claim import Claim
+from integrator.documents.contract import OwnershipContract
+from integrator.documents.policy import PolicyState
+from integrator.documents.verdict import ResourceUse, Verdict, Violation
+from integrator.fence.diff import RecomputedDiff
+from integrator.landing.evaluation import Evaluation, Stopped
 
 CHUNK = 4  # candidates per message: fewer frames, while the landing still starts early
 OUTSTANDING = 2  # chunks handed to one worker ahead of its replies: it never idles
@@ -51,7 +56,24 @@ _WAIT_SLICE = 1.0
 _HEADER = struct.Struct(">Q")
 
 Item = tuple[bytes, str]
-Payload = tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Payload:
+    """A complete evaluation as a worker sends it: commits by id, the policy by its ref
+    value (the policy itself only when it is not the ref's). A stopped one is sent as is."""
+
+    verdict: Verdict
+    data: bytes
+    contract: OwnershipContract
+    candidate: str
+    base: str
+    diff: RecomputedDiff
+    claim: Claim | None
+    policy: PolicyState | None  # None: read it at `policy_oid`
+    policy_oid: str | None
+    resources: tuple[ResourceUse, ...]
+    violations: tuple[Violation, ...]
 
 
 def default_workers() -> int:
@@ -68,21 +90,22 @@ def frame(message: object) -> bytes:
     return _HEADER.pack(len(data)) + data
 
 
-def export(evaluation: Evaluation) -> Payload:
-    """An evaluation as a worker sends it: commits by id, the policy by ref value."""
-    policy = evaluation.policy if evaluation.policy_oid is None else None
-    return (
-        evaluation.verdict,
-        evaluation.data,
-        evaluation.contract,
-        None if evaluation.candidate is None else str(evaluation.candidate.id),
-        None if evaluation.base is None else str(evaluation.base.id),
-        evaluation.diff,
-        evaluation.claim,
-        policy,
-        evaluation.policy_oid,
-        evaluation.resources,
-        evaluation.violations,
+def export(evaluation: Evaluation) -> Stopped | Payload:
+    """An evaluation as a worker sends it (`Payload`)."""
+    if isinstance(evaluation, Stopped):
+        return evaluation
+    return Payload(
+        verdict=evaluation.verdict,
+        data=evaluation.data,
+        contract=evaluation.contract,
+        candidate=str(evaluation.candidate.id),
+        base=str(evaluation.base.id),
+        diff=evaluation.diff,
+        claim=evaluation.claim,
+        policy=evaluation.policy if evaluation.policy_oid is None else None,
+        policy_oid=evaluation.policy_oid,
+        resources=evaluation.resources,
+        violations=evaluation.violations,
     )
 
 
@@ -279,7 +302,7 @@ class EvaluationPool:
         now: datetime,
         rewritten: dict[str, tuple[str, str]],
         local: Callable[[bytes, str], Evaluation],
-        rebuild: Callable[[Payload], Evaluation],
+        rebuild: Callable[[Stopped | Payload], Evaluation],
     ) -> Iterator[Evaluation]:
         """The evaluations of `items`, in order, as soon as each is known."""
         if self.size <= 0 or len(items) < self.min_batch:

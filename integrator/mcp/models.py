@@ -124,12 +124,6 @@ class Plan(Document):
     warnings: list[str]
 
 
-class ToolFailure(Document):
-    """What a refused call carries: the CLI's error line and exit code."""
-
-    error: dict[str, Any]
-
-
 def _definitions() -> dict[str, Any]:
     defs: dict[str, Any] = {}
     for name, stem in (("OwnershipContract", "ownership-contract.v1"), ("Verdict", "verdict.v1")):

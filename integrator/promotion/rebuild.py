@@ -29,7 +29,7 @@ from integrator.fence.checks import check_diff, make_verdict
 from integrator.fence.diff import TooManyChanges, recompute
 from integrator.fence.trees import MalformedTree
 from integrator.landing.context import Head, LandingContext
-from integrator.landing.evaluation import Evaluation
+from integrator.landing.evaluation import Complete
 from integrator.landing.merge import merge_onto_head
 from integrator.landing.proof import merge_violations
 from integrator.plumbing import git
@@ -66,7 +66,7 @@ def contract_of(canonical: Canonical, task: str, landing: str) -> OwnershipContr
 
 def _evaluation(
     ctx: LandingContext, commit: pygit2.Commit, policy: PolicyState, policy_oid: str | None
-) -> Evaluation | Ejected:
+) -> Complete | Ejected:
     """The landing's facts, as the gate established them when it landed."""
     canonical = ctx.canonical
     found = trailers(commit.message)
@@ -105,9 +105,9 @@ def _evaluation(
         return eject(f"under the policy now: {first.detail}", first.code)
     # The landed change, as a merge sees it: the queue commit before it is the base, the
     # staging commit the side merged in.
-    return Evaluation(
-        verdict, data=contract.to_json().encode(), contract=contract, candidate=commit,
-        base=parent, diff=diff, policy=policy, policy_oid=policy_oid,
+    return Complete(
+        verdict=verdict, data=contract.to_json().encode(), contract=contract, candidate=commit,
+        base=parent, diff=diff, claim=None, policy=policy, policy_oid=policy_oid,
         resources=tuple(resources), violations=tuple(violations),
     )  # fmt: skip
 
@@ -169,12 +169,11 @@ def rebuild(ctx: LandingContext, good: str, later: list[Covered], dropped: set[s
 
 
 def _remerge(
-    ctx: LandingContext, ev: Evaluation, head: Head, origin: str | None
+    ctx: LandingContext, ev: Complete, head: Head, origin: str | None
 ) -> str | list[Violation]:
     """The merged tree onto `head` (hex), or what stops the landing there. `origin` is the
     base the candidate was built on: it must still be on the queue."""
     base, cand = ev.base, ev.candidate
-    assert base is not None and cand is not None
     if origin is None or not _on(ctx, origin, head.queue):
         return [
             Violation(

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from pathlib import Path
 
 import structlog
 from pydantic import ValidationError
@@ -212,7 +211,3 @@ def _rows(canonical: Canonical, commit: str, record: PromotionRecord) -> list[Mi
                 )
             )
     return out
-
-
-def seen_file(spool_root: Path) -> Path:
-    return spool_root / SEEN_FILE

@@ -48,7 +48,7 @@ def interrupt() -> None:
         _kill_group(pid, settle=0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunRequest:
     """One run: which head, on which tree, against which target, covering what."""
 
@@ -60,7 +60,7 @@ class RunRequest:
     attempt: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunOutcome:
     passed: bool
     exit_code: int | None
@@ -147,7 +147,7 @@ def run(
             checkout(repo_path, request.tree, work, root / "index")
         except (OSError, subprocess.TimeoutExpired) as err:
             why = f"cannot check out {request.tree}: {err}"
-            return RunOutcome(False, None, False, started, time.monotonic() - clock, b"", why)
+            return _not_run(started, clock, why)
         log_path = root / "output.log"
         with log_path.open("wb") as log:
             try:
@@ -158,7 +158,7 @@ def run(
                 )  # fmt: skip
             except OSError as err:
                 why = f"cannot run {argv_of(command)[0]!r}: {err.strerror or err}"
-                return RunOutcome(False, None, False, started, time.monotonic() - clock, b"", why)
+                return _not_run(started, clock, why)
             faults.children.add(proc.pid)  # a drill's SIGKILL takes the command down too
             _running.add(proc.pid)
             timed_out = False
@@ -183,9 +183,20 @@ def run(
         if timed_out:
             output += f"\n[integrator: killed after the timeout of {timeout:g} s]\n".encode()
         passed = code == 0 and not timed_out
-        return RunOutcome(passed, code, timed_out, started, time.monotonic() - clock, output)
+        return RunOutcome(
+            passed=passed, exit_code=code, timed_out=timed_out, started_at=started,
+            duration_s=time.monotonic() - clock, log=output,
+        )  # fmt: skip
     finally:
         remove_folder(root)
+
+
+def _not_run(started: datetime, clock: float, why: str) -> RunOutcome:
+    """The outcome of a command that could not start."""
+    return RunOutcome(
+        passed=False, exit_code=None, timed_out=False, started_at=started,
+        duration_s=time.monotonic() - clock, log=b"", error=why,
+    )  # fmt: skip
 
 
 def _kill_group(pid: int, *, settle: float = 2.0) -> None:

@@ -42,7 +42,7 @@ def covered(commit: pygit2.Commit) -> Covered:
     )
 
 
-@dataclass
+@dataclass(kw_only=True)
 class QueueState:
     """The target, the queue head, the landings between them and their heads' results."""
 
@@ -100,7 +100,9 @@ def read_state(canonical: Canonical, *, limit: int = WALK_LIMIT) -> QueueState:
         landings.append(covered(commit))
         commit = canonical.commit(str(commit.parent_ids[0]))
     landings.reverse()
-    state = QueueState(target, promoted, queue, landings, record=record)
+    state = QueueState(
+        target=target, promoted=promoted, queue=queue, landings=landings, record=record
+    )
     for landing in landings:
         found = validations.latest(canonical, target, landing.staging)
         if found is not None:

@@ -26,7 +26,7 @@ import structlog
 
 from integrator import faults
 from integrator.documents.policy import Validation
-from integrator.documents.promotion import TEXT, Covered, Status, ValidationResult
+from integrator.documents.promotion import TEXT, Status, ValidationResult
 from integrator.errors import RefMovedError, UsageError
 from integrator.plumbing import git, transaction
 from integrator.promotion import runner
@@ -363,7 +363,3 @@ def report(
     after = validations.latest(canonical, state.target, head)
     assert after is not None
     return after[1], False
-
-
-def covered_names(landings: Sequence[Covered]) -> list[str]:
-    return [c.task_id or c.staging[:12] for c in landings]

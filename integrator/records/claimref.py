@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from integrator.documents.claim import Claim, ClaimView, parse_claim_state, view_from_state
+from integrator.documents.claim import ClaimView, parse_claim_state, view_from_state
 from integrator.documents.rules import ContractRules, rules_from_bytes
 from integrator.errors import ConfigurationError
 from integrator.plumbing.git import CLAIMS_PREFIX, run_git
@@ -52,18 +52,6 @@ def _claim_objects(repo: Path, task_id: str) -> tuple[str, bytes, bytes] | None:
     if state is None or contract is None:
         raise ConfigurationError(f"{ref} does not hold claim.json and contract.json")
     return proc.stdout.split(b" ", 1)[0].decode(), state, contract
-
-
-def read_claim(repo: Path, task_id: str) -> Claim | None:
-    """The claim of `task_id` as its ref holds it now, or None when there is no claim."""
-    # Loaded here, not at the top: the guard reads claims with read_claim_rules alone.
-    from integrator.documents.contract import parse_contract
-
-    found = _claim_objects(repo, task_id)
-    if found is None:
-        return None
-    oid, state, contract = found
-    return Claim(oid, view_from_state(parse_claim_state(state)), parse_contract(contract))
 
 
 def read_claim_rules(repo: Path, task_id: str) -> tuple[ClaimView, ContractRules] | None:

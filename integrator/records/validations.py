@@ -225,11 +225,6 @@ def read_ejection(canonical: Canonical, target: str, landing: str) -> EjectionRe
         return None
 
 
-def ejection_log(canonical: Canonical, target: str, landing: str) -> bytes:
-    oid = canonical.ref(ejected_ref(target, landing))
-    return log_of(canonical, oid) if oid else b""
-
-
 def ejections(canonical: Canonical, target: str) -> dict[str, str]:
     """Every ejection record of a target: landing → record commit."""
     prefix = f"{EJECTED_PREFIX}{target}/"

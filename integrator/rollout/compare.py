@@ -66,7 +66,7 @@ def differences(recorded: Side, shadow: Side) -> list[str]:
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Comparison:
     """One submission compared: its key and kind, both sides, and what differs."""
 

@@ -90,7 +90,7 @@ class Finding:
         return doc
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ObserveReport:
     live: PolicyState
     since: datetime | None
@@ -162,7 +162,7 @@ def observe_report(canonical: Canonical, since: datetime | None = None) -> Obser
     canonical.refresh()
     records = Records(canonical)
     marks = read_marks(canonical)
-    report = ObserveReport(canonical.policy_state(), since)
+    report = ObserveReport(live=canonical.policy_state(), since=since)
     with scratch(canonical) as borrowed:
         replayer = Replayer(borrowed)
         for record in records.every(since):

@@ -43,7 +43,7 @@ WALK_LIMIT = 100_000  # staging commits (and held records) read at most, newest 
 Kind = Literal["landing", "held"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Recorded:
     """One decided submission and the facts it was decided on."""
 

@@ -33,8 +33,8 @@ from integrator.documents.policy import PolicyState, parse_policy
 from integrator.documents.verdict import Code, Decision, Verdict, Violation
 from integrator.fence.trees import TreeReader
 from integrator.landing.context import Head, LandingContext
-from integrator.landing.evaluation import Evaluation
-from integrator.landing.gate import Gate
+from integrator.landing.evaluation import Complete
+from integrator.landing.gate import Gate, LiveFinding
 from integrator.landing.history import QueueHistory
 from integrator.landing.merge import merge_onto_head
 from integrator.landing.proof import merge_violations
@@ -120,21 +120,23 @@ def request_for(record: Recorded, policy: PolicyState, repo: str) -> ShadowReque
     )
 
 
-class _PinnedGate(Gate):
-    """The gate, its live-claim stage answered from the record instead of the claim ref."""
+class _Pinned:
+    """The gate's live-claim stage answered from the record instead of the claim ref."""
 
-    pinned: tuple[Claim | None, list[Violation]] = (None, [])
+    def __init__(self, claim: Claim | None, violations: list[Violation]) -> None:
+        self.claim = claim
+        self.violations = violations
 
-    def _live(
+    def __call__(
         self,
         contract: OwnershipContract,
         candidate: str,
+        *,
         authoritative: bool,
         policy: PolicyState,
         now: datetime,
-    ) -> tuple[Claim | None, list[Violation], Verdict | None]:
-        claim, violations = self.pinned
-        return claim, list(violations), None
+    ) -> LiveFinding:
+        return self.claim, list(self.violations), None
 
 
 class Replayer:
@@ -172,18 +174,22 @@ class Replayer:
             except (KeyError, ValueError):
                 claim = None
         live = list(request.recorded) if request.stopped else []
-        gate = _PinnedGate(self.canonical, self.history, self.trees, policy_override=policy)
-        gate.pinned = (claim, live)
+        gate = Gate(
+            self.canonical,
+            self.history,
+            self.trees,
+            policy_override=policy,
+            live_stage=_Pinned(claim, live),
+        )
         ev = gate.evaluate(request.contract.encode("utf-8", "surrogateescape"), request.candidate)
-        if not ev.accepted or ev.verdict.recovered:
+        if not isinstance(ev, Complete) or not ev.accepted or ev.verdict.recovered:
             return Decided(ev.verdict)
         if request.recorded:
             return Decided(ev.with_violations(request.recorded, decision=Decision.FENCED))
         return Decided(self._merge(ev, request.queue_head))
 
-    def _merge(self, ev: Evaluation, head_oid: str | None) -> Verdict:
+    def _merge(self, ev: Complete, head_oid: str | None) -> Verdict:
         """What the landing would find merging `ev` onto `head_oid` (none: onto its base)."""
-        assert ev.base is not None and ev.candidate is not None and ev.policy is not None
         head_oid = head_oid or str(ev.base.id)
         try:
             head = self.canonical.commit(head_oid)

@@ -48,7 +48,7 @@ TRAILER_REVERTS = "Integrator-Reverts"
 _GLOB_SPECIAL = "*?[\\"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RevertPlan:
     """What a revert of one landing undoes, read from the landing's evidence."""
 
