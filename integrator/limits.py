@@ -26,3 +26,5 @@ POLICY_BYTES = 1 << 20  # a policy document (the coordinator's)
 TASK_FILE_BYTES = 256 << 10  # a task file
 REASON_CHARS = 4000
 MAX_HISTORY = 1000  # commits walked to verify a workspace or a candidate's edits  # a review or revoke reason typed by a person
+MAX_REF_BYTES = 1024  # a full ref name a pusher sends
+MAX_COMPONENT_BYTES = 255  # one component of a ref name (a file name on the server)

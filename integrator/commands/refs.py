@@ -8,11 +8,11 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any
 
+from integrator import refnames
 from integrator.commands._common import add_json, add_repo, duration, print_json, say
 from integrator.errors import EXIT_OK, InfrastructureError, RefMovedError, UsageError
 from integrator.records.archive import Archiver, KindReport
 from integrator.records.archive_index import (
-    ARCHIVE_PREFIX,
     KINDS,
     PREFIXES,
     archive_ref,
@@ -21,7 +21,6 @@ from integrator.records.archive_index import (
 )
 from integrator.records.canonical import Canonical
 
-INTEGRATOR_PREFIX = "refs/integrator/"
 # GitHub recommends at most 5,000 branches, and a push of ~10,000 refs failed there.
 ADVISE_AT = 5000
 HISTORY_LIMIT = 1000
@@ -44,7 +43,7 @@ def register(sub: Any) -> None:
         help="count integrator's refs and fold finished records into archive refs",
         description="Every claim, review record chain, expansion request and verdict is a ref; "
         "hosts slow down past a few thousand refs. `refs archive` folds the finished ones into "
-        "one ref per kind, refs/integrator/archive/<kind>, whose commits keep every archived "
+        f"one ref per kind, {refnames.ARCHIVE}<kind>, whose commits keep every archived "
         "chain reachable and index it; `contract show`, `contract list --archived`, review "
         "history and `refs show` still read them. See docs/refs.md.",
     )
@@ -52,10 +51,10 @@ def register(sub: Any) -> None:
 
     archive = inner.add_parser(
         "archive",
-        help="fold finished records older than an age into refs/integrator/archive/<kind>",
+        help=f"fold finished records older than an age into {refnames.ARCHIVE}<kind>",
         description="Finished records: claims consumed or revoked (not while a held candidate "
         "or an expansion request of the task waits), review chains under "
-        "refs/integrator/archived/, expansion requests granted or dismissed, verdicts (on an "
+        f"{refnames.ARCHIVED}, expansion requests granted or dismissed, verdicts (on an "
         "intake repository). Live claims, held candidates and pending requests are never "
         "archived. Each batch (at most 500 ref updates: the archive ref and the deletions, "
         "each expecting the value it was read at) is one ref transaction, so a crash leaves "
@@ -157,11 +156,11 @@ def count_document(canonical: Canonical) -> dict[str, Any]:
         if not name.startswith("refs/"):
             continue
         total += 1
-        if name.startswith(INTEGRATOR_PREFIX):
-            folders[name.removeprefix(INTEGRATOR_PREFIX).split("/", 1)[0]] += 1
+        if name.startswith(refnames.NAMESPACE):
+            folders[name.removeprefix(refnames.NAMESPACE).split("/", 1)[0]] += 1
     records = {
         kind: {
-            "refs": folders.get(prefix.removeprefix(INTEGRATOR_PREFIX).rstrip("/"), 0),
+            "refs": folders.get(prefix.removeprefix(refnames.NAMESPACE).rstrip("/"), 0),
             "archived": archived_count(canonical, kind),
             "archiveRef": archive_ref(kind) if canonical.ref(archive_ref(kind)) else None,
         }
@@ -178,7 +177,7 @@ def count_document(canonical: Canonical) -> dict[str, Any]:
         "integrator": sum(folders.values()),
         "byFolder": dict(sorted(folders.items())),
         "records": records,
-        "archivePrefix": ARCHIVE_PREFIX,
+        "archivePrefix": refnames.ARCHIVE,
         "advice": advice,
     }
 
@@ -189,7 +188,7 @@ def run_count(args: argparse.Namespace) -> int:
     if args.json:
         print_json(doc)
         return EXIT_OK
-    say(f"{doc['total']} refs, {doc['integrator']} under {INTEGRATOR_PREFIX}")
+    say(f"{doc['total']} refs, {doc['integrator']} under {refnames.NAMESPACE}")
     for folder, n in doc["byFolder"].items():
         say(f"  {folder:<16} {n:>8}")
     say("records (refs, archived):")

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from integrator import refnames
 from integrator.commands._common import print_json, say
 from integrator.commands.submit import filed, verdict_document, wait_for, wait_intake
 from integrator.errors import InfrastructureError
@@ -18,7 +19,7 @@ def register(sub: Any) -> None:
         "status",
         help="print a submission's verdict (exit codes as gate); --wait for it",
         description="Read the verdict the daemons published for a submission: on the intake "
-        "(refs/integrator/verdicts/<task>/<id>) or in the spool's decided folders. Exit 0 "
+        f"({refnames.VERDICTS}<task>/<id>) or in the spool's decided folders. Exit 0 "
         "ACCEPTED, 1 FENCED, 3 REVIEW, 2 rejected as malformed, 4 no verdict (yet, or "
         "within --wait).",
     )

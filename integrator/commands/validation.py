@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from integrator import jsontext
+from integrator import jsontext, refnames
 from integrator.commands._common import add_json, print_json, read_input, say
 from integrator.daemon import logs
 from integrator.errors import EXIT_FENCED, EXIT_OK, ConfigurationError, UsageError
@@ -24,7 +24,7 @@ def register(sub: Any) -> None:
         description='With `[validation] mode = "external"` the promoter runs no command: CI '
         "asks what to test (request), tests the queue head's tree, and records the result "
         "(report) from any CI system. Results live in git "
-        "(refs/integrator/validations/<target>/<head>); the promoter promotes a passing head "
+        f"({refnames.VALIDATIONS}<target>/<head>); the promoter promotes a passing head "
         "and bisects a failing batch, asking for more heads. Docs: docs/validation.md.",
     )
     inner = parser.add_subparsers(dest="validation_command", metavar="ACTION", required=True)

@@ -17,6 +17,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from integrator import refnames
 from integrator.errors import InfrastructureError, UsageError
 from integrator.paths import escape_undecodable
 from integrator.plumbing import git, transaction
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     import pygit2
 
 
-OUTGOING_PREFIX = "refs/integrator/outgoing/"
 DEFAULT_BUNDLE_MAX_BYTES = 256 * 1024 * 1024
 _HEADER_LIMIT = 1024 * 1024
 _MAX_BUNDLE_REFS = 64
@@ -41,7 +41,7 @@ def create_bundle(repo_path: Path, candidate: str, base: str | None, out: Path) 
     `git bundle` only packs named refs, so the candidate gets a short-lived ref under
     refs/integrator/outgoing/ in the submitting clone, written and removed through git.py.
     """
-    ref = f"{OUTGOING_PREFIX}{out.parent.name}"
+    ref = f"{refnames.OUTGOING}{out.parent.name}"
     args = ["bundle", "create", "-q", str(out), ref]
     # A git process, not libgit2: submit runs after every task and must start light.
     if base and base != candidate and _OID.match(base) and _has_commit(repo_path, base):
@@ -85,7 +85,7 @@ def bundle_refs(path: Path) -> list[tuple[str, str]]:
 
 
 def quarantine_prefix(sid: str) -> str:
-    return f"{git.QUARANTINE_PREFIX}{sid}/"
+    return f"{refnames.QUARANTINE}{sid}/"
 
 
 def import_bundle(

@@ -17,6 +17,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError
 
+from integrator import refnames
 from integrator.documents.contract import Model
 from integrator.errors import UsageError
 from integrator.limits import REASON_CHARS
@@ -24,7 +25,6 @@ from integrator.plumbing import git, transaction
 from integrator.plumbing.packs import ObjectBuffer, commit_bytes, tree_bytes
 from integrator.records.canonical import Canonical, signature
 
-MARKS_PREFIX = "refs/integrator/false-positives/"
 MARK_FILE = "mark.json"
 
 
@@ -49,18 +49,18 @@ class FalsePositive(Model):
 
 
 def mark_ref(subject: str) -> str:
-    return f"{MARKS_PREFIX}{subject}"
+    return f"{refnames.FALSE_POSITIVES}{subject}"
 
 
 def read_marks(canonical: Canonical) -> dict[str, FalsePositive]:
     """The newest mark of every subject (withdrawn ones included, so they read as such)."""
     out: dict[str, FalsePositive] = {}
-    for ref, oid in git.refs_under(canonical.repo, MARKS_PREFIX).items():
+    for ref, oid in git.refs_under(canonical.repo, refnames.FALSE_POSITIVES).items():
         try:
             mark = FalsePositive.model_validate_json(canonical.blob_at(oid, MARK_FILE))
         except (KeyError, ValidationError):
             continue  # a damaged mark counts as none: it can only make a category look ready
-        out[ref.removeprefix(MARKS_PREFIX)] = mark
+        out[ref.removeprefix(refnames.FALSE_POSITIVES)] = mark
     return out
 
 

@@ -13,18 +13,18 @@ from datetime import datetime
 import pygit2
 from pydantic import ValidationError
 
+from integrator import refnames
 from integrator.documents.promotion import TEXT, QueueControl
 from integrator.errors import ConfigurationError, UsageError
 from integrator.plumbing import transaction
 from integrator.plumbing.packs import ObjectBuffer, commit_bytes, tree_bytes
 from integrator.records.canonical import SIGNATURE_EMAIL, SIGNATURE_NAME, Canonical
 
-CONTROL_PREFIX = "refs/integrator/queue-control/"
 CONTROL_FILE = "control.json"
 
 
 def control_ref(target: str) -> str:
-    return f"{CONTROL_PREFIX}{target}"
+    return f"{refnames.QUEUE_CONTROL}{target}"
 
 
 def read_control(canonical: Canonical) -> QueueControl | None:
