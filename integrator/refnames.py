@@ -16,7 +16,7 @@ from __future__ import annotations
 import unicodedata
 
 from integrator.escape import visible
-from integrator.limits import MAX_COMPONENT_BYTES, MAX_REF_BYTES
+from integrator.limits import MAX_COMPONENT_BYTES, MAX_ID_CHARS, MAX_REF_BYTES
 
 ROOT = "refs/integrator"  # the namespace itself (a ref of that name is refused like any in it)
 NAMESPACE = ROOT + "/"
@@ -162,6 +162,6 @@ def refname_problem(value: str) -> str | None:  # noqa: PLR0911 — one return p
             return "contains a control character"
         if ch in " ~^:?*[\\":
             return f"contains {ch!r}"
-    if len(value) > 200:
-        return "is longer than 200 characters"
+    if len(value) > MAX_ID_CHARS:
+        return f"is longer than {MAX_ID_CHARS} characters"
     return None

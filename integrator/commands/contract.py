@@ -28,7 +28,7 @@ from integrator.documents.expansion import ExpansionRequest
 from integrator.errors import ConfigurationError, UsageError
 from integrator.fleet.expansion import build_request
 from integrator.fleet.workspace import bound_contract, worktree_root
-from integrator.limits import EXPANSION_BYTES
+from integrator.limits import DEFAULT_MAX_PATCH_BYTES, EXPANSION_BYTES
 from integrator.records.archive_index import (
     archive_ref,
     archived_claim,
@@ -37,7 +37,6 @@ from integrator.records.archive_index import (
 )
 from integrator.records.canonical import Canonical
 from integrator.records.claims import (
-    DEFAULT_MAX_PATCH_BYTES,
     Claims,
     IssueRequest,
     build_contract,

@@ -24,14 +24,11 @@ from typing import Any
 from integrator import refnames
 from integrator.commands._common import add_json, print_json, say
 from integrator.errors import EXIT_FENCED, EXIT_OK, ConfigurationError, IntegratorError, UsageError
+from integrator.limits import HOOK_INPUT_BYTES
 from integrator.plumbing import git, signing
 from integrator.plumbing.signing import Update, push_option
 from integrator.serverhook import run
-from integrator.serverhook.decide import (
-    IDENTITY_CHOICES,
-    MAX_INPUT_BYTES,
-    resolve_identity,
-)
+from integrator.serverhook.decide import IDENTITY_CHOICES, resolve_identity
 
 MARKER = "# integrator server-hook"
 CHAINED = "pre-receive.chained"
@@ -201,7 +198,7 @@ def _merged(config: dict[str, list[str]], overrides: dict[str, list[str]]) -> di
 
 def run_check(args: argparse.Namespace) -> int:
     """Fail closed: anything that goes wrong refuses the push, saying why."""
-    data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)  # past the limit it is refused anyway
+    data = sys.stdin.buffer.read(HOOK_INPUT_BYTES + 1)  # past the limit it is refused anyway
     env = dict(os.environ)
     prefix = ""
     try:

@@ -10,6 +10,7 @@ from integrator import jsontext, refnames
 from integrator.commands._common import add_json, print_json, read_input, say
 from integrator.daemon import logs
 from integrator.errors import EXIT_FENCED, EXIT_OK, ConfigurationError, UsageError
+from integrator.limits import ACTOR_CHARS, DETAILS_BYTES, RECORD_TEXT_CHARS
 
 if TYPE_CHECKING:
     from integrator.documents.policy import Validation
@@ -122,15 +123,16 @@ def _control(c: str) -> bool:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from integrator.documents.promotion import DETAILS_LIMIT, TEXT
     from integrator.promotion.state import read_state
     from integrator.promotion.validate import report
 
-    if args.log is not None and (len(args.log) > TEXT or any(_control(c) for c in args.log)):
-        raise UsageError(f"--log must be one line of at most {TEXT} characters")
-    if len(args.reporter) > 200 or any(_control(c) for c in args.reporter):
-        raise UsageError("--reporter must be one line of at most 200 characters")
-    details = read_input(args.details, DETAILS_LIMIT) if args.details else None
+    if args.log is not None and (
+        len(args.log) > RECORD_TEXT_CHARS or any(_control(c) for c in args.log)
+    ):
+        raise UsageError(f"--log must be one line of at most {RECORD_TEXT_CHARS} characters")
+    if len(args.reporter) > ACTOR_CHARS or any(_control(c) for c in args.reporter):
+        raise UsageError(f"--reporter must be one line of at most {ACTOR_CHARS} characters")
+    details = read_input(args.details, DETAILS_BYTES) if args.details else None
     if details is not None:
         try:
             jsontext.loads(details)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from integrator import refnames
 from integrator.errors import InfrastructureError, UsageError
+from integrator.limits import BUNDLE_HEADER_BYTES, MAX_BUNDLE_REFS
 from integrator.paths import escape_undecodable
 from integrator.plumbing import git, transaction
 
@@ -26,9 +27,6 @@ if TYPE_CHECKING:
     import pygit2
 
 
-DEFAULT_BUNDLE_MAX_BYTES = 256 * 1024 * 1024
-_HEADER_LIMIT = 1024 * 1024
-_MAX_BUNDLE_REFS = 64
 # A bundle's ref names are spelled by its submitter and end up in git's messages and in
 # our refspecs: only plain names are accepted.
 _REF_NAME = re.compile(r"^(?:HEAD|refs/(?:[A-Za-z0-9._-]+/)*[A-Za-z0-9._-]+)$")
@@ -62,7 +60,7 @@ def _has_commit(repo_path: Path, oid: str) -> bool:
 def bundle_refs(path: Path) -> list[tuple[str, str]]:
     """(oid, refname) pairs of a v2/v3 bundle header; UsageError when it is not one."""
     with open(path, "rb") as fh:
-        head = fh.read(_HEADER_LIMIT)
+        head = fh.read(BUNDLE_HEADER_BYTES)
     end = head.find(b"\n\n")
     lines = head[:end].decode("utf-8", "replace").split("\n") if end > 0 else []
     if not lines or lines[0] not in ("# v2 git bundle", "# v3 git bundle"):
@@ -79,8 +77,8 @@ def bundle_refs(path: Path) -> list[tuple[str, str]]:
         refs.append((oid, name))
     if not refs:
         raise UsageError("the bundle holds no refs")
-    if len(refs) > _MAX_BUNDLE_REFS:
-        raise UsageError(f"the bundle holds {len(refs)} refs, more than {_MAX_BUNDLE_REFS}")
+    if len(refs) > MAX_BUNDLE_REFS:
+        raise UsageError(f"the bundle holds {len(refs)} refs, more than {MAX_BUNDLE_REFS}")
     return refs
 
 

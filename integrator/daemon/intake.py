@@ -22,6 +22,7 @@ import structlog
 from integrator import faults, refnames
 from integrator.errors import InfrastructureError, IntegratorError
 from integrator.fleet.intake import SUBMISSION_FILE, submit_ref, verdict_ref
+from integrator.limits import VERDICT_BYTES
 from integrator.plumbing import git
 from integrator.plumbing.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 from integrator.plumbing.remote import (
@@ -33,12 +34,10 @@ from integrator.plumbing.remote import (
 )
 from integrator.records.canonical import Canonical, signature
 from integrator.refnames import refname_problem
-from integrator.store.spool import ID_RE, REJECTION_FILE, SUBMISSION_LIMIT, VERDICT_FILE, Spool
+from integrator.store.spool import ID_RE, REJECTION_FILE, SUBMISSION_BYTES, VERDICT_FILE, Spool
 from integrator.store.submitted import read_at_most_path
 
 log = structlog.get_logger("integrator.intake")
-
-PUBLISHED_LIMIT = 16 << 20  # a verdict document the daemon wrote
 
 
 @dataclass(frozen=True)
@@ -137,8 +136,8 @@ class Intake:
             return None
         if kind != pygit2.enums.ObjectType.BLOB or entry.filemode != pygit2.enums.FileMode.BLOB:
             return None
-        if size > SUBMISSION_LIMIT:
-            return b"\0" * (SUBMISSION_LIMIT + 1)  # the spool's reader refuses it by size
+        if size > SUBMISSION_BYTES:
+            return b"\0" * (SUBMISSION_BYTES + 1)  # the spool's reader refuses it by size
         return bytes(repo.odb.read(entry.id)[1])
 
     def publish(self, pending: list[Pending]) -> int:
@@ -162,7 +161,7 @@ class Intake:
     def _publish_one(self, item: Pending, folder: Path) -> None:
         for name in (VERDICT_FILE, REJECTION_FILE):
             try:
-                document = read_at_most_path(folder / name, PUBLISHED_LIMIT)
+                document = read_at_most_path(folder / name, VERDICT_BYTES)
                 break
             except FileNotFoundError:
                 continue

@@ -41,6 +41,7 @@ from integrator.errors import (
     UsageError,
 )
 from integrator.landing.outcomes import Engine, Outcome, Ready
+from integrator.limits import MAX_CRASHES
 from integrator.paths import escape_undecodable
 from integrator.plumbing import git, transaction
 from integrator.plumbing.packs import ObjectBuffer, Repacker
@@ -61,7 +62,6 @@ BUNDLE_COPY = "bundle.copy"  # the daemon's copy of a submission's bundle, in it
 
 # An unexpected exception on one submission is retried this often, then the submission is
 # rejected with the error, so one poison candidate cannot stop the queue forever.
-CRASH_LIMIT = 3
 
 
 class Daemon:
@@ -330,7 +330,7 @@ class Daemon:
         """Integrate singly, so a failure is pinned on the submission that causes it.
 
         One that fails while the host is healthy is counted (in its folder, so the count
-        survives restarts and `serve --once` runs) and rejected at CRASH_LIMIT; the others
+        survives restarts and `serve --once` runs) and rejected at MAX_CRASHES; the others
         are decided meanwhile, so one poison submission never holds up those behind it.
         """
         outcomes: list[Outcome] = []
@@ -346,7 +346,7 @@ class Daemon:
                     return outcomes, first or InfrastructureError(trouble)
                 count = self.spool.record_attempt(p.sid, repr(err))
                 self.log.exception("integrate.crashed", submission=p.sid, attempt=count)
-                if count < CRASH_LIMIT:
+                if count < MAX_CRASHES:
                     first = first or _infra(err)
                     continue  # stays in work/; retried, after the others are decided
                 reason = (

@@ -29,13 +29,12 @@ from integrator.errors import (
     UsageError,
 )
 from integrator.fence.overlap import Overlap, find_overlaps
+from integrator.limits import DEFAULT_MAX_PATCH_BYTES
 from integrator.plumbing import git, transaction
 from integrator.plumbing.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 from integrator.records.archive_index import archived_claim, record_tip
 from integrator.records.canonical import Canonical, signature
 from integrator.records.pause import refuse_if_paused
-
-DEFAULT_MAX_PATCH_BYTES = 10 * 1024 * 1024
 
 
 def new_attempt_id(task_id: str) -> str:

@@ -20,7 +20,7 @@ from pydantic import Field, ValidationError
 from integrator import refnames
 from integrator.documents.contract import Model
 from integrator.errors import UsageError
-from integrator.limits import REASON_CHARS
+from integrator.limits import ACTOR_CHARS, REASON_CHARS
 from integrator.plumbing import git, transaction
 from integrator.plumbing.packs import ObjectBuffer, commit_bytes, tree_bytes
 from integrator.records.canonical import Canonical, signature
@@ -79,8 +79,8 @@ def write_mark(canonical: Canonical, mark: FalsePositive) -> str:
     """Append `mark` to its subject's chain (a compare-and-swap); the new commit."""
     if not mark.reason.strip() or len(mark.reason) > REASON_CHARS:
         raise UsageError(f"a mark needs a --reason of at most {REASON_CHARS} characters")
-    if not mark.actor or len(mark.actor) > 200 or any(ord(ch) < 0x20 for ch in mark.actor):
-        raise UsageError("the actor must be one line of at most 200 characters")
+    if not mark.actor or len(mark.actor) > ACTOR_CHARS or any(ord(ch) < 0x20 for ch in mark.actor):
+        raise UsageError(f"the actor must be one line of at most {ACTOR_CHARS} characters")
     canonical.refresh()
     ref = mark_ref(mark.subject)
     old = canonical.ref(ref)

@@ -30,7 +30,7 @@ from integrator.errors import (
     ConfigurationError,
     UsageError,
 )
-from integrator.limits import REASON_CHARS
+from integrator.limits import ACTOR_CHARS, REASON_CHARS
 from integrator.plumbing import transaction
 from integrator.plumbing.packs import ObjectBuffer, commit_bytes, tree_bytes
 from integrator.records.canonical import Canonical, signature
@@ -113,8 +113,8 @@ def set_pause(canonical: Canonical, state: PauseName, reason: str, actor: str) -
     refused, so the history says what each step changed."""
     if not reason.strip() or len(reason) > REASON_CHARS:
         raise UsageError(f"a {state[:-1]} needs a reason of at most {REASON_CHARS} characters")
-    if not actor or len(actor) > 200 or any(ord(ch) < 0x20 for ch in actor):
-        raise UsageError("the actor must be one line of at most 200 characters")
+    if not actor or len(actor) > ACTOR_CHARS or any(ord(ch) < 0x20 for ch in actor):
+        raise UsageError(f"the actor must be one line of at most {ACTOR_CHARS} characters")
     canonical.refresh()
     index = canonical.ref(refnames.CLAIMS_INDEX)
     old = canonical.ref(refnames.PAUSE)

@@ -24,14 +24,9 @@ import pygit2
 from pydantic import ValidationError
 
 from integrator import refnames
-from integrator.documents.promotion import (
-    DETAILS_LIMIT,
-    LOG_TAIL,
-    EjectionRecord,
-    PromotionRecord,
-    ValidationResult,
-)
+from integrator.documents.promotion import EjectionRecord, PromotionRecord, ValidationResult
 from integrator.errors import ConfigurationError
+from integrator.limits import DETAILS_BYTES, LOG_TAIL_BYTES
 from integrator.plumbing import git
 from integrator.plumbing.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 from integrator.records.canonical import SIGNATURE_EMAIL, SIGNATURE_NAME, Canonical
@@ -56,7 +51,7 @@ def ejected_ref(target: str, landing: str) -> str:
     return f"{refnames.EJECTED}{target}/{landing}"
 
 
-def tail(data: bytes, limit: int = LOG_TAIL) -> bytes:
+def tail(data: bytes, limit: int = LOG_TAIL_BYTES) -> bytes:
     """The last `limit` bytes of a log, marked as cut when it was longer."""
     if len(data) <= limit:
         return data
@@ -94,7 +89,7 @@ def write_result(
     if log:
         files[LOG_FILE] = tail(log)
     if details:
-        files[DETAILS_FILE] = details[:DETAILS_LIMIT]
+        files[DETAILS_FILE] = details[:DETAILS_BYTES]
     word = result.status if not result.final else f"{result.status} (final)"
     message = f"validation {result.head[:12]}: {word}"
     if result.attempt:

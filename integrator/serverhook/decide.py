@@ -31,12 +31,10 @@ from typing import Any
 
 from integrator import refnames
 from integrator.escape import visible
+from integrator.limits import HOOK_INPUT_BYTES, MAX_IDENTITY_CHARS, MAX_UPDATES
 from integrator.plumbing.signing import DEFAULT_MAX_AGE, OID, OPTION, Update, check_signature
 from integrator.refnames import ODD_CATEGORIES, fold, ref_problem, shown
 
-MAX_UPDATES = 100_000
-MAX_INPUT_BYTES = 64 << 20
-MAX_IDENTITY_CHARS = 256
 AUTHORITY = frozenset(
     {"queue", "claims", "claims-index", "policy", "held", "archived", "expansions", "archive"}
 )
@@ -119,8 +117,8 @@ def classify(ref: str, targets: Sequence[str]) -> tuple[str, str]:
 
 def parse_updates(data: bytes) -> tuple[list[Update], list[str]]:
     """The pre-receive input as updates, and what is wrong with it as a whole."""
-    if len(data) > MAX_INPUT_BYTES:
-        return [], [f"the update list is larger than {MAX_INPUT_BYTES >> 20} MiB"]
+    if len(data) > HOOK_INPUT_BYTES:
+        return [], [f"the update list is larger than {HOOK_INPUT_BYTES >> 20} MiB"]
     lines = data.rstrip(b"\n").split(b"\n") if data.strip(b"\n") else []
     if not lines:
         return [], ["no updates were given on standard input"]
