@@ -22,7 +22,7 @@ import structlog
 from integrator import faults, refnames
 from integrator.errors import InfrastructureError, IntegratorError
 from integrator.fleet.intake import SUBMISSION_FILE, submit_ref, verdict_ref
-from integrator.limits import VERDICT_BYTES
+from integrator.limits import SUBMISSION_BYTES, VERDICT_BYTES
 from integrator.plumbing import git
 from integrator.plumbing.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 from integrator.plumbing.remote import (
@@ -34,7 +34,7 @@ from integrator.plumbing.remote import (
 )
 from integrator.records.canonical import Canonical, signature
 from integrator.refnames import refname_problem
-from integrator.store.spool import ID_RE, REJECTION_FILE, SUBMISSION_BYTES, VERDICT_FILE, Spool
+from integrator.store.spool import ID_RE, REJECTION_FILE, VERDICT_FILE, Spool
 from integrator.store.submitted import read_at_most_path
 
 log = structlog.get_logger("integrator.intake")

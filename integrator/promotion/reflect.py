@@ -30,7 +30,7 @@ from integrator.documents.promotion import Ejected, PromotionRecord
 from integrator.documents.verdict import Decision, Verdict, Violation
 from integrator.errors import IntegratorError
 from integrator.files import atomic_write
-from integrator.limits import VERDICT_BYTES
+from integrator.limits import SUBMISSION_BYTES, VERDICT_BYTES
 from integrator.plumbing import git
 from integrator.records import validations
 from integrator.records.canonical import Canonical
@@ -38,7 +38,6 @@ from integrator.records.held import hold_op
 from integrator.store.entries import MirrorRecord, review_record
 from integrator.store.mirror import Mirror
 from integrator.store.spool import (
-    SUBMISSION_BYTES,
     SUBMISSION_FILE,
     VERDICT_FILE,
     Spool,

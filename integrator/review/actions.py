@@ -31,7 +31,7 @@ from integrator.errors import (
     UsageError,
 )
 from integrator.files import atomic_write
-from integrator.limits import ACTOR_CHARS, REASON_CHARS, VERDICT_BYTES
+from integrator.limits import ACTOR_CHARS, REASON_CHARS, SUBMISSION_BYTES, VERDICT_BYTES
 from integrator.plumbing import git, transaction
 from integrator.records.canonical import Canonical
 from integrator.records.expansions import ExpansionEntry, expansions
@@ -45,7 +45,6 @@ from integrator.records.held import (
 from integrator.store.entries import codes_of, review_record
 from integrator.store.mirror import Mirror
 from integrator.store.spool import (
-    SUBMISSION_BYTES,
     SUBMISSION_FILE,
     VERDICT_FILE,
     Spool,
