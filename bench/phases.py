@@ -25,6 +25,7 @@ from bench.daemon_run import (
     write_submissions,
 )
 from bench.workload import Workload
+from integrator import refnames
 from integrator.plumbing import git
 from integrator.records.canonical import Canonical
 from integrator.store.spool import Spool
@@ -232,6 +233,6 @@ def peer(workload: Workload, branches: int, out: Path, venv_root: Path) -> PeerR
     )
     if theirs.tree is not None:
         result.tree_differences = mergetrain_peer.differing_paths(
-            mt_repo.parent / "remote.git", theirs.tree, repo, f"{git.QUEUE_PREFIX}main"
+            mt_repo.parent / "remote.git", theirs.tree, repo, f"{refnames.QUEUE}main"
         )
     return result

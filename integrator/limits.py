@@ -1,7 +1,9 @@
-"""Every limit on what an agent controls, in one place (docs/security.md lists them).
+"""Every limit on what an agent — or any submitter, pusher, reporter or web visitor — controls,
+in one place (docs/security.md lists them all: value, and what happens when one is passed).
 
 Each is checked before the work it bounds, and passing it is a verdict or an error that
-names it, never a crash: below them, work grows at most n log n with the input.
+names it, never a crash: below them, work grows at most n log n with the input. Tunables
+that no input controls (timeouts, pool sizes, cache sizes) stay beside their code.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 MAX_TREE_DEPTH = 200  # folders on one path; the walks and the merge stay far from recursion limits
 MAX_TREE_BYTES = 8 << 20  # one tree object (≈ 250,000 entries)
 MAX_CHANGES = 100_000  # changed paths in one candidate (base → candidate)
+DEFAULT_MAX_PATCH_BYTES = 10 << 20  # a contract's patch budget when the coordinator names none
+MAX_HISTORY = 1000  # commits walked to verify a workspace or a candidate's edits
 
 # Rename naming (renames only name changes in verdicts; coverage never depends on them).
 # A line found in more deleted files than this identifies none of them.
@@ -24,5 +28,54 @@ MAX_GLOB_LENGTH = 1024  # characters in one glob
 EXPANSION_BYTES = 64 << 10  # an expansion request document
 POLICY_BYTES = 1 << 20  # a policy document (the coordinator's)
 TASK_FILE_BYTES = 256 << 10  # a task file
-REASON_CHARS = 4000
-MAX_HISTORY = 1000  # commits walked to verify a workspace or a candidate's edits  # a review or revoke reason typed by a person
+REASON_CHARS = 4000  # a review or revoke reason typed by a person
+ACTOR_CHARS = 200  # the actor (or reporter) named by a review, pause, mark or report: one line
+HOLDER_CHARS = 200  # a contract's lease holder and worktree id
+INPUT_BYTES = 16 << 20  # any one input document a command reads (each has its own, lower, too)
+SHADOW_REQUEST_BYTES = 4 << 20  # a shadow-decision request read by `integrator shadow`
+
+# Submissions (the spool, an intake, a bundle).
+SUBMISSION_BYTES = 1 << 20  # a submission.json: a contract and a few ids
+MAX_NESTING = 32  # lists and objects nested in a submitted contract
+SUBMITTER_USER_CHARS = 200  # the submitter's self-reported user name
+SUBMITTER_HOST_CHARS = 255  # ... host name
+SUBMITTER_REPO_CHARS = 4096  # ... repository path
+MAX_ID_CHARS = 200  # a task, attempt or submission id (one ref name component)
+BUNDLE_BYTES = 256 << 20  # a submitted bundle, unless `serve --config` sets bundle-max-bytes
+BUNDLE_HEADER_BYTES = 1 << 20  # a bundle's header (its ref list)
+MAX_BUNDLE_REFS = 64  # refs named in one bundle
+MAX_CRASHES = 3  # unexpected failures on one submission before it is rejected with the error
+VERDICT_BYTES = 16 << 20  # a verdict document read back (spool or intake); bigger is damage
+
+# External validation reports (CI) and run output.
+DETAILS_BYTES = 256 << 10  # an external report's details file
+LOG_TAIL_BYTES = 64 << 10  # a validation run's output kept in its record (the tail)
+RECORD_TEXT_CHARS = 2000  # free text (reasons, URLs, runner names) in a record
+
+# The write guard (agents' hook events).
+MAX_EVENT_BYTES = 16 << 20  # a tool call bigger than this is not read: denied
+
+# The MCP server's tool arguments.
+MCP_MAX_PATHS = 1000  # paths in one check_paths call
+MCP_MAX_ADDITIONS = 100  # globs, and resources, one request_expansion call adds
+MCP_ID_CHARS = 64  # the submission id read_verdict is given
+MCP_WAIT_SECONDS = 600  # how long one read_verdict call may wait
+
+# Ref names and pushes (the server hook, the transports).
+MAX_REF_BYTES = 1024  # a full ref name
+MAX_COMPONENT_BYTES = 255  # one component of a ref name (a file name on the server)
+MAX_UPDATES = 100_000  # ref updates in one push
+HOOK_INPUT_BYTES = 64 << 20  # the update list git hands the pre-receive hook
+MAX_IDENTITY_CHARS = 256  # the pusher's name as the server's variable gives it
+SYMREF_PATTERNS = 200  # refs of a push looked up as symbolic refs by name; more lists them all
+MIN_KEY_BYTES = 32  # a shared signing key, at least
+MAX_KEY_BYTES = 4096  # ... at most (the key file is read no further)
+
+# The web interface.
+FORM_BYTES = 16 << 10  # one form posted to the web interface
+WEB_REASON_CHARS = 2000  # a reason typed into a web form
+MAX_SESSIONS = 1024  # sessions kept; the oldest is dropped first
+PAGE_PATCH_BYTES = 2 << 20  # blob bytes a page renders a patch for
+RAW_PATCH_BYTES = 32 << 20  # blob bytes the raw patch is built from
+DIFF_CHARS = 256 << 10  # characters of unified diff rendered on a page
+DIFF_LINES = 6000  # lines of unified diff rendered on a page

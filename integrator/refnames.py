@@ -1,8 +1,12 @@
-"""Ref names: one component as integrator names refs after ids (`refname_problem`: a task,
+"""Ref names: every name integrator gives a ref, one component as integrator names refs after ids (`refname_problem`: a task,
 attempt or submission id must be usable as one), and full names as a server should accept
 them (`ref_problem`: git's check-ref-format rules, and stricter where a name would be odd —
 not UTF-8, invisible or space characters, overlong), plus the folded form under which a
 case- or normalisation-insensitive file system stores a name.
+
+Every `refs/integrator/...` name is built here and nowhere else (docs/refs.md lists the
+families, what each holds and who may write it; tests/test_names_and_limits.py keeps
+other modules from spelling them).
 
 Kept free of the contract models, so that the write guard and the server hook load fast.
 """
@@ -12,9 +16,65 @@ from __future__ import annotations
 import unicodedata
 
 from integrator.escape import visible
+from integrator.limits import MAX_COMPONENT_BYTES, MAX_ID_CHARS, MAX_REF_BYTES
 
-MAX_REF_BYTES = 1024
-MAX_COMPONENT_BYTES = 255
+ROOT = "refs/integrator"  # the namespace itself (a ref of that name is refused like any in it)
+NAMESPACE = ROOT + "/"
+# Fetches every ref of the namespace as it is (a mirror, a clone checking claims).
+ALL_REFSPEC = f"+{NAMESPACE}*:{NAMESPACE}*"
+
+# Authority: only integrators write these (the server hook's `authority` rule).
+QUEUE = NAMESPACE + "queue/"  # QUEUE + <target>: the merge queue's head
+CLAIMS = NAMESPACE + "claims/"  # CLAIMS + <task>: the claim chain of a task
+CLAIMS_INDEX = NAMESPACE + "claims-index"  # moved by every write that makes a claim live
+POLICY = NAMESPACE + "policy"  # policy.toml and its generation
+HELD = NAMESPACE + "held/"  # HELD + <submission>: a held candidate's review chain
+ARCHIVED = NAMESPACE + "archived/"  # ARCHIVED + <submission>: a review chain that ended
+EXPANSIONS = NAMESPACE + "expansions/"  # EXPANSIONS + <task>/<id>: an expansion request
+ARCHIVE = NAMESPACE + "archive/"  # ARCHIVE + <kind>: finished records folded into one ref
+
+# Other records the integrators write (the hook's `integrator` rule: integrators only).
+PAUSE = NAMESPACE + "pause"  # whether new claims are paused, and its history
+QUEUE_CONTROL = NAMESPACE + "queue-control/"  # QUEUE_CONTROL + <target>: queue pauses
+VALIDATIONS = NAMESPACE + "validations/"  # VALIDATIONS + <target>/<head>: validation results
+PROMOTION = NAMESPACE + "promotion/"  # PROMOTION + <target>: promotions and ejections
+EJECTED = NAMESPACE + "ejected/"  # EJECTED + <target>/<landing>: one ejection record
+FALSE_POSITIVES = NAMESPACE + "false-positives/"  # FALSE_POSITIVES + <subject>: marks
+
+# On an intake (possibly the canonical repository itself).
+SUBMIT = NAMESPACE + "submit/"  # SUBMIT + <task>/<submission>: anyone may create one
+VERDICTS = NAMESPACE + "verdicts/"  # VERDICTS + <task>/<submission>: its verdict
+
+# Local to one repository: never fetched by a mirror, never pushed.
+QUARANTINE = NAMESPACE + "quarantine/"  # QUARANTINE + <submission>/: an imported bundle
+OUTGOING = NAMESPACE + "outgoing/"  # OUTGOING + <bundle>: what a clone bundles to submit
+INTAKE = NAMESPACE + "intake/"  # what was fetched from an intake:
+INTAKE_SUBMIT = INTAKE + "submit/"  # ... submissions, in the daemon's mirror
+INTAKE_VERDICTS = INTAKE + "verdicts/"  # ... verdicts, in an agent's repository
+SEEN = NAMESPACE + "seen/"  # what a mirror last saw:
+SEEN_CLAIMS = SEEN + "claims/"  # ... SEEN_CLAIMS + <task>: the claim commit
+
+
+def claim(task_id: str) -> str:
+    """The claim ref of a task."""
+    return CLAIMS + task_id
+
+
+def queue(target: str) -> str:
+    """The queue ref of a target branch."""
+    return QUEUE + target
+
+
+def archive(kind: str) -> str:
+    """The archive ref of one kind of record (`claims`, `archived`, …)."""
+    return ARCHIVE + kind
+
+
+def family(prefix: str) -> str:
+    """The name of a family below the namespace: `claims` for CLAIMS, `policy` for POLICY."""
+    return prefix.removeprefix(NAMESPACE).rstrip("/")
+
+
 ODD_CATEGORIES = ("Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp")
 
 
@@ -102,6 +162,6 @@ def refname_problem(value: str) -> str | None:  # noqa: PLR0911 — one return p
             return "contains a control character"
         if ch in " ~^:?*[\\":
             return f"contains {ch!r}"
-    if len(value) > 200:
-        return "is longer than 200 characters"
+    if len(value) > MAX_ID_CHARS:
+        return f"is longer than {MAX_ID_CHARS} characters"
     return None

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from integrator import refnames
 from integrator.cli import main
 from integrator.daemon.loop import Daemon
 from integrator.daemon.settings import Settings
@@ -24,9 +25,9 @@ from integrator.documents.expansion import ExpansionRequest
 from integrator.documents.submission import Submission
 from integrator.documents.verdict import Code, Decision
 from integrator.errors import ReviewRequired
-from integrator.fleet.intake import VERDICTS_PREFIX, verdict_ref
+from integrator.fleet.intake import verdict_ref
 from integrator.landing.engine import Integrator
-from integrator.plumbing import git, transaction
+from integrator.plumbing import transaction
 from integrator.plumbing.packs import ObjectBuffer
 from integrator.records import census, expansions
 from integrator.records import held as review
@@ -189,7 +190,7 @@ def _build(root: Path) -> Yard:
             Claims(canonical).revoke(task)
         requests = {e.record.task_id: e for e in expansions.expansions(canonical)}
         Expansions(canonical).dismiss(requests["gave-up"].record.request_id)
-    name = {task: e.ref.removeprefix(expansions.EXPANSIONS_PREFIX) for task, e in requests.items()}
+    name = {task: e.ref.removeprefix(refnames.EXPANSIONS) for task, e in requests.items()}
     return Yard(
         canon.path,
         spool.root,
@@ -226,7 +227,7 @@ def yard(template: Yard, tmp_path: Path) -> Yard:
 
 
 def _claim_tasks(refs: dict[str, str]) -> set[str]:
-    return {r.removeprefix(git.CLAIMS_PREFIX) for r in refs if r.startswith(git.CLAIMS_PREFIX)}
+    return {r.removeprefix(refnames.CLAIMS) for r in refs if r.startswith(refnames.CLAIMS)}
 
 
 def test_archive_leaves_live_and_waiting_records_and_one_ref_per_kind(
@@ -574,10 +575,10 @@ def test_bad_records_and_kinds_are_refused_or_kept(
 def test_archive_prefixes_are_the_records_own() -> None:
     """The kinds' prefixes are the ones the claim, review and expansion modules write."""
     assert PREFIXES == {
-        "claims": git.CLAIMS_PREFIX,
-        "archived": review.ARCHIVED_PREFIX,
-        "expansions": expansions.EXPANSIONS_PREFIX,
-        "verdicts": VERDICTS_PREFIX,
+        "claims": refnames.CLAIMS,
+        "archived": refnames.ARCHIVED,
+        "expansions": refnames.EXPANSIONS,
+        "verdicts": refnames.VERDICTS,
     }
 
 
@@ -599,7 +600,7 @@ def test_archive_in_remote_mode_pushes_one_atomic_batch(
     assert claims["transactions"] == 1
     listed = run("for-each-ref", "--format=%(refname) %(objectname)", cwd=remote.canon)
     server = dict(line.split(" ", 1) for line in listed.splitlines())
-    assert {r for r in server if r.startswith(git.CLAIMS_PREFIX)} == {
+    assert {r for r in server if r.startswith(refnames.CLAIMS)} == {
         Canonical.claim_ref("t4"), Canonical.claim_ref("t5"),
     }  # fmt: skip
     assert server[archive_ref("claims")] == claims["tip"]

@@ -10,6 +10,7 @@ import pytest
 from integrator.cli import main
 from integrator.fleet.assignments import Fleet
 from integrator.fleet.taskqueue import Queue
+from integrator.limits import DETAILS_BYTES
 from tests.factories import contract_doc, task_file
 from tests.gitutil import commit_files, git, make_repo
 
@@ -317,13 +318,12 @@ def test_an_endless_input_is_refused_unread(
 
 
 def test_validation_details_must_be_a_small_json_document(tmp_path: Path) -> None:
-    """`validation report --details` takes a JSON document of at most DETAILS_LIMIT bytes."""
+    """`validation report --details` takes a JSON document of at most DETAILS_BYTES bytes."""
     from integrator.commands._common import read_input
-    from integrator.documents.promotion import DETAILS_LIMIT
     from integrator.errors import UsageError
 
     big = tmp_path / "big.json"
-    big.write_bytes(b" " * (DETAILS_LIMIT + 1))
+    big.write_bytes(b" " * (DETAILS_BYTES + 1))
     with pytest.raises(UsageError, match="limit"):
-        read_input(str(big), DETAILS_LIMIT)
-    assert read_input(str(big), DETAILS_LIMIT + 1) == b" " * (DETAILS_LIMIT + 1)
+        read_input(str(big), DETAILS_BYTES)
+    assert read_input(str(big), DETAILS_BYTES + 1) == b" " * (DETAILS_BYTES + 1)

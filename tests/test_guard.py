@@ -600,7 +600,7 @@ def test_hook_events_are_decided_without_the_contract_models(bound: Path) -> Non
 
 def test_an_oversized_hook_event_is_denied_unread(bound: Path) -> None:
     """A tool call past the documented 16 MiB is denied before it is parsed."""
-    from integrator.fleet.events import MAX_EVENT_BYTES
+    from integrator.limits import MAX_EVENT_BYTES
 
     big = codex_patch(f"{B}\n*** Add File: src/n.py\n" + "+x\n" * (MAX_EVENT_BYTES // 3) + E, bound)
     answer, decision = guard.run_hook(big, cwd=bound, now=NOW)

@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+from integrator import refnames
 from integrator.documents.verdict import Code, Decision
 from integrator.landing.batch import land_batch
 from integrator.landing.engine import Integrator
 from integrator.landing.evaluation import Complete
-from integrator.plumbing import git as gitref
 from tests.canon import make_canon
 from tests.gitutil import git
 
@@ -22,7 +22,7 @@ def test_evaluation_under_a_newer_policy_is_planned_again(tmp_path: Path) -> Non
     second = canon.issue("auth", ["auth/**"])
     c1 = canon.commit({"billing/invoice.py": "invoice = 2\n"})
     c2 = canon.commit({"auth/login.py": "login = 2\n"})
-    old = canon.ref(gitref.POLICY_REF)
+    old = canon.ref(refnames.POLICY)
     assert old is not None
     # The same policy text committed again: a new ref value, the same digest, so both
     # contracts stay valid and only the ref's movement is at stake.
@@ -30,19 +30,19 @@ def test_evaluation_under_a_newer_policy_is_planned_again(tmp_path: Path) -> Non
     with canon.open() as canonical:
         engine = Integrator(canonical)
         ev1 = engine.evaluate(first.to_json().encode(), c1)
-        git("update-ref", gitref.POLICY_REF, new, old, cwd=canon.path)
+        git("update-ref", refnames.POLICY, new, old, cwd=canon.path)
         ev2 = engine.evaluate(second.to_json().encode(), c2)
-        git("update-ref", gitref.POLICY_REF, old, new, cwd=canon.path)
+        git("update-ref", refnames.POLICY, old, new, cwd=canon.path)
         assert isinstance(ev1, Complete) and isinstance(ev2, Complete)
         assert (ev1.policy_oid, ev2.policy_oid) == (old, new)
 
         def evaluations() -> Iterator[Complete]:
             yield ev1  # the landing reads the policy ref (old) once this one is here
-            git("update-ref", gitref.POLICY_REF, new, old, cwd=canon.path)
+            git("update-ref", refnames.POLICY, new, old, cwd=canon.path)
             yield ev2  # made under the newer policy
 
         outcome = land_batch(engine.landing, evaluations())
-        assert outcome.moved is not None and outcome.moved.ref == gitref.POLICY_REF
+        assert outcome.moved is not None and outcome.moved.ref == refnames.POLICY
         assert outcome.verdicts == [None, None]  # both planned again, neither fenced yet
         again = land_batch(engine.landing, [ev1, ev2])
     assert again.moved is None

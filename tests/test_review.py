@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from integrator import refnames
 from integrator.cli import main
 from integrator.daemon.loop import Daemon
 from integrator.daemon.settings import Settings
@@ -130,7 +131,7 @@ def test_fenced_candidate_is_held_by_a_record_chain(desk: Desk) -> None:
         verdict = json.loads(canonical.blob_at(head, "verdict.json"))
         assert verdict["decision"] == "FENCED"
         assert [a.action for _, a in history(canonical, desk.sid)] == ["hold"]
-        assert git.refs_under(canonical.repo, git.QUARANTINE_PREFIX) == {}
+        assert git.refs_under(canonical.repo, refnames.QUARANTINE) == {}
 
 
 def test_list_shows_held_candidates_with_codes(

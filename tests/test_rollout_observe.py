@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from integrator import refnames
 from integrator.cli import main
-from integrator.records.marks import MARKS_PREFIX
 from tests.factories import NOW
 from tests.gitutil import git, run_integrator
 from tests.rollout_world import Rollout, legacy_contract, make_rollout
@@ -132,14 +132,14 @@ def test_marking_false_positives_changes_which_categories_are_ready(
     assert doc["ready"] == ["migrations", "codegen", "ci", "source"]
     mark = cats["schemas"]["codes"][0]["candidates"][0]["falsePositive"]
     assert mark["actor"] == "rm-bob" and mark["reason"] == "schema/ is generated from src/api"
-    message = git("log", "-1", "--format=%B", MARKS_PREFIX + staging, cwd=week.repo)
+    message = git("log", "-1", "--format=%B", refnames.FALSE_POSITIVES + staging, cwd=week.repo)
     assert message.startswith(f"false positive: landing {staging} (all codes)")
     assert "schema/ is generated from src/api" in message
     assert main(["review", "mark-false-positive", staging, "--repo", repo, "--withdraw",
                  "--reason", "it was a real violation after all"]) == 0  # fmt: skip
     capsys.readouterr()
     assert _report(week, capsys)["ready"] == ["migrations", "schemas", "codegen", "ci", "source"]
-    assert git("rev-list", "--count", MARKS_PREFIX + staging, cwd=week.repo) == "2"
+    assert git("rev-list", "--count", refnames.FALSE_POSITIVES + staging, cwd=week.repo) == "2"
 
 
 def test_since_and_enforced_categories(week: Rollout, capsys: pytest.CaptureFixture[str]) -> None:

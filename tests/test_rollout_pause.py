@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
+from integrator import refnames
 from integrator.cli import main
 from integrator.documents.expansion import ExpansionRequest
 from integrator.documents.policy import Category
 from integrator.errors import ClaimConflictError, ClaimsPausedError, ConfigurationError
-from integrator.plumbing import git as gitrefs
 from integrator.records.canonical import Canonical
 from integrator.records.claims import Claims, IssueRequest
 from integrator.records.expansions import Expansions
-from integrator.records.pause import PAUSE_REF, history, read_pause, set_pause
+from integrator.records.pause import history, read_pause, set_pause
 from integrator.rollout.enforcement import with_mode
 from tests.gitutil import git
 from tests.remote_world import RemoteWorld, cli
@@ -114,7 +114,7 @@ def test_pause_refuses_new_claims_naming_the_reason_and_existing_ones_keep_worki
     assert landed.decision.value == "ACCEPTED", landed.codes
     assert main(["contract", "resume", "--repo", repo, "--reason", "migrations observed"]) == 0
     assert main(["contract", "issue", "--repo", repo, "--task", "docs", "--path", "docs/**"]) == 0
-    log = git("log", "--format=%s", PAUSE_REF, cwd=rollout.repo).splitlines()
+    log = git("log", "--format=%s", refnames.PAUSE, cwd=rollout.repo).splitlines()
     assert log[0].startswith("resume: new claims resumed by") and log[1].startswith("pause:")
     with rollout.open() as canonical:
         states = [s.state for _, s in history(canonical)]
@@ -128,11 +128,11 @@ def test_a_pause_moves_the_claims_index_and_pausing_twice_is_refused(rollout: Ro
     swap and reads the pause); pausing twice or resuming when not paused is refused."""
     rollout.issue("billing", ["src/billing/**"])
     with rollout.open() as canonical:
-        index = canonical.ref(gitrefs.CLAIMS_INDEX_REF)
+        index = canonical.ref(refnames.CLAIMS_INDEX)
         with pytest.raises(ClaimConflictError, match="not paused"):
             set_pause(canonical, "resumed", "nothing", "rm")
         set_pause(canonical, "paused", "incident 12", "rm")
-        assert canonical.ref(gitrefs.CLAIMS_INDEX_REF) != index
+        assert canonical.ref(refnames.CLAIMS_INDEX) != index
         with pytest.raises(ClaimConflictError, match="already paused"):
             set_pause(canonical, "paused", "again", "rm")
         state = read_pause(canonical)
@@ -146,7 +146,7 @@ def test_pause_in_remote_mode_reaches_every_integrator_host(remote: RemoteWorld)
     host_b = remote.mirror("host-b")
     paused = cli("contract", "pause", "--repo", str(host_a), "--reason", "incident 7")
     assert paused.returncode == 0, paused.stderr.decode()
-    assert git("rev-parse", "--verify", "-q", PAUSE_REF, cwd=remote.canon)
+    assert git("rev-parse", "--verify", "-q", refnames.PAUSE, cwd=remote.canon)
     refused = cli("contract", "issue", "--repo", str(host_b), "--task", "t1", "--path", "t1/**")
     assert refused.returncode == 1
     assert b"incident 7" in refused.stderr
@@ -158,7 +158,7 @@ def test_pause_in_remote_mode_reaches_every_integrator_host(remote: RemoteWorld)
         canonical.refresh()
         claim = Claims(canonical).live("t1")
         assert claim.view.state == "live"
-    assert len(git("log", "--format=%H", PAUSE_REF, cwd=remote.canon).splitlines()) == 2
+    assert len(git("log", "--format=%H", refnames.PAUSE, cwd=remote.canon).splitlines()) == 2
 
 
 def test_issue_request_is_unchanged_by_a_resumed_pause(rollout: Rollout) -> None:

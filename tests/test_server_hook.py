@@ -13,13 +13,13 @@ from pathlib import Path
 import pytest
 
 from integrator.errors import ConfigurationError, UsageError
+from integrator.limits import MAX_UPDATES, SYMREF_PATTERNS
 from integrator.plumbing import signing
 from integrator.plumbing.signing import DEFAULT_MAX_AGE, Update, push_option
 from integrator.refnames import fold, ref_problem
 from integrator.serverhook import run
 from integrator.serverhook.decide import (
     AUTHORITY,
-    MAX_UPDATES,
     HookVerdict,
     Settings,
     decide,
@@ -941,7 +941,7 @@ def test_symbolic_refs_are_found_for_few_and_for_many_pushed_names(tmp_path: Pat
     commit_files(repo, {"a": "1\n"}, "one", parent=None, ref="refs/heads/main")
     git("symbolic-ref", "refs/heads/latest", "refs/heads/main", cwd=repo)
     few = ["refs/heads/latest", "refs/heads/main", "refs/heads/late"]
-    many = few + [f"refs/heads/agent/{i}" for i in range(run.SYMREF_PATTERNS)]
+    many = few + [f"refs/heads/agent/{i}" for i in range(SYMREF_PATTERNS)]
     expected = {"refs/heads/latest": "refs/heads/main"}
     assert run.server_symrefs(repo, few) == run.server_symrefs(repo, many) == expected
     assert run.server_symrefs(repo, ["refs/heads/main"]) == {}

@@ -117,7 +117,7 @@ def test_a_submission_file_that_is_not_a_small_regular_file_is_malformed(
 ) -> None:
     """A folder, a pipe (which would block the daemon), a link or a file past the limit
     rejects that submission (UsageError), never the queue behind it (InfrastructureError)."""
-    from integrator.store.spool import SUBMISSION_LIMIT
+    from integrator.limits import SUBMISSION_BYTES
 
     spool = Spool(tmp_path / "spool").ensure()
     folder = spool.folder("work") / new_id()
@@ -132,7 +132,7 @@ def test_a_submission_file_that_is_not_a_small_regular_file_is_malformed(
         real.write_text(json.dumps(submission_doc()))
         target.symlink_to(real)
     else:
-        target.write_bytes(b" " * (SUBMISSION_LIMIT + 1))
+        target.write_bytes(b" " * (SUBMISSION_BYTES + 1))
     with pytest.raises(UsageError, match=SUBMISSION_FILE):
         spool.load(folder)
 

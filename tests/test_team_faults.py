@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from integrator.daemon.loop import CRASH_LIMIT
+from integrator.limits import MAX_CRASHES
 from integrator.store.spool import Spool
 from tests.daemon_world import PYTHON, World, wait_until
 from tests.gitutil import git
@@ -93,7 +93,7 @@ def test_a_git_server_outage_is_never_the_submissions_fault(
     assert done.returncode == 0, done.stderr.decode()
     sid = done.stdout.decode().split()[-1]
     wait_until(lambda: len(_events(log, "daemon.retry_later")) >= 2, 60, "retries")
-    time.sleep(6)  # long enough for CRASH_LIMIT attempts at the old 0.5/1/2 s backoff
+    time.sleep(6)  # long enough for MAX_CRASHES attempts at the old 0.5/1/2 s backoff
     assert Spool(spool).find(sid)[0] == "work"  # type: ignore[index]
     assert not _events(log, "integrate.crashed")
     remote.server.start(port)
@@ -103,7 +103,7 @@ def test_a_git_server_outage_is_never_the_submissions_fault(
     assert kinds <= {"git-server", "intake"}, kinds
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 0
-    assert CRASH_LIMIT == 3
+    assert MAX_CRASHES == 3
 
 
 def test_readyz_and_metrics_tell_the_truth_while_the_server_is_down(

@@ -12,6 +12,7 @@ from typing import Any
 from integrator.clock import parse_duration, parse_timestamp
 from integrator.errors import UsageError
 from integrator.escape import visible, write_text
+from integrator.limits import INPUT_BYTES
 
 
 def duration(text: str) -> timedelta:
@@ -30,10 +31,7 @@ def timestamp(text: str) -> datetime:
         raise argparse.ArgumentTypeError(str(err)) from err
 
 
-INPUT_LIMIT = 16 << 20  # any one input document a command reads (each has its own, lower, too)
-
-
-def read_input(path: str, limit: int = INPUT_LIMIT) -> bytes:
+def read_input(path: str, limit: int = INPUT_BYTES) -> bytes:
     """Read a file, or standard input for `-`: at most `limit` bytes, refused past it before
     the rest is read (a path may name a device, stdin may never end)."""
     try:

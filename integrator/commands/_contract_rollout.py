@@ -8,6 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from integrator import refnames
 from integrator.commands._common import add_json, add_repo, duration, print_json, say, write_output
 from integrator.records.canonical import Canonical
 
@@ -21,8 +22,8 @@ def register_rollout(inner: Any) -> None:
         p = inner.add_parser(
             verb,
             help=what,
-            description="Pause or resume new claims: a commit on refs/integrator/pause (its "
-            "history is `git log refs/integrator/pause`), moved by compare-and-swap with the "
+            description=f"Pause or resume new claims: a commit on {refnames.PAUSE} (its "
+            f"history is `git log {refnames.PAUSE}`), moved by compare-and-swap with the "
             "claims index. While paused, issue, reclaim, expand and reissue refuse, naming the "
             "reason; renewals, revocations and landings of existing contracts go on.",
         )

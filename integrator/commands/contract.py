@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from integrator import refnames
 from integrator.commands._common import (
     add_json,
     add_repo,
@@ -27,7 +28,7 @@ from integrator.documents.expansion import ExpansionRequest
 from integrator.errors import ConfigurationError, UsageError
 from integrator.fleet.expansion import build_request
 from integrator.fleet.workspace import bound_contract, worktree_root
-from integrator.limits import EXPANSION_BYTES
+from integrator.limits import DEFAULT_MAX_PATCH_BYTES, EXPANSION_BYTES
 from integrator.records.archive_index import (
     archive_ref,
     archived_claim,
@@ -36,7 +37,6 @@ from integrator.records.archive_index import (
 )
 from integrator.records.canonical import Canonical
 from integrator.records.claims import (
-    DEFAULT_MAX_PATCH_BYTES,
     Claims,
     IssueRequest,
     build_contract,
@@ -55,7 +55,7 @@ def register(sub: Any) -> None:
         "contract",
         help="issue, renew, reclaim, expand, revoke, show and list ownership contracts",
         description="The coordinator's operations on ownership contracts and their claims "
-        "(refs/integrator/claims/<task>). Every write is a compare-and-swap.",
+        f"({refnames.CLAIMS}<task>). Every write is a compare-and-swap.",
     )
     inner = parser.add_subparsers(dest="contract_command", metavar="ACTION", required=True)
     _register_issue(inner)
@@ -158,7 +158,7 @@ def _register_changes(inner: Any) -> None:
         description="Grant an integrator.expansion.v1 request: generation + 1 with the added "
         "paths and resources. When it cannot be granted (stale generation or digest, overlap "
         "with another live claim, claim not live) the claim is not changed, the request is "
-        "recorded as pending under refs/integrator/expansions/<task>/<id> (see `contract "
+        f"recorded as pending under {refnames.EXPANSIONS}<task>/<id> (see `contract "
         "list`), and the exit code is 3. Re-running a pending request that can now be "
         "granted closes it.",
     )
@@ -189,7 +189,7 @@ def _register_reading(inner: Any) -> None:
         "show",
         help="show a claim, its contract and its history (also once archived)",
         description="The claim of a task, its contract, its history and its expansion "
-        "requests. A finished claim folded into refs/integrator/archive/claims by "
+        f"requests. A finished claim folded into {refnames.ARCHIVE}claims by "
         "`integrator refs archive` is read from there (`archived` says when).",
     )
     add_repo(show)
@@ -204,7 +204,7 @@ def _register_reading(inner: Any) -> None:
     listing.add_argument(
         "--archived",
         action="store_true",
-        help="also the finished claims folded into refs/integrator/archive/claims",
+        help=f"also the finished claims folded into {refnames.ARCHIVE}claims",
     )
     add_json(listing)
     listing.set_defaults(func=run_list)

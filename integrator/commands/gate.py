@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from integrator import refnames
 from integrator.commands._common import add_repo, read_input
 from integrator.documents.policy import PolicyState, load_policy_file
 from integrator.landing.engine import Integrator
@@ -21,7 +22,7 @@ from integrator.report.formats import (
     write_document,
 )
 
-GATE_HELP = """\
+GATE_HELP = f"""\
 Check one candidate against its ownership contract without moving any ref: the contract
 parses (v1, strict), the live claim (when the repository has claims) is current, the base
 is an ancestor, and the diff recomputed from base to candidate stays inside the contract —
@@ -30,7 +31,7 @@ size and semantic resources. Every violation is reported, not only the first.
 
 A clone without claim refs cannot tell whether the contract is the authorized one: the
 verdict then carries CLAIM_UNVERIFIED (review). Fetch the claims first —
-  git fetch origin '+refs/integrator/*:refs/integrator/*'
+  git fetch origin '{refnames.ALL_REFSPEC}'
 — or pass --static to check the contract's own rules only.
 
 exit codes: 0 ACCEPTED, 1 FENCED, 3 REVIEW, 2 usage or configuration error, 4 retryable.

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from integrator import refnames
 from integrator.commands._common import add_json, add_repo, print_json, say
 from integrator.errors import ConfigurationError, UsageError
 from integrator.plumbing.remote import INTAKE_KEY_FILE_CONFIG, KEY_FILE_CONFIG
@@ -19,8 +20,8 @@ def register(sub: Any) -> None:
         help="prepare a canonical repository (queue ref, policy ref, durable settings)",
         description=(
             "Prepare a canonical repository, bare or not: create the queue ref "
-            "refs/integrator/queue/<target> at the target's head, the policy ref "
-            "refs/integrator/policy (default or --policy FILE), and durable git settings "
+            f"{refnames.QUEUE}<target> at the target's head, the policy ref "
+            f"{refnames.POLICY} (default or --policy FILE), and durable git settings "
             "(core.fsync covering refs and objects). Running it again changes nothing. "
             "With --remote URL the canonical repository is on a git server: --repo names a "
             "local bare mirror (created when missing, only a cache), and the refs are "

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from integrator import refnames
 from integrator.commands._common import add_json, add_repo, print_json, say
 from integrator.documents.policy import Category, default_policy_text, load_policy_file
 from integrator.errors import ConfigurationError
@@ -27,7 +28,7 @@ def register(sub: Any) -> None:
     setp = inner.add_parser(
         "set",
         help="replace the policy: generation + 1, every unconsumed contract revoked",
-        description="Move refs/integrator/policy to FILE, bump the policy generation and, in "
+        description=f"Move {refnames.POLICY} to FILE, bump the policy generation and, in "
         "the same ref transaction, revoke every live claim (reissue them under the new digest).",
     )
     add_repo(setp)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from integrator import refnames
 from integrator.commands._common import add_json, print_json, say
 from integrator.daemon import logs
 from integrator.errors import EXIT_OK, ConfigurationError, IntegratorError
@@ -26,7 +27,7 @@ def register(sub: Any) -> None:
         "promote",
         help="validate queue heads and promote the target to those that pass",
         description="With a [validation] section in the policy, landings move only the queue "
-        "(refs/integrator/queue/<target>); the promoter validates the newest queue head "
+        f"({refnames.QUEUE}<target>); the promoter validates the newest queue head "
         "covering at most max_batch unpromoted landings (a command in a clean checkout, or a "
         "result CI reports: integrator validation), moves refs/heads/<target> to it by "
         "compare-and-swap when it passes, and on failure bisects the batch, ejects the first "

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from integrator import refnames
 from integrator.commands._common import add_json, print_json, say
 from integrator.daemon import logs
 from integrator.errors import EXIT_OK, UsageError
@@ -15,7 +16,7 @@ def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "queue",
         help="pause or resume landings on the target, and show the queue's state",
-        description="A pause is recorded in git (refs/integrator/queue-control/<target>, one "
+        description=f"A pause is recorded in git ({refnames.QUEUE_CONTROL}<target>, one "
         "commit per change, so its log is the history) and read by every daemon before it "
         "claims a batch (in remote mode after fetching) and by the engine before it lands: "
         "submissions wait in the spool, nothing is lost or decided until `resume`. "

@@ -7,6 +7,7 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any
 
+from integrator import refnames
 from integrator.commands._common import add_json, add_repo, duration, print_json, say
 from integrator.errors import EXIT_OK, UsageError
 from integrator.records.archive_index import (
@@ -15,7 +16,6 @@ from integrator.records.archive_index import (
 )
 from integrator.records.canonical import Canonical
 from integrator.records.census import (
-    INTEGRATOR_PREFIX,
     archive_kinds,
     count_document,
     show_document,
@@ -41,7 +41,7 @@ def register(sub: Any) -> None:
         help="count integrator's refs and fold finished records into archive refs",
         description="Every claim, review record chain, expansion request and verdict is a ref; "
         "hosts slow down past a few thousand refs. `refs archive` folds the finished ones into "
-        "one ref per kind, refs/integrator/archive/<kind>, whose commits keep every archived "
+        f"one ref per kind, {refnames.ARCHIVE}<kind>, whose commits keep every archived "
         "chain reachable and index it; `contract show`, `contract list --archived`, review "
         "history and `refs show` still read them. See docs/refs.md.",
     )
@@ -49,10 +49,10 @@ def register(sub: Any) -> None:
 
     archive = inner.add_parser(
         "archive",
-        help="fold finished records older than an age into refs/integrator/archive/<kind>",
+        help=f"fold finished records older than an age into {refnames.ARCHIVE}<kind>",
         description="Finished records: claims consumed or revoked (not while a held candidate "
         "or an expansion request of the task waits), review chains under "
-        "refs/integrator/archived/, expansion requests granted or dismissed, verdicts (on an "
+        f"{refnames.ARCHIVED}, expansion requests granted or dismissed, verdicts (on an "
         "intake repository). Live claims, held candidates and pending requests are never "
         "archived. Each batch (at most 500 ref updates: the archive ref and the deletions, "
         "each expecting the value it was read at) is one ref transaction, so a crash leaves "
@@ -128,7 +128,7 @@ def run_count(args: argparse.Namespace) -> int:
     if args.json:
         print_json(doc)
         return EXIT_OK
-    say(f"{doc['total']} refs, {doc['integrator']} under {INTEGRATOR_PREFIX}")
+    say(f"{doc['total']} refs, {doc['integrator']} under {refnames.NAMESPACE}")
     for folder, n in doc["byFolder"].items():
         say(f"  {folder:<16} {n:>8}")
     say("records (refs, archived):")

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from integrator import refnames
 from integrator.commands._common import print_json, read_input, say
 from integrator.daemon import logs
 from integrator.documents.verdict import Verdict
@@ -40,7 +41,7 @@ def register(sub: Any) -> None:
         "review",
         help="list, show, approve or reject candidates held as FENCED or REVIEW",
         description="Held candidates wait in the spool's fenced/ and review/ folders, kept "
-        "alive by refs/integrator/held/<id>. Approval never bypasses the fence: it runs the "
+        f"alive by {refnames.HELD}<id>. Approval never bypasses the fence: it runs the "
         "candidate through integrate again under the contract the coordinator re-issued or "
         "expanded. Every action is recorded in the held ref's history and in the mirror.",
     )
@@ -148,7 +149,7 @@ def _register_mark(inner: Any) -> None:
         help="record that the fence was wrong about a landing or a held submission",
         description="Mark a recorded submission — a held submission's id, or a landing's "
         "staging commit — a false positive: the fence (observe or enforce) was wrong about "
-        "it. Recorded in git on refs/integrator/false-positives/<ID> (who, when, why, which "
+        f"it. Recorded in git on {refnames.FALSE_POSITIVES}<ID> (who, when, why, which "
         "codes; none named: all), like the other review actions; `integrator report observe` "
         "counts marks per category, and a category is ready for enforce only without any. "
         "--withdraw records that an earlier mark was itself a mistake.",

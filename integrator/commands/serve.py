@@ -9,6 +9,7 @@ from typing import Any
 
 import structlog
 
+from integrator import refnames
 from integrator.daemon import logs
 from integrator.daemon.health import Check, HealthServer, Metrics, repository_check
 from integrator.daemon.intake import Intake
@@ -63,7 +64,7 @@ def register(sub: Any) -> None:
         "--intake",
         metavar="URL",
         help="also decide submissions pushed to this git repository "
-        "(refs/integrator/submit/*), publishing verdicts there (polled every --poll, default 1 s)",
+        f"({refnames.SUBMIT}*), publishing verdicts there (polled every --poll, default 1 s)",
     )
     parser.add_argument(
         "--no-promote",

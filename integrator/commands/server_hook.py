@@ -18,27 +18,28 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from integrator import refnames
 from integrator.commands._common import add_json, print_json, say
 from integrator.errors import EXIT_FENCED, EXIT_OK, IntegratorError, UsageError
+from integrator.limits import HOOK_INPUT_BYTES
 from integrator.plumbing import signing
 from integrator.plumbing.signing import Update, push_option
 from integrator.serverhook import run
 from integrator.serverhook.decide import (
     IDENTITY_CHOICES,
-    MAX_INPUT_BYTES,
 )
 from integrator.serverhook.install import REPLACED, install
 from integrator.serverhook.run import CHAINED, GivenSettings
 
 MAX_SHOWN_REFUSALS = 200
 
-DESCRIPTION = """\
+DESCRIPTION = f"""\
 Keep the canonical repository's authority to the integrators, on the git server itself.
 
 Only an integrator may create, move or delete refs/heads/<target> and anything under
-refs/integrator/ (queue, claims, claims-index, policy, held, archived, expansions, archive,
+{refnames.NAMESPACE} (queue, claims, claims-index, policy, held, archived, expansions, archive,
 verdicts, …), tags and refs outside refs/heads/. Anyone who may push may create a
-submission, refs/integrator/submit/<taskId>/<submissionId> (written once), and push
+submission, {refnames.SUBMIT}<taskId>/<submissionId> (written once), and push
 branches other than the target. Odd ref names are refused for everyone.
 
 An integrator is a pusher whose name, as the server authenticated it, is allowed
@@ -182,7 +183,7 @@ def _given(args: argparse.Namespace) -> GivenSettings:
 
 def run_check(args: argparse.Namespace) -> int:
     """Fail closed: anything that goes wrong refuses the push, saying why."""
-    data = sys.stdin.buffer.read(MAX_INPUT_BYTES + 1)  # past the limit it is refused anyway
+    data = sys.stdin.buffer.read(HOOK_INPUT_BYTES + 1)  # past the limit it is refused anyway
     env = dict(os.environ)
     prefix = ""
     try:

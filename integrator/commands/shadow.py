@@ -8,6 +8,7 @@ from typing import Any
 
 from integrator.commands._common import add_json, add_repo, print_json, read_input, say
 from integrator.errors import EXIT_FENCED, EXIT_OK, UsageError
+from integrator.limits import SHADOW_REQUEST_BYTES
 
 
 def register(sub: Any) -> None:
@@ -102,8 +103,8 @@ def _answer(source: str) -> int:
     from integrator.rollout.shadow import decide_request
 
     data = read_input(source)
-    if len(data) > 4 << 20:
-        raise UsageError("the shadow request is larger than 4 MiB")
+    if len(data) > SHADOW_REQUEST_BYTES:
+        raise UsageError(f"the shadow request is larger than {SHADOW_REQUEST_BYTES >> 20} MiB")
     try:
         request = ShadowRequest.model_validate_json(data)
     except ValidationError as err:

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from integrator import refnames
 from integrator.commands._common import print_json, say
 from integrator.commands.submit import wait_for, wait_intake
 from integrator.fleet.submit import landing, verdict_document, wait_filed
@@ -17,7 +18,7 @@ def register(sub: Any) -> None:
         "status",
         help="print a submission's verdict (exit codes as gate); --wait for it",
         description="Read the verdict the daemons published for a submission: on the intake "
-        "(refs/integrator/verdicts/<task>/<id>) or in the spool's decided folders. Exit 0 "
+        f"({refnames.VERDICTS}<task>/<id>) or in the spool's decided folders. Exit 0 "
         "ACCEPTED, 1 FENCED, 3 REVIEW, 2 rejected as malformed, 4 no verdict (yet, or "
         "within --wait).",
     )

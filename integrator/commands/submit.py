@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from integrator import refnames
 from integrator.commands._common import print_json, read_input, say
 from integrator.errors import UsageError
 from integrator.fleet.submit import (
@@ -28,7 +29,7 @@ def register(sub: Any) -> None:
         "the canonical object store (worktrees) send the commit id; agents on other clones "
         "add --bundle to ship the commits as a git bundle. Agents on other machines use "
         "--intake URL instead: one push carries the candidate and the submission to "
-        "refs/integrator/submit/<task>/<id>, and `integrator status` reads the verdict. "
+        f"{refnames.SUBMIT}<task>/<id>, and `integrator status` reads the verdict. "
         "Prints the submission id.",
     )
     where = parser.add_mutually_exclusive_group(required=True)
@@ -36,7 +37,7 @@ def register(sub: Any) -> None:
     where.add_argument(
         "--intake",
         metavar="URL",
-        help="a git repository the daemons serve (push to refs/integrator/submit/...)",
+        help=f"a git repository the daemons serve (push to {refnames.SUBMIT}...)",
     )
     parser.add_argument(
         "--contract", required=True, metavar="FILE", help="contract JSON, - for stdin"

@@ -6,10 +6,11 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from integrator import jsontext
+from integrator import jsontext, refnames
 from integrator.commands._common import add_json, print_json, read_input, say
 from integrator.daemon import logs
 from integrator.errors import EXIT_FENCED, EXIT_OK, UsageError
+from integrator.limits import ACTOR_CHARS, DETAILS_BYTES, RECORD_TEXT_CHARS
 
 if TYPE_CHECKING:
     from integrator.documents.policy import Validation
@@ -23,7 +24,7 @@ def register(sub: Any) -> None:
         description='With `[validation] mode = "external"` the promoter runs no command: CI '
         "asks what to test (request), tests the queue head's tree, and records the result "
         "(report) from any CI system. Results live in git "
-        "(refs/integrator/validations/<target>/<head>); the promoter promotes a passing head "
+        f"({refnames.VALIDATIONS}<target>/<head>); the promoter promotes a passing head "
         "and bisects a failing batch, asking for more heads. Docs: docs/validation.md.",
     )
     inner = parser.add_subparsers(dest="validation_command", metavar="ACTION", required=True)
@@ -90,14 +91,15 @@ def _control(c: str) -> bool:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from integrator.documents.promotion import DETAILS_LIMIT, TEXT
     from integrator.promotion.external import record_report, result_document
 
-    if args.log is not None and (len(args.log) > TEXT or any(_control(c) for c in args.log)):
-        raise UsageError(f"--log must be one line of at most {TEXT} characters")
-    if len(args.reporter) > 200 or any(_control(c) for c in args.reporter):
-        raise UsageError("--reporter must be one line of at most 200 characters")
-    details = read_input(args.details, DETAILS_LIMIT) if args.details else None
+    if args.log is not None and (
+        len(args.log) > RECORD_TEXT_CHARS or any(_control(c) for c in args.log)
+    ):
+        raise UsageError(f"--log must be one line of at most {RECORD_TEXT_CHARS} characters")
+    if len(args.reporter) > ACTOR_CHARS or any(_control(c) for c in args.reporter):
+        raise UsageError(f"--reporter must be one line of at most {ACTOR_CHARS} characters")
+    details = read_input(args.details, DETAILS_BYTES) if args.details else None
     if details is not None:
         try:
             jsontext.loads(details)

@@ -19,9 +19,10 @@ from pathlib import Path
 import pygit2
 import structlog
 
-from integrator import faults
+from integrator import faults, refnames
 from integrator.errors import InfrastructureError, IntegratorError
-from integrator.fleet.intake import SUBMISSION_FILE, SUBMIT_PREFIX, submit_ref, verdict_ref
+from integrator.fleet.intake import SUBMISSION_FILE, submit_ref, verdict_ref
+from integrator.limits import SUBMISSION_BYTES, VERDICT_BYTES
 from integrator.plumbing import git
 from integrator.plumbing.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 from integrator.plumbing.remote import (
@@ -33,13 +34,10 @@ from integrator.plumbing.remote import (
 )
 from integrator.records.canonical import Canonical, signature
 from integrator.refnames import refname_problem
-from integrator.store.spool import ID_RE, REJECTION_FILE, SUBMISSION_LIMIT, VERDICT_FILE, Spool
+from integrator.store.spool import ID_RE, REJECTION_FILE, VERDICT_FILE, Spool
 from integrator.store.submitted import read_at_most_path
 
 log = structlog.get_logger("integrator.intake")
-
-MIRRORED_PREFIX = "refs/integrator/intake/submit/"  # where the mirror keeps what it fetched
-PUBLISHED_LIMIT = 16 << 20  # a verdict document the daemon wrote
 
 
 @dataclass(frozen=True)
@@ -81,14 +79,14 @@ class Intake:
         """Fetch the intake's submissions; every one the mirror now holds, oldest id first."""
         proc = self._git(
             ["fetch", "--quiet", "--prune", "--no-tags", "--no-write-fetch-head",
-             "--no-auto-maintenance", self.url, f"+{SUBMIT_PREFIX}*:{MIRRORED_PREFIX}*"]
+             "--no-auto-maintenance", self.url, f"+{refnames.SUBMIT}*:{refnames.INTAKE_SUBMIT}*"]
         )  # fmt: skip
         if proc.returncode != 0:
             why = proc.stderr.decode("utf-8", "replace").strip().splitlines()
             raise InfrastructureError(f"cannot fetch the intake: {why[-1] if why else '?'}")
         found = []
-        for ref, oid in git.refs_under(self.canonical.repo, MIRRORED_PREFIX).items():
-            task_id, _, sid = ref.removeprefix(MIRRORED_PREFIX).partition("/")
+        for ref, oid in git.refs_under(self.canonical.repo, refnames.INTAKE_SUBMIT).items():
+            task_id, _, sid = ref.removeprefix(refnames.INTAKE_SUBMIT).partition("/")
             if refname_problem(task_id) or not ID_RE.match(sid):
                 log.warning("intake.unusable_ref", ref=ref)  # nothing to name a verdict by
                 continue
@@ -164,8 +162,8 @@ class Intake:
             return None
         if kind != pygit2.enums.ObjectType.BLOB or entry.filemode != pygit2.enums.FileMode.BLOB:
             return None
-        if size > SUBMISSION_LIMIT:
-            return b"\0" * (SUBMISSION_LIMIT + 1)  # the spool's reader refuses it by size
+        if size > SUBMISSION_BYTES:
+            return b"\0" * (SUBMISSION_BYTES + 1)  # the spool's reader refuses it by size
         return bytes(repo.odb.read(entry.id)[1])
 
     def publish(self, pending: list[Pending]) -> int:
@@ -191,7 +189,7 @@ class Intake:
     def _publish_one(self, item: Pending, folder: Path) -> None:
         for name in (VERDICT_FILE, REJECTION_FILE):
             try:
-                document = read_at_most_path(folder / name, PUBLISHED_LIMIT)
+                document = read_at_most_path(folder / name, VERDICT_BYTES)
                 break
             except FileNotFoundError:
                 continue

@@ -17,13 +17,12 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import UTC, datetime
 from types import FrameType
 
 import structlog
-import watchfiles
 
 from integrator.daemon.health import Metrics
 from integrator.daemon.intake import Intake
@@ -31,6 +30,7 @@ from integrator.daemon.notify import Notifier
 from integrator.daemon.probe import Backoff, HostProbe, Trouble
 from integrator.daemon.promotion import Promotion
 from integrator.daemon.settings import Settings
+from integrator.daemon.wakeup import Wakeup
 from integrator.documents.verdict import Decision, Verdict
 from integrator.errors import (
     ConfigurationError,
@@ -41,6 +41,7 @@ from integrator.errors import (
     UsageError,
 )
 from integrator.landing.outcomes import Engine, Outcome, Ready
+from integrator.limits import MAX_CRASHES
 from integrator.paths import escape_undecodable
 from integrator.plumbing import git, transaction
 from integrator.plumbing.bundles import import_bundle, quarantine_prefix
@@ -62,7 +63,6 @@ BUNDLE_COPY = "bundle.copy"  # the daemon's copy of a submission's bundle, in it
 
 # An unexpected exception on one submission is retried this often, then the submission is
 # rejected with the error, so one poison candidate cannot stop the queue forever.
-CRASH_LIMIT = 3
 
 
 class Daemon:
@@ -104,7 +104,7 @@ class Daemon:
         self._stopping = False
         self._reload_requested = False
         self._backoff = Backoff()
-        self._watcher: Generator[set[tuple[watchfiles.Change, str]], None, None] | None = None
+        self._wakeup = Wakeup(spool.folder("new"), self._wake)
         self._worker: MirrorWorker | None = None
         self._watchdog = self.notifier.watchdog_interval() is not None
         self.probe = HostProbe.of(canonical, intake.url if intake is not None else None)
@@ -354,7 +354,7 @@ class Daemon:
         """Integrate singly, so a failure is pinned on the submission that causes it.
 
         One that fails while the host is healthy is counted (in its folder, so the count
-        survives restarts and `serve --once` runs) and rejected at CRASH_LIMIT; the others
+        survives restarts and `serve --once` runs) and rejected at MAX_CRASHES; the others
         are decided meanwhile, so one poison submission never holds up those behind it.
         """
         outcomes: list[Outcome] = []
@@ -370,7 +370,7 @@ class Daemon:
                     return outcomes, first or trouble
                 count = self.spool.record_attempt(p.sid, repr(err))
                 self.log.exception("integrate.crashed", submission=p.sid, attempt=count)
-                if count < CRASH_LIMIT:
+                if count < MAX_CRASHES:
                     first = first or _infra(err)
                     continue  # stays in work/; retried, after the others are decided
                 reason = (
@@ -468,26 +468,10 @@ class Daemon:
 
     def _wait(self, timeout: float) -> None:
         """Until a file lands in new/, a signal arrives, or `timeout` passes (the rescan)."""
-        if self._wake.is_set() or not self.settings.watch or self._backoff.seconds:
-            self._wake.wait(timeout)
-            self._wake.clear()
-            return
-        if self._watcher is None:
-            self._watcher = watchfiles.watch(
-                self.spool.folder("new"), watch_filter=None, debounce=100, step=10,
-                stop_event=self._wake, rust_timeout=max(1, int(timeout * 1000)),
-                yield_on_timeout=True, raise_interrupt=False, recursive=False,
-            )  # fmt: skip
-        try:
-            next(self._watcher)
-        except StopIteration:  # the wake event was set: a signal
-            self._watcher = None
-            self._wake.clear()
+        self._wakeup.wait(timeout, watch=self.settings.watch and not self._backoff.seconds)
 
     def _close_watcher(self) -> None:
-        if self._watcher is not None:
-            self._watcher.close()
-            self._watcher = None
+        self._wakeup.close()
 
     def _apply_reload(self) -> None:
         self._reload_requested = False

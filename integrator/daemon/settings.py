@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from integrator.errors import ConfigurationError
-from integrator.plumbing.bundles import DEFAULT_BUNDLE_MAX_BYTES
+from integrator.limits import BUNDLE_BYTES
 
 
 @dataclass(frozen=True)
@@ -22,7 +22,7 @@ class Settings:
     watch: bool = True
     batch_size: int = 64
     batch_seconds: float = 0.25
-    bundle_max_bytes: int = DEFAULT_BUNDLE_MAX_BYTES
+    bundle_max_bytes: int = BUNDLE_BYTES
     log_level: str = "info"
     max_backoff: float = 30.0
     mirror_timeout: float = 0.5  # SQLite busy timeout; read at start only

@@ -20,6 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from integrator import refnames
 from integrator.demo.stage import BOLD, DIM, ENV, RESET, Demo
 
 PROJECT = {
@@ -46,8 +47,8 @@ def act_one(demo: Demo) -> None:
     _decisions_table(demo, sids)
     demo.say("5. What landed, and where to look next")
     print(demo.git("log", "--oneline", "main", cwd=canonical))
-    print(f"{DIM}$ git log --oneline refs/integrator/claims/search{RESET}")
-    print(demo.git("log", "--oneline", "refs/integrator/claims/search", cwd=canonical))
+    print(f"{DIM}$ git log --oneline {refnames.CLAIMS}search{RESET}")
+    print(demo.git("log", "--oneline", f"{refnames.CLAIMS}search", cwd=canonical))
     print(demo.run("integrator", "review", "list", "--spool", "spool").rstrip())
 
 

@@ -25,7 +25,13 @@ from pydantic.alias_generators import to_camel
 from integrator import paths
 from integrator.documents.digests import digest_of
 from integrator.errors import ContractError
-from integrator.limits import CONTRACT_BYTES, MAX_GLOB_LENGTH, MAX_GLOBS, MAX_RESOURCES
+from integrator.limits import (
+    CONTRACT_BYTES,
+    HOLDER_CHARS,
+    MAX_GLOB_LENGTH,
+    MAX_GLOBS,
+    MAX_RESOURCES,
+)
 from integrator.paths import PathMatcher
 from integrator.refnames import refname_problem
 
@@ -118,7 +124,7 @@ class Model(BaseModel):
 
 
 class Lease(Model):
-    holder: Annotated[str, Field(min_length=1, max_length=200)]
+    holder: Annotated[str, Field(min_length=1, max_length=HOLDER_CHARS)]
     expires_at: AwareDatetime
 
 
@@ -136,7 +142,7 @@ class OwnershipContract(Model):
     resources: Annotated[list[Resource], Field(max_length=MAX_RESOURCES)] = Field(
         default_factory=list
     )
-    worktree_id: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    worktree_id: Annotated[str, Field(min_length=1, max_length=HOLDER_CHARS)] | None = None
     lease: Lease
     max_patch_bytes: Annotated[int, Field(ge=0, le=JSON_SAFE_INT)]
     policy_digest: Digest

@@ -14,38 +14,40 @@ import re
 from datetime import UTC, datetime
 from typing import Any
 
+from integrator.limits import (
+    MAX_NESTING,
+    SUBMISSION_BYTES,
+    SUBMITTER_HOST_CHARS,
+    SUBMITTER_REPO_CHARS,
+    SUBMITTER_USER_CHARS,
+)
+
 SUBMISSION_SCHEMA = "integrator.submission.v1"
-# A submission is a contract and a few ids; anything near this is not one.
-SUBMISSION_LIMIT = 1 << 20
-# Contracts are a few levels deep; the daemon's JSON reader refuses documents far deeper.
-MAX_DEPTH = 32
 BUNDLE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,100}\.bundle$")
 OBJECT_ID_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a full commit id (fullmatch)
-# The submitter's self-reported fields, cut to what the model admits.
-_LIMITS = {"user": 200, "host": 255, "repo": 4096}
 
 
 def submitter(
     user: str, host: str, pid: int | None = None, repo: str | None = None
 ) -> dict[str, Any]:
-    fields: dict[str, Any] = {"user": user[: _LIMITS["user"]] or "unknown"}
-    fields["host"] = host[: _LIMITS["host"]] or "unknown"
+    fields: dict[str, Any] = {"user": user[:SUBMITTER_USER_CHARS] or "unknown"}
+    fields["host"] = host[:SUBMITTER_HOST_CHARS] or "unknown"
     if pid is not None:
         fields["pid"] = pid
     if repo is not None:
-        fields["repo"] = repo[: _LIMITS["repo"]]
+        fields["repo"] = repo[:SUBMITTER_REPO_CHARS]
     return fields
 
 
 def _too_deep(value: Any) -> bool:
-    """Whether `value` nests lists and objects more than MAX_DEPTH deep (no recursion)."""
+    """Whether `value` nests lists and objects more than MAX_NESTING deep (no recursion)."""
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
         children = item.values() if isinstance(item, dict) else item
         for child in children:
             if isinstance(child, dict | list):
-                if depth == MAX_DEPTH:
+                if depth == MAX_NESTING:
                     return True
                 stack.append((child, depth + 1))
     return False
@@ -62,8 +64,8 @@ def submission_json(
 ) -> bytes:
     """The document's bytes, as the model's `to_json` writes them. ValueError for what the
     daemon's reader would refuse: a candidate or bundle name the model does not admit, a
-    contract nested more than MAX_DEPTH deep or holding text that is not Unicode, or a
-    document larger than SUBMISSION_LIMIT."""
+    contract nested more than MAX_NESTING deep or holding text that is not Unicode, or a
+    document larger than SUBMISSION_BYTES."""
     if OBJECT_ID_RE.fullmatch(candidate) is None:
         raise ValueError(f"{candidate!r} is not a full commit id")
     if bundle is not None and not BUNDLE_NAME_RE.match(bundle):
@@ -81,13 +83,13 @@ def submission_json(
     if urgent:
         document["urgent"] = True
     if _too_deep(contract):
-        raise ValueError(f"the contract nests lists and objects more than {MAX_DEPTH} deep")
+        raise ValueError(f"the contract nests lists and objects more than {MAX_NESTING} deep")
     try:
         # allow_nan=False: NaN and Infinity are not JSON (the model would write null).
         text = json.dumps(document, indent=2, ensure_ascii=False, allow_nan=False)
         data = text.encode() + b"\n"
     except UnicodeEncodeError as err:  # a lone surrogate escape, such as "\\ud800"
         raise ValueError(f"the submission holds text that is not Unicode ({err.reason})") from err
-    if len(data) > SUBMISSION_LIMIT:
-        raise ValueError(f"the submission would be {len(data)} bytes, more than {SUBMISSION_LIMIT}")
+    if len(data) > SUBMISSION_BYTES:
+        raise ValueError(f"the submission would be {len(data)} bytes, more than {SUBMISSION_BYTES}")
     return data

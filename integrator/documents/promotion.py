@@ -21,11 +21,9 @@ from pydantic import Field
 
 from integrator.documents.contract import Model
 from integrator.documents.verdict import Code
+from integrator.limits import ACTOR_CHARS, RECORD_TEXT_CHARS
 
 Status = Literal["requested", "running", "pass", "fail"]
-LOG_TAIL = 64 * 1024  # bytes of a run's output kept in its record
-DETAILS_LIMIT = 256 * 1024  # bytes of an external report's details file
-TEXT = 2000  # characters of free text (reasons, URLs) in a record
 
 
 class Covered(Model):
@@ -53,15 +51,15 @@ class ValidationResult(Model):
     status: Status
     final: bool = False  # the truth for this head: no other result is ever recorded after it
     attempt: Annotated[int, Field(ge=0)] = 0  # the run (0: a request, no run yet)
-    runner: Annotated[str, Field(max_length=TEXT)] = "integrator"
+    runner: Annotated[str, Field(max_length=RECORD_TEXT_CHARS)] = "integrator"
     at: datetime
     started_at: datetime | None = None
     expires_at: datetime | None = None  # a request or run others may take over after this
     duration_s: float | None = None
     exit_code: int | None = None
     timed_out: bool = False
-    log_url: Annotated[str, Field(max_length=TEXT)] | None = None
-    detail: Annotated[str, Field(max_length=TEXT)] | None = None
+    log_url: Annotated[str, Field(max_length=RECORD_TEXT_CHARS)] | None = None
+    detail: Annotated[str, Field(max_length=RECORD_TEXT_CHARS)] | None = None
 
 
 class Ejected(Model):
@@ -70,7 +68,7 @@ class Ejected(Model):
     landing: str  # the staging commit its consumed claim names
     staging: str  # the commit the queue held for it when it was ejected
     code: Code
-    detail: Annotated[str, Field(max_length=4 * TEXT)]
+    detail: Annotated[str, Field(max_length=4 * RECORD_TEXT_CHARS)]
     candidate: str | None = None
     task_id: str | None = None
     attempt_id: str | None = None
@@ -96,7 +94,7 @@ class PromotionRecord(Model):
     action: Literal["promote", "eject"]
     target: str
     at: datetime
-    actor: Annotated[str, Field(max_length=TEXT)]
+    actor: Annotated[str, Field(max_length=RECORD_TEXT_CHARS)]
     before: str  # promote: the target before; eject: the queue head before
     after: str  # promote: the target after; eject: the rebuilt queue head
     landings: list[Covered] = Field(default_factory=list)  # promote: the landings promoted
@@ -127,6 +125,6 @@ class QueueControl(Model):
     )
     target: str
     paused: bool
-    reason: Annotated[str, Field(max_length=TEXT)] | None = None
-    actor: Annotated[str, Field(max_length=200)]
+    reason: Annotated[str, Field(max_length=RECORD_TEXT_CHARS)] | None = None
+    actor: Annotated[str, Field(max_length=ACTOR_CHARS)]
     at: datetime

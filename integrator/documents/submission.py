@@ -14,6 +14,7 @@ from pydantic import AfterValidator, AwareDatetime, Field
 
 from integrator.documents.contract import Model, ObjectId
 from integrator.documents.envelope import BUNDLE_NAME_RE, SUBMISSION_SCHEMA
+from integrator.limits import SUBMITTER_HOST_CHARS, SUBMITTER_REPO_CHARS, SUBMITTER_USER_CHARS
 
 __all__ = ["SUBMISSION_SCHEMA", "Submission", "Submitter"]
 
@@ -27,10 +28,10 @@ def _bundle_name(value: str) -> str:
 class Submitter(Model):
     """Who handed the candidate in. Self-reported: it is for people, never for authority."""
 
-    user: Annotated[str, Field(min_length=1, max_length=200)]
-    host: Annotated[str, Field(min_length=1, max_length=255)]
+    user: Annotated[str, Field(min_length=1, max_length=SUBMITTER_USER_CHARS)]
+    host: Annotated[str, Field(min_length=1, max_length=SUBMITTER_HOST_CHARS)]
     pid: Annotated[int, Field(ge=0)] | None = None
-    repo: Annotated[str, Field(max_length=4096)] | None = None
+    repo: Annotated[str, Field(max_length=SUBMITTER_REPO_CHARS)] | None = None
 
 
 class Submission(Model):

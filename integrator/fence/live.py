@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from integrator import refnames
 from integrator.documents.claim import ClaimView, Grant
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.verdict import Code, Violation
@@ -45,9 +46,9 @@ def check_claim_known() -> list[Violation]:
     return [
         Violation(
             code=Code.CLAIM_UNVERIFIED,
-            detail="no claim refs here (refs/integrator/claims/*), so the contract was checked "
+            detail=f"no claim refs here ({refnames.CLAIMS}*), so the contract was checked "
             "against its own rules only, not against the live claim: fetch them (git fetch "
-            "origin '+refs/integrator/*:refs/integrator/*') or pass --static to ask for "
+            f"origin '{refnames.ALL_REFSPEC}') or pass --static to ask for "
             "exactly that",
         )
     ]
@@ -62,7 +63,7 @@ def check_rewritten(task_id: str, rewritten: dict[str, tuple[str, str]]) -> list
     return [
         Violation(
             code=Code.CLAIM_REWRITTEN,
-            detail=f"refs/integrator/claims/{task_id} moved from {before[:12]} to {now[:12]}, "
+            detail=f"{refnames.CLAIMS}{task_id} moved from {before[:12]} to {now[:12]}, "
             "which does not descend from it: the claim was rewritten on the server",
         )
     ]
@@ -79,7 +80,7 @@ def check_live(
         return [
             Violation(
                 code=Code.CLAIM_MISSING,
-                detail=f"no claim refs/integrator/claims/{contract.task_id}; "
+                detail=f"no claim {refnames.CLAIMS}{contract.task_id}; "
                 "the coordinator must issue the contract first",
             )
         ]

@@ -18,6 +18,7 @@ from typing import Literal
 from integrator import jsontext
 from integrator.fleet.patches import PatchError, parse_patch, readings, resolve
 from integrator.fleet.shell import APPLY_PATCH_NAMES, ShellError, invocation_paths, shell_patches
+from integrator.limits import MAX_EVENT_BYTES
 
 Dialect = Literal["claude", "codex", "gemini"]
 
@@ -33,7 +34,6 @@ READ_ONLY_TOOLS = frozenset(
     }
 )  # fmt: skip
 SHELL_TOOLS = frozenset({"Bash", "run_shell_command", "shell", "exec_command", "local_shell"})
-MAX_EVENT_BYTES = 16 << 20  # a tool call bigger than this is not read: denied
 SHELL_DIR_FIELDS = ("workdir", "dir_path", "directory")  # a shell tool's own working folder
 
 

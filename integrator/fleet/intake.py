@@ -15,25 +15,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from integrator import refnames
 from integrator.errors import InfrastructureError, UsageError
 from integrator.plumbing.git import run_git
 from integrator.refnames import refname_problem
 
-SUBMIT_PREFIX = "refs/integrator/submit/"
-VERDICTS_PREFIX = "refs/integrator/verdicts/"
 SUBMISSION_FILE = "submission.json"
 VERDICT_FILE = "verdict.json"
 REJECTION_FILE = "rejection.json"
 # Where an agent's repository keeps the verdicts it fetched (never pushed anywhere).
-FETCHED_PREFIX = "refs/integrator/intake/verdicts/"
 
 
 def submit_ref(task_id: str, sid: str) -> str:
-    return f"{SUBMIT_PREFIX}{task_id}/{sid}"
+    return f"{refnames.SUBMIT}{task_id}/{sid}"
 
 
 def verdict_ref(task_id: str, sid: str) -> str:
-    return f"{VERDICTS_PREFIX}{task_id}/{sid}"
+    return f"{refnames.VERDICTS}{task_id}/{sid}"
 
 
 def _component(value: str, what: str) -> str:
@@ -87,16 +85,16 @@ class Published:
 def find_verdict(url: str, repo: Path, sid: str) -> Published | None:
     """The verdict the daemons published for submission `sid`, or None (not yet)."""
     _component(sid, "submission id")
-    listed = run_git(["ls-remote", "--refs", url, f"{VERDICTS_PREFIX}*"], cwd=repo, check=False)
+    listed = run_git(["ls-remote", "--refs", url, f"{refnames.VERDICTS}*"], cwd=repo, check=False)
     if listed.returncode != 0:
         why = listed.stderr.decode("utf-8", "replace").strip().splitlines()
         raise InfrastructureError(f"cannot read {url}: {why[-1] if why else listed.returncode}")
     for line in listed.stdout.decode("utf-8", "replace").splitlines():
         _, _, ref = line.partition("\t")
-        task_id, _, name = ref.removeprefix(VERDICTS_PREFIX).partition("/")
+        task_id, _, name = ref.removeprefix(refnames.VERDICTS).partition("/")
         if name != sid or refname_problem(task_id):
             continue
-        local = f"{FETCHED_PREFIX}{sid}"
+        local = f"{refnames.INTAKE_VERDICTS}{sid}"
         run_git(["fetch", "--quiet", "--no-tags", url, f"+{ref}:{local}"], cwd=repo)
         for name_in_tree, rejected in ((VERDICT_FILE, False), (REJECTION_FILE, True)):
             shown = run_git(["cat-file", "blob", f"{local}:{name_in_tree}"], cwd=repo, check=False)

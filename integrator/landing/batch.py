@@ -20,7 +20,7 @@ from datetime import datetime
 
 import pygit2
 
-from integrator import faults
+from integrator import faults, refnames
 from integrator.documents.claim import Claim
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.trailers import staging_message
@@ -73,7 +73,7 @@ def land_batch(ctx: LandingContext, evaluations: Iterable[Complete]) -> BatchOut
     # Whatever lands shares the policy read here: the transaction verifies it, and a
     # candidate evaluated under another is fenced by `recheck` (or, evaluated under a newer
     # one, planned again).
-    policy_oid = canonical.ref(git.POLICY_REF)
+    policy_oid = canonical.ref(refnames.POLICY)
     follows = canonical.policy_state(policy_oid).policy.integration.target_follows_queue
     queue_oid, target_oid = _read_heads(canonical, follows)
     head_oid = queue_oid or target_oid
@@ -102,7 +102,7 @@ def land_batch(ctx: LandingContext, evaluations: Iterable[Complete]) -> BatchOut
         result = _plan_one(ctx, ev, head, target_oid, policy_oid, set(tasks), sig)
         if result is None:
             # _plan_one found the ref at the policy this evaluation was made under
-            early = RefMovedError(git.POLICY_REF, ev.policy_oid, policy_oid)
+            early = RefMovedError(refnames.POLICY, ev.policy_oid, policy_oid)
             continue  # planned again next round
         if isinstance(result, Verdict):
             verdicts[position] = result
@@ -157,7 +157,7 @@ def _transaction(
     """Verify the policy, move the queue (and the target), consume every landed claim."""
     ops: list[transaction.RefOp] = []
     if policy_oid is not None:
-        ops.append(transaction.verify(git.POLICY_REF, policy_oid))
+        ops.append(transaction.verify(refnames.POLICY, policy_oid))
     last = planned[-1].staging
     ops.append(transaction.update(canonical.queue_ref, last, queue_oid))
     for plan in planned:
@@ -221,7 +221,7 @@ def _plan_one(  # noqa: PLR0911 — each stage stops with its own verdict
         earlier = ctx.history.earlier_landing(contract, claim, str(ev.verdict.candidate))
         if earlier is not None:
             return earlier
-    if policy_oid != ev.policy_oid and ctx.canonical.ref(git.POLICY_REF) == ev.policy_oid:
+    if policy_oid != ev.policy_oid and ctx.canonical.ref(refnames.POLICY) == ev.policy_oid:
         # Evaluated under a policy set after this landing read the ref (evaluations are
         # made while earlier candidates are planned): not stale, early. The transaction's
         # check of the policy it read fails, and the next round plans this one again.
@@ -290,7 +290,7 @@ def recheck(
         out.append(_moved(Canonical.claim_ref(contract.task_id), claim_oid, ev.claim.oid))
     live = check_live(contract, claim.view if claim else None, policy.digest, now)
     if policy_oid != ev.policy_oid:
-        out.append(_moved(git.POLICY_REF, policy_oid, ev.policy_oid))
+        out.append(_moved(refnames.POLICY, policy_oid, ev.policy_oid))
         live.append(Violation(code=Code.POLICY_CHANGED, detail=f"the policy moved to {policy_oid}"))
     if contract.task_id in tasks:
         live.append(

@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeAlias
 
 import pygit2
 
-from integrator import jsontext
+from integrator import jsontext, refnames
 from integrator.documents.claim import Claim
 from integrator.documents.contract import OwnershipContract, parse_contract
 from integrator.documents.policy import PolicyState
@@ -118,7 +118,7 @@ class Gate:
         canonical = self.canonical
         now = now or canonical.clock()
         authoritative = self.policy_override is None and canonical.initialized
-        policy_oid = canonical.ref(git.POLICY_REF) if authoritative else None
+        policy_oid = canonical.ref(refnames.POLICY) if authoritative else None
         policy = self.policy_override or canonical.policy_state(policy_oid)
         try:
             contract = parse_contract(contract_data)

@@ -35,6 +35,7 @@ from pydantic import Field
 
 from integrator.clock import parse_duration
 from integrator.errors import IntegratorError, UsageError
+from integrator.limits import MCP_ID_CHARS, MCP_MAX_ADDITIONS, MCP_MAX_PATHS, MCP_WAIT_SECONDS
 from integrator.mcp import models
 from integrator.mcp.tools import AgentTools, Result
 from integrator.version import __version__
@@ -99,7 +100,10 @@ def _tools(
     def check_paths(
         paths: Annotated[
             list[str],
-            Field(description="paths, relative to the worktree root or absolute", max_length=1000),
+            Field(
+                description="paths, relative to the worktree root or absolute",
+                max_length=MCP_MAX_PATHS,
+            ),
         ],
         worktree: Worktree = None,
     ) -> CallToolResult:
@@ -107,10 +111,12 @@ def _tools(
 
     def request_expansion(
         add_paths: Annotated[
-            list[str] | None, Field(description="globs to add to the write set", max_length=100)
+            list[str] | None,
+            Field(description="globs to add to the write set", max_length=MCP_MAX_ADDITIONS),
         ] = None,
         add_resources: Annotated[
-            list[str] | None, Field(description="KIND:NAME resources to add", max_length=100)
+            list[str] | None,
+            Field(description="KIND:NAME resources to add", max_length=MCP_MAX_ADDITIONS),
         ] = None,
         worktree: Worktree = None,
     ) -> CallToolResult:
@@ -126,9 +132,11 @@ def _tools(
         return result(lambda: tools.submit(candidate, bundle, worktree))
 
     def read_verdict(
-        submission: Annotated[str, Field(description="the id `submit` returned", max_length=64)],
+        submission: Annotated[
+            str, Field(description="the id `submit` returned", max_length=MCP_ID_CHARS)
+        ],
         wait_seconds: Annotated[
-            float, Field(ge=0, le=600, description="wait this long for it")
+            float, Field(ge=0, le=MCP_WAIT_SECONDS, description="wait this long for it")
         ] = 0,
     ) -> CallToolResult:
         return result(lambda: tools.read_verdict(submission, wait_seconds))

@@ -17,7 +17,9 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from integrator import refnames
 from integrator.errors import InfrastructureError, UsageError
+from integrator.limits import BUNDLE_HEADER_BYTES, MAX_BUNDLE_REFS
 from integrator.paths import escape_undecodable
 from integrator.plumbing import git, transaction
 
@@ -25,10 +27,6 @@ if TYPE_CHECKING:
     import pygit2
 
 
-OUTGOING_PREFIX = "refs/integrator/outgoing/"
-DEFAULT_BUNDLE_MAX_BYTES = 256 * 1024 * 1024
-_HEADER_LIMIT = 1024 * 1024
-_MAX_BUNDLE_REFS = 64
 # A bundle's ref names are spelled by its submitter and end up in git's messages and in
 # our refspecs: only plain names are accepted.
 _REF_NAME = re.compile(r"^(?:HEAD|refs/(?:[A-Za-z0-9._-]+/)*[A-Za-z0-9._-]+)$")
@@ -41,7 +39,7 @@ def create_bundle(repo_path: Path, candidate: str, base: str | None, out: Path) 
     `git bundle` only packs named refs, so the candidate gets a short-lived ref under
     refs/integrator/outgoing/ in the submitting clone, written and removed through git.py.
     """
-    ref = f"{OUTGOING_PREFIX}{out.parent.name}"
+    ref = f"{refnames.OUTGOING}{out.parent.name}"
     args = ["bundle", "create", "-q", str(out), ref]
     # A git process, not libgit2: submit runs after every task and must start light.
     if base and base != candidate and _OID.match(base) and _has_commit(repo_path, base):
@@ -62,7 +60,7 @@ def _has_commit(repo_path: Path, oid: str) -> bool:
 def bundle_refs(path: Path) -> list[tuple[str, str]]:
     """(oid, refname) pairs of a v2/v3 bundle header; UsageError when it is not one."""
     with open(path, "rb") as fh:
-        head = fh.read(_HEADER_LIMIT)
+        head = fh.read(BUNDLE_HEADER_BYTES)
     end = head.find(b"\n\n")
     lines = head[:end].decode("utf-8", "replace").split("\n") if end > 0 else []
     if not lines or lines[0] not in ("# v2 git bundle", "# v3 git bundle"):
@@ -79,13 +77,13 @@ def bundle_refs(path: Path) -> list[tuple[str, str]]:
         refs.append((oid, name))
     if not refs:
         raise UsageError("the bundle holds no refs")
-    if len(refs) > _MAX_BUNDLE_REFS:
-        raise UsageError(f"the bundle holds {len(refs)} refs, more than {_MAX_BUNDLE_REFS}")
+    if len(refs) > MAX_BUNDLE_REFS:
+        raise UsageError(f"the bundle holds {len(refs)} refs, more than {MAX_BUNDLE_REFS}")
     return refs
 
 
 def quarantine_prefix(sid: str) -> str:
-    return f"{git.QUARANTINE_PREFIX}{sid}/"
+    return f"{refnames.QUARANTINE}{sid}/"
 
 
 def import_bundle(

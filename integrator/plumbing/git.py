@@ -25,14 +25,6 @@ if TYPE_CHECKING:
     import pygit2
 
 ZERO_OID = "0" * 40
-QUEUE_PREFIX = "refs/integrator/queue/"
-CLAIMS_PREFIX = "refs/integrator/claims/"
-HELD_PREFIX = "refs/integrator/held/"
-QUARANTINE_PREFIX = "refs/integrator/quarantine/"
-POLICY_REF = "refs/integrator/policy"
-# Moved by every operation that makes a claim live: their compare-and-swap on it covers the
-# whole set of live claims, so two overlapping claims can never both become live.
-CLAIMS_INDEX_REF = "refs/integrator/claims-index"
 
 # Settings written by `integrator init` so an accepted landing survives a power cut: git's
 # default `core.fsync` (committed,-loose-object) fsyncs neither refs nor loose objects.

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from integrator import faults
+from integrator import faults, refnames
 from integrator.errors import ConfigurationError, InfrastructureError, RefMovedError
 from integrator.plumbing.git import git_env
 from integrator.plumbing.signing import push_option
@@ -36,11 +36,15 @@ from integrator.plumbing.transaction import RefOp, RefUpdater
 # What a mirror fetches: the target and every namespace of authority and records — all of
 # refs/integrator/ but what only this mirror holds (bundle quarantine, outgoing bundles) and
 # the intake's namespaces (fetched from the intake, wherever it is).
-LOCAL_ONLY = ("quarantine", "outgoing", "submit", "verdicts", "intake", "seen")
-AUTHORITY_REFSPECS = (
-    "+refs/integrator/*:refs/integrator/*",
-    *(f"^refs/integrator/{name}/*" for name in LOCAL_ONLY),
+LOCAL_ONLY = (
+    refnames.QUARANTINE,
+    refnames.OUTGOING,
+    refnames.SUBMIT,
+    refnames.VERDICTS,
+    refnames.INTAKE,
+    refnames.SEEN,
 )
+AUTHORITY_REFSPECS = (refnames.ALL_REFSPEC, *(f"^{prefix}*" for prefix in LOCAL_ONLY))
 PUSH_TIMEOUT = 300.0  # seconds for one push or fetch before it counts as failed
 KEY_FILE_CONFIG = "integrator.remoteKeyFile"  # the canonical server's push key
 INTAKE_KEY_FILE_CONFIG = "integrator.intakeKeyFile"  # the intake's, when it is another server

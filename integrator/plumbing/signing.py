@@ -19,13 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from integrator.errors import ConfigurationError, UsageError
+from integrator.limits import MAX_KEY_BYTES, MIN_KEY_BYTES
 from integrator.refnames import shown
 
 OPTION = "integrator-hmac"
 VERSION = "v1"
 DEFAULT_MAX_AGE = 300  # seconds a signature stays valid, either side of the server's clock
-MIN_KEY_BYTES = 32
-MAX_KEY_BYTES = 4096
 OID = re.compile(rb"[0-9a-f]{40}|[0-9a-f]{64}")
 _SIGNATURE = re.compile(r"v1:(\d{1,12}):([0-9a-f]{32}):([0-9a-f]{64})")
 

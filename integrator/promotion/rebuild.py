@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import pygit2
 
+from integrator import refnames
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.policy import PolicyState
 from integrator.documents.promotion import Covered, Ejected, Rebuilt
@@ -32,7 +33,6 @@ from integrator.landing.context import Head, LandingContext
 from integrator.landing.evaluation import Complete
 from integrator.landing.merge import merge_onto_head
 from integrator.landing.proof import merge_violations
-from integrator.plumbing import git
 from integrator.plumbing.packs import commit_bytes
 from integrator.promotion.state import TRAILER_BASE, TRAILER_DIGEST, TRAILER_REPLACES
 from integrator.records.canonical import Canonical, signature
@@ -116,7 +116,7 @@ def rebuild(ctx: LandingContext, good: str, later: list[Covered], dropped: set[s
     """Re-merge `later` (oldest first) onto `good`; `dropped` names landings already taken
     out (their bases are not on the new queue either)."""
     canonical = ctx.canonical
-    policy_oid = canonical.ref(git.POLICY_REF)
+    policy_oid = canonical.ref(refnames.POLICY)
     policy = canonical.policy_state(policy_oid)
     start = canonical.commit(good)
     head = Head(good, start.tree_id.raw, start)

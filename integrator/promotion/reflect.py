@@ -29,6 +29,7 @@ from integrator.documents.promotion import Ejected, PromotionRecord
 from integrator.documents.verdict import Decision, Verdict, Violation
 from integrator.errors import IntegratorError
 from integrator.files import atomic_write
+from integrator.limits import SUBMISSION_BYTES, VERDICT_BYTES
 from integrator.plumbing import git
 from integrator.records import validations
 from integrator.records.canonical import Canonical
@@ -37,7 +38,6 @@ from integrator.store.entries import MirrorRecord, review_record
 from integrator.store.mirror import Mirror
 from integrator.store.spool import (
     SUBMISSION_FILE,
-    SUBMISSION_LIMIT,
     VERDICT_FILE,
     Spool,
     submitted,
@@ -49,7 +49,6 @@ log = structlog.get_logger("integrator.promote")
 SEEN_FILE = "promotion-seen"
 OWNERSHIP_FILE = "ownership.json"  # the fence's verdict of an ejected landing, kept
 SCAN_LIMIT = 50_000  # accepted submissions read (newest first) to find an ejected landing
-_VERDICT_LIMIT = 16 << 20
 
 
 def _seen(spool: Spool) -> dict[str, str]:
@@ -65,7 +64,7 @@ def find_accepted(spool: Spool, names: set[str]) -> str | None:
     entries = spool.entries("accepted")
     for sid in reversed(entries[-SCAN_LIMIT:]):
         try:
-            data = read_at_most_path(spool.folder("accepted") / sid / VERDICT_FILE, _VERDICT_LIMIT)
+            data = read_at_most_path(spool.folder("accepted") / sid / VERDICT_FILE, VERDICT_BYTES)
             verdict = Verdict.model_validate_json(data)
         except (OSError, ValidationError):
             continue
@@ -80,13 +79,11 @@ def hold_ejected(canonical: Canonical, spool: Spool, item: Ejected, now: datetim
     if sid is None:
         return None
     folder = spool.folder("accepted") / sid
-    ownership = Verdict.model_validate_json(
-        read_at_most_path(folder / VERDICT_FILE, _VERDICT_LIMIT)
-    )
+    ownership = Verdict.model_validate_json(read_at_most_path(folder / VERDICT_FILE, VERDICT_BYTES))
     if ownership.decision is Decision.ACCEPTED:
         atomic_write(folder / OWNERSHIP_FILE, ownership.to_json().encode() + b"\n")
     verdict = ejection_verdict(ownership, item)
-    raw = read_submitted(submitted(folder), SUBMISSION_FILE, SUBMISSION_LIMIT)
+    raw = read_submitted(submitted(folder), SUBMISSION_FILE, SUBMISSION_BYTES)
     op = hold_op(canonical, sid, verdict, raw, now)
     if git.durable(canonical.repo):
         git.sync_objects(canonical.repo)  # the record on disk before a ref names it

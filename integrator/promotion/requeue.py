@@ -20,7 +20,13 @@ from integrator.documents.contract import OwnershipContract, parse_contract
 from integrator.documents.submission import Submission, Submitter
 from integrator.documents.verdict import Code, Verdict
 from integrator.errors import ConfigurationError, UsageError
-from integrator.limits import REASON_CHARS
+from integrator.limits import (
+    ACTOR_CHARS,
+    REASON_CHARS,
+    SUBMITTER_HOST_CHARS,
+    SUBMITTER_USER_CHARS,
+    VERDICT_BYTES,
+)
 from integrator.promotion.reflect import OWNERSHIP_FILE
 from integrator.records.canonical import Canonical
 from integrator.records.claims import Claims
@@ -67,8 +73,10 @@ def requeue(
     """Requeue held submission `sid` (ejected by promotion): (new submission id, contract)."""
     if not reason.strip():
         raise UsageError("a requeue needs a reason")
-    if len(reason) > REASON_CHARS or not actor or len(actor) > 200:
-        raise UsageError(f"the reason is at most {REASON_CHARS} characters, the actor 200")
+    if len(reason) > REASON_CHARS or not actor or len(actor) > ACTOR_CHARS:
+        raise UsageError(
+            f"the reason is at most {REASON_CHARS} characters, the actor {ACTOR_CHARS}"
+        )
     canonical = review.canonical
     canonical.refresh()
     with review._exclusive():
@@ -87,7 +95,10 @@ def requeue(
                 "schema": "integrator.submission.v1",
                 "contract": contract.wire(),
                 "candidate": held.submission.candidate,
-                "submitter": Submitter(user=actor[:200], host=socket.gethostname()[:255]),
+                "submitter": Submitter(
+                    user=actor[:SUBMITTER_USER_CHARS],
+                    host=socket.gethostname()[:SUBMITTER_HOST_CHARS],
+                ),
                 "submittedAt": review.clock(),
                 "urgent": True if urgent else None,
             }
@@ -107,7 +118,7 @@ def _landing_of(spool: Spool, sid: str, staging: str | None) -> str:
     if found is not None:
         try:
             ownership = Verdict.model_validate_json(
-                read_at_most_path(found[1] / OWNERSHIP_FILE, 16 << 20)
+                read_at_most_path(found[1] / OWNERSHIP_FILE, VERDICT_BYTES)
             )
             if ownership.staging_commit:
                 return ownership.staging_commit

@@ -26,7 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from integrator import faults
-from integrator.documents.promotion import LOG_TAIL, Covered
+from integrator.documents.promotion import Covered
+from integrator.limits import LOG_TAIL_BYTES
 from integrator.plumbing.git import git_env
 from integrator.promotion.scratch import PREFIX, mark, remove_folder
 
@@ -212,9 +213,9 @@ def _kill_group(pid: int, *, settle: float = 2.0) -> None:
 def _tail(path: Path) -> bytes:
     size = path.stat().st_size
     with path.open("rb") as handle:
-        if size > LOG_TAIL:
-            handle.seek(size - LOG_TAIL)
-            return b"[... %d earlier bytes not kept ...]\n" % (size - LOG_TAIL) + handle.read(
-                LOG_TAIL
+        if size > LOG_TAIL_BYTES:
+            handle.seek(size - LOG_TAIL_BYTES)
+            return b"[... %d earlier bytes not kept ...]\n" % (size - LOG_TAIL_BYTES) + handle.read(
+                LOG_TAIL_BYTES
             )
-        return handle.read(LOG_TAIL)
+        return handle.read(LOG_TAIL_BYTES)

@@ -26,8 +26,9 @@ import structlog
 
 from integrator import faults
 from integrator.documents.policy import Validation
-from integrator.documents.promotion import TEXT, Status, ValidationResult
+from integrator.documents.promotion import Status, ValidationResult
 from integrator.errors import RefMovedError, UsageError
+from integrator.limits import RECORD_TEXT_CHARS
 from integrator.plumbing import git, transaction
 from integrator.promotion import runner
 from integrator.promotion.state import QueueState
@@ -232,7 +233,7 @@ def run_heads(
                 _base_result(state, index, tree, status, canonical.clock()),
                 final=final, attempt=attempt.number, started_at=outcome.started_at,
                 duration_s=round(outcome.duration_s, 3), exit_code=outcome.exit_code,
-                timed_out=outcome.timed_out, detail=(outcome.error or None) and outcome.error[:TEXT],
+                timed_out=outcome.timed_out, detail=(outcome.error or None) and outcome.error[:RECORD_TEXT_CHARS],
             )  # fmt: skip
             log.info(
                 "validation.run", head=head, attempt=attempt.number, status=status,
@@ -356,7 +357,7 @@ def report(
     tree = str(canonical.commit(head).tree_id)
     base = tip[1] if tip is not None else _base_result(state, index, tree, status, now)
     result = _with(
-        base, status=status, at=now, runner=reporter[:TEXT], log_url=log_url,
+        base, status=status, at=now, runner=reporter[:RECORD_TEXT_CHARS], log_url=log_url,
         detail=None if tip is None else tip[1].detail,
     )  # fmt: skip
     _report_attempt(Recorder(canonical), canonical, result, config, details=details)

@@ -32,7 +32,7 @@ from datetime import UTC, datetime, timedelta
 
 import pygit2
 
-from integrator import faults, jsontext
+from integrator import faults, jsontext, refnames
 from integrator.documents.claim import parse_claim_state, view_from_state
 from integrator.errors import IntegratorError, RefMovedError, UsageError
 from integrator.plumbing import git, transaction
@@ -142,7 +142,7 @@ def waiting_tasks(canonical: Canonical) -> dict[str, str]:
     """Tasks something still waits on: a held candidate, a pending expansion request."""
     repo = canonical.repo
     out: dict[str, str] = {}
-    for ref, oid in git.refs_under(repo, git.HELD_PREFIX).items():
+    for ref, oid in git.refs_under(repo, refnames.HELD).items():
         commit = repo.get(oid)
         if not isinstance(commit, pygit2.Commit):
             continue
@@ -151,7 +151,7 @@ def waiting_tasks(canonical: Canonical) -> dict[str, str]:
             _json_at(repo, commit, "submission.json"), "contract", "taskId"
         )
         if task is not None:
-            out.setdefault(task, f"a held candidate waits ({ref.removeprefix(git.HELD_PREFIX)})")
+            out.setdefault(task, f"a held candidate waits ({ref.removeprefix(refnames.HELD)})")
     for ref, oid in git.refs_under(repo, PREFIXES["expansions"]).items():
         commit = repo.get(oid)
         state = (

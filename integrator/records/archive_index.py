@@ -20,17 +20,16 @@ from datetime import datetime
 
 import pygit2
 
-from integrator import jsontext
+from integrator import jsontext, refnames
 from integrator.documents.claim import Claim
 from integrator.plumbing import git
 from integrator.records.canonical import Canonical
 
-ARCHIVE_PREFIX = "refs/integrator/archive/"
 PREFIXES = {
-    "claims": git.CLAIMS_PREFIX,
-    "archived": "refs/integrator/archived/",
-    "expansions": "refs/integrator/expansions/",
-    "verdicts": "refs/integrator/verdicts/",
+    "claims": refnames.CLAIMS,
+    "archived": refnames.ARCHIVED,
+    "expansions": refnames.EXPANSIONS,
+    "verdicts": refnames.VERDICTS,
 }
 KINDS = tuple(PREFIXES)
 INDEX = "index"
@@ -39,7 +38,7 @@ _OID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")
 
 
 def archive_ref(kind: str) -> str:
-    return f"{ARCHIVE_PREFIX}{kind}"
+    return f"{refnames.ARCHIVE}{kind}"
 
 
 def shard_of(name: str) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pygit2
 
+from integrator import refnames
 from integrator.clock import Clock, utcnow
 from integrator.documents.claim import Claim, parse_claim_state, view_from_state
 from integrator.documents.contract import parse_contract
@@ -26,9 +27,6 @@ from integrator.plumbing import git, transaction
 from integrator.plumbing.packs import ObjectBuffer, flush_loose
 from integrator.plumbing.remote import KEY_FILE_CONFIG, RemotePush
 from integrator.plumbing.signing import load_key
-
-# Where a mirror remembers the claim commits it last saw (its own refs, never fetched).
-SEEN_PREFIX = "refs/integrator/seen/claims/"
 
 SIGNATURE_NAME = "integrator"
 SIGNATURE_EMAIL = "integrator@localhost"
@@ -122,17 +120,17 @@ class Canonical:
         self._check_claim_chains()
 
     def _check_claim_chains(self) -> None:
-        seen = git.refs_under(self.repo, SEEN_PREFIX)
+        seen = git.refs_under(self.repo, refnames.SEEN_CLAIMS)
         ops: list[transaction.RefOp] = []
-        for ref, oid in git.refs_under(self.repo, git.CLAIMS_PREFIX).items():
-            task = ref.removeprefix(git.CLAIMS_PREFIX)
-            before = seen.get(SEEN_PREFIX + task)
+        for ref, oid in git.refs_under(self.repo, refnames.CLAIMS).items():
+            task = ref.removeprefix(refnames.CLAIMS)
+            before = seen.get(refnames.SEEN_CLAIMS + task)
             if before == oid:
                 continue
             if before is not None and not self._descends(oid, before):
                 self.rewritten[task] = (before, oid)
                 continue
-            ops.append(transaction.RefOp("set", SEEN_PREFIX + task, oid))
+            ops.append(transaction.RefOp("set", refnames.SEEN_CLAIMS + task, oid))
         if ops:
             self.local_updater.apply(ops)
 
@@ -176,11 +174,11 @@ class Canonical:
 
     @property
     def queue_ref(self) -> str:
-        return f"{git.QUEUE_PREFIX}{self.target}"
+        return f"{refnames.QUEUE}{self.target}"
 
     @property
     def initialized(self) -> bool:
-        return self.repo.references.get(git.POLICY_REF) is not None
+        return self.repo.references.get(refnames.POLICY) is not None
 
     def ref(self, name: str) -> str | None:
         return git.ref_target(self.repo, name)
@@ -202,14 +200,14 @@ class Canonical:
 
     def policy_state(self, oid: str | None = None) -> PolicyState:
         """The policy at `oid` (default: the policy ref; the default policy when absent)."""
-        oid = oid or self.ref(git.POLICY_REF)
+        oid = oid or self.ref(refnames.POLICY)
         if oid is None:
             return PolicyState(default_policy(), 0, default_policy_text())
         cached = self._policies.get(oid)
         if cached is None:
             text = self.blob_at(oid, "policy.toml").decode("utf-8")
             generation = int(self.blob_at(oid, "generation").decode().strip())
-            policy = parse_policy(text, source=f"{git.POLICY_REF}@{oid[:12]}")
+            policy = parse_policy(text, source=f"{refnames.POLICY}@{oid[:12]}")
             cached = PolicyState(policy, generation, text)
             self._policies[oid] = cached
         return cached
@@ -218,7 +216,7 @@ class Canonical:
 
     @staticmethod
     def claim_ref(task_id: str) -> str:
-        return f"{git.CLAIMS_PREFIX}{task_id}"
+        return f"{refnames.CLAIMS}{task_id}"
 
     def claim_at(self, oid: str) -> Claim:
         cached = self._claims.get(oid)
@@ -236,7 +234,7 @@ class Canonical:
         return self.claim_at(oid) if oid is not None else None
 
     def claims(self) -> list[Claim]:
-        refs = git.refs_under(self.repo, git.CLAIMS_PREFIX)
+        refs = git.refs_under(self.repo, refnames.CLAIMS)
         return [self.claim_at(oid) for _, oid in sorted(refs.items())]
 
     def forget_documents(self) -> None:
@@ -247,6 +245,6 @@ class Canonical:
     def has_claims(self) -> bool:
         """Whether this repository holds claim refs (live, or folded into their archive)."""
         return any(
-            name.startswith(git.CLAIMS_PREFIX) or name == "refs/integrator/archive/claims"
+            name.startswith(refnames.CLAIMS) or name == f"{refnames.ARCHIVE}claims"
             for name in self.repo.references
         )

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from integrator import refnames
 from integrator.errors import InfrastructureError, RefMovedError, UsageError
 from integrator.records.archive import Archiver, KindReport
 from integrator.records.archive_index import (
-    ARCHIVE_PREFIX,
     PREFIXES,
     archive_ref,
     archived_count,
@@ -21,7 +21,6 @@ from integrator.records.archive_index import (
 )
 from integrator.records.canonical import Canonical
 
-INTEGRATOR_PREFIX = "refs/integrator/"
 # GitHub recommends at most 5,000 branches, and a push of ~10,000 refs failed there.
 ADVISE_AT = 5000
 
@@ -39,11 +38,11 @@ def count_document(canonical: Canonical) -> dict[str, Any]:
         if not name.startswith("refs/"):
             continue
         total += 1
-        if name.startswith(INTEGRATOR_PREFIX):
-            folders[name.removeprefix(INTEGRATOR_PREFIX).split("/", 1)[0]] += 1
+        if name.startswith(refnames.NAMESPACE):
+            folders[name.removeprefix(refnames.NAMESPACE).split("/", 1)[0]] += 1
     records = {
         kind: {
-            "refs": folders.get(prefix.removeprefix(INTEGRATOR_PREFIX).rstrip("/"), 0),
+            "refs": folders.get(prefix.removeprefix(refnames.NAMESPACE).rstrip("/"), 0),
             "archived": archived_count(canonical, kind),
             "archiveRef": archive_ref(kind) if canonical.ref(archive_ref(kind)) else None,
         }
@@ -60,7 +59,7 @@ def count_document(canonical: Canonical) -> dict[str, Any]:
         "integrator": sum(folders.values()),
         "byFolder": dict(sorted(folders.items())),
         "records": records,
-        "archivePrefix": ARCHIVE_PREFIX,
+        "archivePrefix": refnames.ARCHIVE,
         "advice": advice,
     }
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from integrator import refnames
 from integrator.documents.claim import ClaimView, parse_claim_state, view_from_state
 from integrator.documents.rules import ContractRules, rules_from_bytes
 from integrator.errors import ConfigurationError
-from integrator.plumbing.git import CLAIMS_PREFIX, run_git
+from integrator.plumbing.git import run_git
 from integrator.refnames import refname_problem
 
 
@@ -38,7 +39,7 @@ def _claim_objects(repo: Path, task_id: str) -> tuple[str, bytes, bytes] | None:
     problem = refname_problem(task_id)
     if problem:
         raise ConfigurationError(f"task id {task_id!r} cannot name a claim: it {problem}")
-    ref = f"{CLAIMS_PREFIX}{task_id}"
+    ref = f"{refnames.CLAIMS}{task_id}"
     specs = [ref, f"{ref}:claim.json", f"{ref}:contract.json"]
     proc = run_git(
         ["cat-file", "--batch"], cwd=repo, input="".join(s + "\n" for s in specs).encode()

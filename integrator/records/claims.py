@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from integrator import faults, jsontext
+from integrator import faults, jsontext, refnames
 from integrator.documents.claim import Claim, claim_state
 from integrator.documents.contract import OwnershipContract, parse_contract
 from integrator.documents.rules import CONTRACT_SCHEMA
@@ -29,13 +29,12 @@ from integrator.errors import (
     UsageError,
 )
 from integrator.fence.overlap import Overlap, find_overlaps
+from integrator.limits import DEFAULT_MAX_PATCH_BYTES
 from integrator.plumbing import git, transaction
 from integrator.plumbing.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 from integrator.records.archive_index import archived_claim, record_tip
 from integrator.records.canonical import Canonical, signature
-from integrator.records.pause import PAUSE_REF, refuse_if_paused
-
-DEFAULT_MAX_PATCH_BYTES = 10 * 1024 * 1024
+from integrator.records.pause import refuse_if_paused
 
 
 def new_attempt_id(task_id: str) -> str:
@@ -226,7 +225,7 @@ class Claims:
         on the claim ref itself, or a policy change, is the caller's RefMovedError.
         While new claims are paused (`integrator.records.pause`) it refuses, naming the reason."""
         for attempt in range(LIVE_RETRIES):
-            index = self.canonical.ref(git.CLAIMS_INDEX_REF)
+            index = self.canonical.ref(refnames.CLAIMS_INDEX)
             pause = refuse_if_paused(self.canonical)  # read after the index: see pause.py
             check()
             buffer = ObjectBuffer(self.canonical.repo)
@@ -234,17 +233,17 @@ class Claims:
             flush_loose(buffer)
             ops = [
                 transaction.update(Canonical.claim_ref(task_id), commit, parent),
-                transaction.update(git.CLAIMS_INDEX_REF, serial, index),
+                transaction.update(refnames.CLAIMS_INDEX, serial, index),
                 *extra(),
             ]
             if policy is not None:
-                ops.insert(0, transaction.verify(git.POLICY_REF, policy))
-            ops.insert(0, transaction.verify(PAUSE_REF, pause))
+                ops.insert(0, transaction.verify(refnames.POLICY, policy))
+            ops.insert(0, transaction.verify(refnames.PAUSE, pause))
             try:
                 self.apply(ops)
                 return
             except RefMovedError as moved:
-                retry = moved.ref in (git.CLAIMS_INDEX_REF, PAUSE_REF)
+                retry = moved.ref in (refnames.CLAIMS_INDEX, refnames.PAUSE)
                 if not retry or attempt == LIVE_RETRIES - 1:
                     raise
             time.sleep(random.uniform(0.001, 0.02) * (attempt + 1))
@@ -281,7 +280,7 @@ class Claims:
             # generation goes on from it, and its chain is the new claim's history.
             previous = archived_claim(self.canonical, request.task_id)
         generation = previous.view.generation + 1 if previous else 1
-        policy = self.canonical.ref(git.POLICY_REF)
+        policy = self.canonical.ref(refnames.POLICY)
         contract = build_contract(self.canonical, request, generation, now)
         state = claim_state(
             contract, state="live", lease_expires_at=contract.lease.expires_at, event="issue"
@@ -362,7 +361,7 @@ class Claims:
             max_patch_bytes=old.max_patch_bytes,
             worktree_id=old.worktree_id,
         )
-        policy = self.canonical.ref(git.POLICY_REF)
+        policy = self.canonical.ref(refnames.POLICY)
         contract = build_contract(self.canonical, request, claim.view.generation + 1, now)
         state = claim_state(
             contract,

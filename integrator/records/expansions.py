@@ -16,6 +16,7 @@ from datetime import timedelta
 import structlog
 from pydantic import ValidationError
 
+from integrator import refnames
 from integrator.documents.claim import Claim, Grant, claim_state
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.expansion import ExpansionRecord, ExpansionRequest
@@ -40,8 +41,6 @@ from integrator.records.claims import (
 from integrator.records.edits import written_already
 
 log = structlog.get_logger("integrator.expansions")
-
-EXPANSIONS_PREFIX = "refs/integrator/expansions/"
 
 
 @dataclass(frozen=True)
@@ -80,7 +79,7 @@ class ExpansionEntry:
 
 
 def expansion_ref(task_id: str, request_id: str) -> str:
-    return f"{EXPANSIONS_PREFIX}{task_id}/{request_id}"
+    return f"{refnames.EXPANSIONS}{task_id}/{request_id}"
 
 
 def write_expansion_commit(
@@ -111,7 +110,7 @@ def expansions(
     canonical: Canonical, task_id: str | None = None, *, pending_only: bool = False
 ) -> list[ExpansionEntry]:
     """Recorded expansion requests (of one task), oldest first; a damaged one is logged."""
-    prefix = EXPANSIONS_PREFIX if task_id is None else f"{EXPANSIONS_PREFIX}{task_id}/"
+    prefix = refnames.EXPANSIONS if task_id is None else f"{refnames.EXPANSIONS}{task_id}/"
     out = []
     for ref, oid in git.refs_under(canonical.repo, prefix).items():
         try:
@@ -199,7 +198,7 @@ class Expansions:
             max_patch_bytes=old.max_patch_bytes,
             worktree_id=old.worktree_id,
         )
-        policy = self.canonical.ref(git.POLICY_REF)
+        policy = self.canonical.ref(refnames.POLICY)
         contract = build_contract(self.canonical, new_request, view.generation + 1, now)
         state = claim_state(
             contract,

@@ -16,9 +16,10 @@ from typing import Literal
 import pygit2
 from pydantic import Field, ValidationError
 
+from integrator import refnames
 from integrator.documents.contract import Model
 from integrator.documents.verdict import Code, Decision, Verdict
-from integrator.plumbing import git, transaction
+from integrator.plumbing import transaction
 from integrator.plumbing.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 from integrator.records.archive_index import record_tip
 from integrator.records.canonical import Canonical, signature
@@ -26,9 +27,6 @@ from integrator.store.entries import codes_of
 from integrator.store.spool import SUBMISSION_FILE, VERDICT_FILE
 
 Action = Literal["hold", "approve", "reject", "requeue"]
-
-
-ARCHIVED_PREFIX = "refs/integrator/archived/"
 
 
 class ReviewAction(Model):
@@ -49,11 +47,11 @@ class ReviewAction(Model):
 
 
 def held_ref(sid: str) -> str:
-    return f"{git.HELD_PREFIX}{sid}"
+    return f"{refnames.HELD}{sid}"
 
 
 def archived_ref(sid: str) -> str:
-    return f"{ARCHIVED_PREFIX}{sid}"
+    return f"{refnames.ARCHIVED}{sid}"
 
 
 def _is_commit(repo: pygit2.Repository, oid: str) -> bool:

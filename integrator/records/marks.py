@@ -17,14 +17,14 @@ from typing import Literal
 
 from pydantic import Field, ValidationError
 
+from integrator import refnames
 from integrator.documents.contract import Model
 from integrator.errors import UsageError
-from integrator.limits import REASON_CHARS
+from integrator.limits import ACTOR_CHARS, REASON_CHARS
 from integrator.plumbing import git, transaction
 from integrator.plumbing.packs import ObjectBuffer, commit_bytes, tree_bytes
 from integrator.records.canonical import Canonical, signature
 
-MARKS_PREFIX = "refs/integrator/false-positives/"
 MARK_FILE = "mark.json"
 
 
@@ -49,18 +49,18 @@ class FalsePositive(Model):
 
 
 def mark_ref(subject: str) -> str:
-    return f"{MARKS_PREFIX}{subject}"
+    return f"{refnames.FALSE_POSITIVES}{subject}"
 
 
 def read_marks(canonical: Canonical) -> dict[str, FalsePositive]:
     """The newest mark of every subject (withdrawn ones included, so they read as such)."""
     out: dict[str, FalsePositive] = {}
-    for ref, oid in git.refs_under(canonical.repo, MARKS_PREFIX).items():
+    for ref, oid in git.refs_under(canonical.repo, refnames.FALSE_POSITIVES).items():
         try:
             mark = FalsePositive.model_validate_json(canonical.blob_at(oid, MARK_FILE))
         except (KeyError, ValidationError):
             continue  # a damaged mark counts as none: it can only make a category look ready
-        out[ref.removeprefix(MARKS_PREFIX)] = mark
+        out[ref.removeprefix(refnames.FALSE_POSITIVES)] = mark
     return out
 
 
@@ -79,8 +79,8 @@ def write_mark(canonical: Canonical, mark: FalsePositive) -> str:
     """Append `mark` to its subject's chain (a compare-and-swap); the new commit."""
     if not mark.reason.strip() or len(mark.reason) > REASON_CHARS:
         raise UsageError(f"a mark needs a --reason of at most {REASON_CHARS} characters")
-    if not mark.actor or len(mark.actor) > 200 or any(ord(ch) < 0x20 for ch in mark.actor):
-        raise UsageError("the actor must be one line of at most 200 characters")
+    if not mark.actor or len(mark.actor) > ACTOR_CHARS or any(ord(ch) < 0x20 for ch in mark.actor):
+        raise UsageError(f"the actor must be one line of at most {ACTOR_CHARS} characters")
     canonical.refresh()
     ref = mark_ref(mark.subject)
     old = canonical.ref(ref)

@@ -22,6 +22,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError
 
+from integrator import refnames
 from integrator.documents.contract import Model
 from integrator.errors import (
     ClaimConflictError,
@@ -29,12 +30,11 @@ from integrator.errors import (
     ConfigurationError,
     UsageError,
 )
-from integrator.limits import REASON_CHARS
-from integrator.plumbing import git, transaction
+from integrator.limits import ACTOR_CHARS, REASON_CHARS
+from integrator.plumbing import transaction
 from integrator.plumbing.packs import ObjectBuffer, commit_bytes, tree_bytes
 from integrator.records.canonical import Canonical, signature
 
-PAUSE_REF = "refs/integrator/pause"
 PAUSE_FILE = "pause.json"
 
 PauseName = Literal["paused", "resumed"]
@@ -60,7 +60,7 @@ class PauseState(Model):
 
 def read_pause(canonical: Canonical, oid: str | None = None) -> PauseState | None:
     """The pause document at `oid` (default: the pause ref); None when never paused."""
-    oid = oid if oid is not None else canonical.ref(PAUSE_REF)
+    oid = oid if oid is not None else canonical.ref(refnames.PAUSE)
     if oid is None:
         return None
     try:
@@ -68,15 +68,15 @@ def read_pause(canonical: Canonical, oid: str | None = None) -> PauseState | Non
     except (KeyError, ValidationError) as err:
         # A damaged pause record must not read as "not paused": refuse until repaired.
         raise ConfigurationError(
-            f"{PAUSE_REF} at {oid[:12]} holds no readable {PAUSE_FILE} ({type(err).__name__}); "
-            f"repair it by hand (git log {PAUSE_REF})"
+            f"{refnames.PAUSE} at {oid[:12]} holds no readable {PAUSE_FILE} ({type(err).__name__}); "
+            f"repair it by hand (git log {refnames.PAUSE})"
         ) from err
 
 
 def refuse_if_paused(canonical: Canonical) -> str | None:
     """Raise ClaimsPausedError while claims are paused; else the pause ref's value (for a
     `verify` in the caller's transaction)."""
-    oid = canonical.ref(PAUSE_REF)
+    oid = canonical.ref(refnames.PAUSE)
     state = read_pause(canonical, oid) if oid is not None else None
     if state is not None and state.paused:
         raise ClaimsPausedError(
@@ -89,7 +89,7 @@ def refuse_if_paused(canonical: Canonical) -> str | None:
 def history(canonical: Canonical) -> list[tuple[str, PauseState]]:
     """(commit, state) of every pause and resume, newest first."""
     out: list[tuple[str, PauseState]] = []
-    oid = canonical.ref(PAUSE_REF)
+    oid = canonical.ref(refnames.PAUSE)
     while oid is not None and len(out) < 10_000:
         state = read_pause(canonical, oid)
         assert state is not None
@@ -113,11 +113,11 @@ def set_pause(canonical: Canonical, state: PauseName, reason: str, actor: str) -
     refused, so the history says what each step changed."""
     if not reason.strip() or len(reason) > REASON_CHARS:
         raise UsageError(f"a {state[:-1]} needs a reason of at most {REASON_CHARS} characters")
-    if not actor or len(actor) > 200 or any(ord(ch) < 0x20 for ch in actor):
-        raise UsageError("the actor must be one line of at most 200 characters")
+    if not actor or len(actor) > ACTOR_CHARS or any(ord(ch) < 0x20 for ch in actor):
+        raise UsageError(f"the actor must be one line of at most {ACTOR_CHARS} characters")
     canonical.refresh()
-    index = canonical.ref(git.CLAIMS_INDEX_REF)
-    old = canonical.ref(PAUSE_REF)
+    index = canonical.ref(refnames.CLAIMS_INDEX)
+    old = canonical.ref(refnames.PAUSE)
     current = read_pause(canonical, old) if old is not None else None
     paused_now = current is not None and current.paused
     if state == "paused" and paused_now:
@@ -139,8 +139,8 @@ def set_pause(canonical: Canonical, state: PauseName, reason: str, actor: str) -
     canonical.record(
         buffer,
         [
-            transaction.update(PAUSE_REF, commit, old),
-            transaction.update(git.CLAIMS_INDEX_REF, serial, index),
+            transaction.update(refnames.PAUSE, commit, old),
+            transaction.update(refnames.CLAIMS_INDEX, serial, index),
         ],
     )
     return doc

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import pygit2
 
+from integrator import refnames
 from integrator.documents.claim import POLICY_REVOKE_EVENT
 from integrator.documents.policy import PolicyState, parse_policy
-from integrator.plumbing import git, transaction
+from integrator.plumbing import transaction
 from integrator.plumbing.packs import ObjectBuffer, flush_loose
 from integrator.records.canonical import Canonical, signature
 from integrator.records.claims import Claims, index_commit
@@ -49,12 +50,12 @@ def set_policy(
     canonical.refresh()
     # The claims index read before the live claims are: a claim made live meanwhile moves
     # it, and this transaction fails instead of leaving that claim live under the old policy.
-    index = canonical.ref(git.CLAIMS_INDEX_REF)
-    old_oid = canonical.ref(git.POLICY_REF)
+    index = canonical.ref(refnames.CLAIMS_INDEX)
+    old_oid = canonical.ref(refnames.POLICY)
     old = canonical.policy_state(old_oid)
     generation = old.generation + 1
     commit = write_policy_commit(canonical, text, generation, old_oid, event, reason)
-    ops = [transaction.update(git.POLICY_REF, commit, old_oid)]
+    ops = [transaction.update(refnames.POLICY, commit, old_oid)]
     claims = Claims(canonical)
     revoked: list[str] = []
     now = canonical.clock()
@@ -68,6 +69,6 @@ def set_policy(
     buffer = ObjectBuffer(canonical.repo)
     serial = index_commit(canonical, index, f"policy generation {generation}", now, objects=buffer)
     flush_loose(buffer)
-    ops.append(transaction.update(git.CLAIMS_INDEX_REF, serial, index))
+    ops.append(transaction.update(refnames.CLAIMS_INDEX, serial, index))
     canonical.updater.apply(ops)
     return canonical.policy_state(commit), revoked

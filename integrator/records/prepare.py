@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from integrator import refnames
 from integrator.documents.policy import default_policy_text, parse_policy
 from integrator.errors import ConfigurationError, RefMovedError
 from integrator.plumbing import git, transaction
@@ -56,7 +57,7 @@ def prepare(
                     "is not here; prepare a full clone (or set integrator.repoId first)"
                 )
         new_policy = None
-        if canonical.ref(git.POLICY_REF) is None:
+        if canonical.ref(refnames.POLICY) is None:
             new_policy = policy_text if policy_text is not None else default_policy_text()
             parse_policy(new_policy)
         elif (
@@ -73,14 +74,14 @@ def prepare(
             repo.config["integrator.repoId"] = identity
             actions.append(f"recorded repository identity {identity}")
         ops = []
-        queue_ref = f"{git.QUEUE_PREFIX}{target}"
+        queue_ref = f"{refnames.QUEUE}{target}"
         if canonical.ref(queue_ref) is None:
             ops.append(transaction.update(queue_ref, head, None))
             actions.append(f"created {queue_ref} at {head[:12]}")
         if new_policy is not None:
             commit = write_policy_commit(canonical, new_policy, 1, None, "init")
-            ops.append(transaction.update(git.POLICY_REF, commit, None))
-            actions.append(f"created {git.POLICY_REF} (generation 1)")
+            ops.append(transaction.update(refnames.POLICY, commit, None))
+            actions.append(f"created {refnames.POLICY} (generation 1)")
         if ops:
             git.sync_objects(repo)
             canonical.updater.apply(ops)

@@ -13,18 +13,19 @@ from datetime import datetime
 import pygit2
 from pydantic import ValidationError
 
-from integrator.documents.promotion import TEXT, QueueControl
+from integrator import refnames
+from integrator.documents.promotion import QueueControl
 from integrator.errors import ConfigurationError, UsageError
+from integrator.limits import ACTOR_CHARS, RECORD_TEXT_CHARS
 from integrator.plumbing import transaction
 from integrator.plumbing.packs import ObjectBuffer, commit_bytes, tree_bytes
 from integrator.records.canonical import SIGNATURE_EMAIL, SIGNATURE_NAME, Canonical
 
-CONTROL_PREFIX = "refs/integrator/queue-control/"
 CONTROL_FILE = "control.json"
 
 
 def control_ref(target: str) -> str:
-    return f"{CONTROL_PREFIX}{target}"
+    return f"{refnames.QUEUE_CONTROL}{target}"
 
 
 def read_control(canonical: Canonical) -> QueueControl | None:
@@ -56,10 +57,10 @@ def set_control(
     canonical: Canonical, *, paused: bool, reason: str | None, actor: str, now: datetime
 ) -> QueueControl:
     """Pause or resume landings on the target (one compare-and-swap on the control ref)."""
-    if reason is not None and len(reason) > TEXT:
-        raise UsageError(f"the reason is longer than {TEXT} characters")
-    if not actor or len(actor) > 200 or any(ord(ch) < 0x20 for ch in actor):
-        raise UsageError("the actor must be one line of at most 200 characters")
+    if reason is not None and len(reason) > RECORD_TEXT_CHARS:
+        raise UsageError(f"the reason is longer than {RECORD_TEXT_CHARS} characters")
+    if not actor or len(actor) > ACTOR_CHARS or any(ord(ch) < 0x20 for ch in actor):
+        raise UsageError(f"the actor must be one line of at most {ACTOR_CHARS} characters")
     canonical.refresh()
     ref = control_ref(canonical.target)
     old = canonical.ref(ref)

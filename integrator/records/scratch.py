@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from integrator import refnames
 from integrator.errors import ConfigurationError
 from integrator.plumbing import git
 from integrator.records.canonical import Canonical
@@ -54,7 +55,7 @@ def scratch(canonical: Canonical) -> Iterator[Canonical]:
         # here answers the live-claim stage from the record, never from this ref.
         anchor = canonical.ref(canonical.queue_ref) or canonical.ref(canonical.target_ref)
         if anchor is not None:
-            git.run_git(["update-ref", f"{git.CLAIMS_PREFIX}{MARKER}", anchor], cwd=path)
+            git.run_git(["update-ref", f"{refnames.CLAIMS}{MARKER}", anchor], cwd=path)
         borrowed = Canonical(path, clock=canonical.clock)
         try:
             yield borrowed

@@ -23,21 +23,14 @@ from __future__ import annotations
 import pygit2
 from pydantic import ValidationError
 
-from integrator.documents.promotion import (
-    DETAILS_LIMIT,
-    LOG_TAIL,
-    EjectionRecord,
-    PromotionRecord,
-    ValidationResult,
-)
+from integrator import refnames
+from integrator.documents.promotion import EjectionRecord, PromotionRecord, ValidationResult
 from integrator.errors import ConfigurationError
+from integrator.limits import DETAILS_BYTES, LOG_TAIL_BYTES
 from integrator.plumbing import git
 from integrator.plumbing.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 from integrator.records.canonical import SIGNATURE_EMAIL, SIGNATURE_NAME, Canonical
 
-VALIDATIONS_PREFIX = "refs/integrator/validations/"
-PROMOTION_PREFIX = "refs/integrator/promotion/"
-EJECTED_PREFIX = "refs/integrator/ejected/"
 RESULT_FILE = "result.json"
 LOG_FILE = "log.txt"
 DETAILS_FILE = "details.json"
@@ -47,18 +40,18 @@ _CHAIN_LIMIT = 10_000  # result commits read back along one head's chain
 
 
 def validation_ref(target: str, head: str) -> str:
-    return f"{VALIDATIONS_PREFIX}{target}/{head}"
+    return f"{refnames.VALIDATIONS}{target}/{head}"
 
 
 def promotion_ref(target: str) -> str:
-    return f"{PROMOTION_PREFIX}{target}"
+    return f"{refnames.PROMOTION}{target}"
 
 
 def ejected_ref(target: str, landing: str) -> str:
-    return f"{EJECTED_PREFIX}{target}/{landing}"
+    return f"{refnames.EJECTED}{target}/{landing}"
 
 
-def tail(data: bytes, limit: int = LOG_TAIL) -> bytes:
+def tail(data: bytes, limit: int = LOG_TAIL_BYTES) -> bytes:
     """The last `limit` bytes of a log, marked as cut when it was longer."""
     if len(data) <= limit:
         return data
@@ -96,7 +89,7 @@ def write_result(
     if log:
         files[LOG_FILE] = tail(log)
     if details:
-        files[DETAILS_FILE] = details[:DETAILS_LIMIT]
+        files[DETAILS_FILE] = details[:DETAILS_BYTES]
     word = result.status if not result.final else f"{result.status} (final)"
     message = f"validation {result.head[:12]}: {word}"
     if result.attempt:
@@ -227,7 +220,7 @@ def read_ejection(canonical: Canonical, target: str, landing: str) -> EjectionRe
 
 def ejections(canonical: Canonical, target: str) -> dict[str, str]:
     """Every ejection record of a target: landing → record commit."""
-    prefix = f"{EJECTED_PREFIX}{target}/"
+    prefix = f"{refnames.EJECTED}{target}/"
     return {
         ref.removeprefix(prefix): oid for ref, oid in git.refs_under(canonical.repo, prefix).items()
     }

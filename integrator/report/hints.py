@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from integrator import refnames
 from integrator.documents.verdict import Code
 
 # One short, actionable hint per code: what the person who submitted should do next.
@@ -14,12 +15,12 @@ HINTS: dict[Code, str] = {
     Code.REPO_UNVERIFIED: "set integrator.repoId in this clone to the canonical "
     "repository's (git config integrator.repoId), or clone with full history",
     Code.CLAIM_UNVERIFIED: "fetch the claims first (git fetch origin "
-    "'+refs/integrator/*:refs/integrator/*'), or pass --static to check only the "
+    f"'{refnames.ALL_REFSPEC}'), or pass --static to check only the "
     "contract's own rules",
     Code.CLAIM_MISSING: "ask the coordinator to issue a contract for the task "
     "(integrator contract issue)",
     Code.CLAIM_REWRITTEN: "someone rewrote the claim on the server: the coordinator must "
-    "look at its history (git log refs/integrator/claims/{task}) and reissue it",
+    f"look at its history (git log {refnames.CLAIMS}{{task}}) and reissue it",
     Code.STALE_GENERATION: "this attempt was superseded; fetch the live contract "
     "(integrator contract show --task {task})",
     Code.CONTRACT_DIGEST_MISMATCH: "the contract is not the one the claim holds; fetch the live "
@@ -65,7 +66,7 @@ HINTS: dict[Code, str] = {
     "again; the target branch, moved outside the queue, needs a release manager to reconcile "
     "it first (the candidate is held, never replayed automatically)",
     Code.VALIDATION_FAILED: "the merged tree failed validation (the log is in the verdict and "
-    "under refs/integrator/validations/): fix the change and submit it under a new contract, "
+    f"under {refnames.VALIDATIONS}): fix the change and submit it under a new contract, "
     "or, if the failure was not the change's, a release manager requeues it "
     "(integrator review requeue ID --reason ...)",
 }

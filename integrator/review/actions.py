@@ -31,7 +31,7 @@ from integrator.errors import (
     UsageError,
 )
 from integrator.files import atomic_write
-from integrator.limits import REASON_CHARS
+from integrator.limits import ACTOR_CHARS, REASON_CHARS, SUBMISSION_BYTES, VERDICT_BYTES
 from integrator.plumbing import git, transaction
 from integrator.records.canonical import Canonical
 from integrator.records.expansions import ExpansionEntry, expansions
@@ -46,7 +46,6 @@ from integrator.store.entries import codes_of, review_record
 from integrator.store.mirror import Mirror, for_spool
 from integrator.store.spool import (
     SUBMISSION_FILE,
-    SUBMISSION_LIMIT,
     VERDICT_FILE,
     Spool,
     folder_for,
@@ -58,7 +57,6 @@ log = structlog.get_logger("integrator.review")
 
 REVIEW_FILE = "review.json"
 REVIEW_LOCK = "review.lock"
-VERDICT_LIMIT = 16 << 20  # a verdict the daemon wrote; a bigger one is damage
 HELD_FOLDERS = ("fenced", "review")
 
 
@@ -95,8 +93,8 @@ def read_held(spool: Spool, folder: str, sid: str) -> Held:
     """A held submission and its verdict; ConfigurationError when the folder is damaged."""
     path = spool.folder(folder) / sid
     try:
-        raw = read_submitted(submitted(path), SUBMISSION_FILE, SUBMISSION_LIMIT)
-        verdict = Verdict.model_validate_json(read_at_most_path(path / VERDICT_FILE, VERDICT_LIMIT))
+        raw = read_submitted(submitted(path), SUBMISSION_FILE, SUBMISSION_BYTES)
+        verdict = Verdict.model_validate_json(read_at_most_path(path / VERDICT_FILE, VERDICT_BYTES))
         submission = Submission.model_validate_json(raw)
     except (OSError, ValidationError, IntegratorError) as err:
         raise ConfigurationError(
@@ -168,8 +166,8 @@ def default_actor() -> str:
 
 def _check_text(actor: str, reason: str | None) -> None:
     """Who and why are recorded in git and shown to people: bounded, and one line of who."""
-    if not actor or len(actor) > 200 or any(ord(ch) < 0x20 for ch in actor):
-        raise UsageError("the actor must be one line of at most 200 characters")
+    if not actor or len(actor) > ACTOR_CHARS or any(ord(ch) < 0x20 for ch in actor):
+        raise UsageError(f"the actor must be one line of at most {ACTOR_CHARS} characters")
     if reason is not None and len(reason) > REASON_CHARS:
         raise UsageError(f"the reason is longer than {REASON_CHARS} characters")
 

@@ -18,12 +18,12 @@ from typing import Any
 
 import pygit2
 
+from integrator import refnames
 from integrator.documents.policy import Category, PolicyState, category_of_resource
 from integrator.documents.trailers import TRAILER_CANDIDATE, trailers
 from integrator.documents.verdict import Code, Verdict, Violation
 from integrator.errors import UsageError
 from integrator.paths import unquote_path
-from integrator.plumbing import git
 from integrator.records.archive_index import find_archived
 from integrator.records.canonical import Canonical
 from integrator.records.marks import FalsePositive, read_marks
@@ -199,7 +199,7 @@ def find_subject(records: Records, ident: str) -> Recorded:
     landing's staging commit (a unique prefix will do); UsageError otherwise."""
     canonical = records.canonical
     archived = find_archived(canonical, "archived", ident) if ident else None
-    for prefix, state in ((git.HELD_PREFIX, "held"), ("refs/integrator/archived/", "archived")):
+    for prefix, state in ((refnames.HELD, "held"), (refnames.ARCHIVED, "archived")):
         if canonical.ref(prefix + ident) is not None or (state == "archived" and archived):
             found = records.held_one(ident, state)
             if found is None:

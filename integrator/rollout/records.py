@@ -24,7 +24,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from integrator import jsontext
+from integrator import jsontext, refnames
 from integrator.documents.claim import Claim
 from integrator.documents.policy import PolicyState
 from integrator.documents.submission import Submission
@@ -35,7 +35,7 @@ from integrator.plumbing import git
 from integrator.records import claims
 from integrator.records.archive_index import archived_entries
 from integrator.records.canonical import Canonical
-from integrator.records.held import ARCHIVED_PREFIX, history
+from integrator.records.held import history
 from integrator.store.spool import SUBMISSION_FILE, VERDICT_FILE
 
 WALK_LIMIT = 100_000  # staging commits (and held records) read at most, newest first
@@ -82,7 +82,7 @@ class PolicyHistory:
 
     def __init__(self, canonical: Canonical) -> None:
         self.by_digest: dict[str, PolicyState] = {}
-        oid = canonical.ref(git.POLICY_REF)
+        oid = canonical.ref(refnames.POLICY)
         while oid is not None and len(self.by_digest) < WALK_LIMIT:
             try:
                 state = canonical.policy_state(oid)
@@ -211,7 +211,7 @@ class Records:
     def held(self, since: datetime | None = None) -> list[Recorded]:
         """Every held or archived submission decided at or after `since`, oldest first."""
         names: dict[str, str] = {}
-        for prefix, state in ((git.HELD_PREFIX, "held"), (ARCHIVED_PREFIX, "archived")):
+        for prefix, state in ((refnames.HELD, "held"), (refnames.ARCHIVED, "archived")):
             for ref in sorted(git.refs_under(self.canonical.repo, prefix)):
                 names.setdefault(ref.removeprefix(prefix), state)
         # Archived reviews folded into refs/integrator/archive/archived (`integrator refs

@@ -32,12 +32,17 @@ from integrator.documents.trailers import TRAILER_CANDIDATE, trailers
 from integrator.errors import ConfigurationError, UsageError
 from integrator.fence.diff import recompute
 from integrator.fence.resources import touched_resources
-from integrator.limits import MAX_GLOB_LENGTH, MAX_GLOBS, MAX_RESOURCES
+from integrator.limits import (
+    DEFAULT_MAX_PATCH_BYTES,
+    HOLDER_CHARS,
+    MAX_GLOB_LENGTH,
+    MAX_GLOBS,
+    MAX_RESOURCES,
+)
 from integrator.paths import PathMatcher, glob_problem, unsafe_reason
 from integrator.plumbing import git
 from integrator.records.canonical import Canonical
 from integrator.records.claims import (
-    DEFAULT_MAX_PATCH_BYTES,
     REVERT_TASK_PREFIX,
     Claims,
     IssueRequest,
@@ -172,7 +177,7 @@ def prepare_revert(
         resources=plan.resources,
         base=plan.staging,
         lease=lease,
-        holder=actor[:200],
+        holder=actor[:HOLDER_CHARS],
         max_patch_bytes=max(DEFAULT_MAX_PATCH_BYTES, plan.patch_bytes),
     )
     contract = Claims(canonical).issue(request, force_shared=force_shared, revert=True)

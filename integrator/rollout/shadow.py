@@ -34,6 +34,7 @@ from integrator.documents.verdict import Decision, Verdict
 from integrator.errors import InfrastructureError, IntegratorError, UsageError
 from integrator.escape import visible
 from integrator.landing.outcomes import Ready
+from integrator.limits import VERDICT_BYTES
 from integrator.records.canonical import Canonical
 from integrator.records.scratch import scratch
 from integrator.rollout.compare import Comparison, Side, differences, side_of
@@ -41,7 +42,6 @@ from integrator.rollout.records import Recorded, Records
 from integrator.rollout.replay import Decided, Replayer, ShadowRequest, request_for
 
 COMMAND_TIMEOUT = 120.0  # seconds one decision by another integrator may take
-OUTPUT_LIMIT = 16 << 20  # bytes of verdict read back from it
 
 
 class Decider(Protocol):
@@ -78,7 +78,7 @@ class CommandDecider:
                 f"--command took longer than {self.timeout:g} s on {request.key}"
             ) from err
         tail = visible(proc.stderr.decode("utf-8", "replace").strip()[-300:])
-        if proc.returncode not in (0, 1, 3) or len(proc.stdout) > OUTPUT_LIMIT:
+        if proc.returncode not in (0, 1, 3) or len(proc.stdout) > VERDICT_BYTES:
             raise InfrastructureError(
                 f"--command exited {proc.returncode} on {request.key}: {tail or 'no message'}"
             )

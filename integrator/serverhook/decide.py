@@ -29,15 +29,12 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from integrator import refnames
 from integrator.escape import visible
+from integrator.limits import HOOK_INPUT_BYTES, MAX_IDENTITY_CHARS, MAX_UPDATES
 from integrator.plumbing.signing import DEFAULT_MAX_AGE, OID, OPTION, Update, check_signature
 from integrator.refnames import ODD_CATEGORIES, fold, ref_problem, shown
 
-MAX_UPDATES = 100_000
-MAX_INPUT_BYTES = 64 << 20
-MAX_IDENTITY_CHARS = 256
-INTEGRATOR_PREFIX = "refs/integrator/"
-SUBMIT_PREFIX = "refs/integrator/submit/"
 AUTHORITY = frozenset(
     {"queue", "claims", "claims-index", "policy", "held", "archived", "expansions", "archive"}
 )
@@ -108,8 +105,8 @@ def classify(ref: str, targets: Sequence[str]) -> tuple[str, str]:
         head = fold(f"refs/heads/{target}")
         if folded == head or folded.startswith(head + "/"):
             return "target", target
-    if folded == "refs/integrator" or folded.startswith(INTEGRATOR_PREFIX):
-        if ref.startswith(SUBMIT_PREFIX) and ref.count("/") == 4:
+    if folded == refnames.ROOT or folded.startswith(refnames.NAMESPACE):
+        if ref.startswith(refnames.SUBMIT) and ref.count("/") == 4:
             return "submit", "submit"
         namespace = folded.split("/")[2] if folded.count("/") >= 2 else ""
         return ("authority" if namespace in AUTHORITY else "integrator"), namespace
@@ -120,8 +117,8 @@ def classify(ref: str, targets: Sequence[str]) -> tuple[str, str]:
 
 def parse_updates(data: bytes) -> tuple[list[Update], list[str]]:
     """The pre-receive input as updates, and what is wrong with it as a whole."""
-    if len(data) > MAX_INPUT_BYTES:
-        return [], [f"the update list is larger than {MAX_INPUT_BYTES >> 20} MiB"]
+    if len(data) > HOOK_INPUT_BYTES:
+        return [], [f"the update list is larger than {HOOK_INPUT_BYTES >> 20} MiB"]
     lines = data.rstrip(b"\n").split(b"\n") if data.strip(b"\n") else []
     if not lines:
         return [], ["no updates were given on standard input"]
@@ -211,9 +208,9 @@ def resolve_identity(
 _VERB = {"create": "create", "update": "update", "delete": "delete"}
 _ONLY = {
     "target": "only integrators may {verb} the target branch",
-    "authority": "only integrators may {verb} integrator authority refs (refs/integrator/{detail})",
-    "integrator": "only integrators may write under refs/integrator/ (submissions go to "
-    "refs/integrator/submit/<taskId>/<submissionId>)",
+    "authority": f"only integrators may {{verb}} integrator authority refs ({refnames.NAMESPACE}{{detail}})",
+    "integrator": f"only integrators may write under {refnames.NAMESPACE} (submissions go to "
+    f"{refnames.SUBMIT}<taskId>/<submissionId>)",
     "other": "only integrators may write refs outside refs/heads/ (tags, notes, other namespaces)",
 }
 
@@ -252,7 +249,7 @@ def _judge(  # noqa: PLR0911 — one return per rule
             False, f"a submission is written once: only integrators may {verb} it; {who}"
         )
     reason = _ONLY[rule].format(verb=verb, detail=detail)
-    canonical = "refs/heads/" if rule == "target" else INTEGRATOR_PREFIX
+    canonical = "refs/heads/" if rule == "target" else refnames.NAMESPACE
     if rule != "other" and not update.ref.startswith(canonical):
         reason += " (this spelling names the same file on case- or normalisation-insensitive file systems)"
     return verdict(False, f"{reason}; {who}")

@@ -14,6 +14,7 @@ import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from integrator import refnames
 from integrator.errors import ConfigurationError, UsageError
 from integrator.plumbing import git
 from integrator.serverhook import run
@@ -41,7 +42,7 @@ def hook_script(python: str, *, chain: bool) -> str:
         command += f' --chain "$(dirname -- "$0")/{CHAINED}"'
     return (
         "#!/bin/sh\n"
-        f"{MARKER}: only the integrators may move the target branch and refs/integrator/*.\n"
+        f"{MARKER}: only the integrators may move the target branch and {refnames.NAMESPACE}*.\n"
         "# Its settings are this repository's git config (integrator.hook.*, integrator.target).\n"
         "# Written by `integrator server-hook install`; run that again instead of editing here.\n"
         f"{command}\n"

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from integrator.errors import ConfigurationError
 from integrator.files import atomic_write
+from integrator.limits import SYMREF_PATTERNS
 from integrator.plumbing import git
 from integrator.plumbing.signing import DEFAULT_MAX_AGE, OPTION, load_key
 from integrator.refnames import ref_problem
@@ -37,7 +38,6 @@ CONFIG_TARGET = "integrator.target"
 # Where `install --chain` moves a foreign pre-receive hook; the check runs it once accepted.
 CHAINED = "pre-receive.chained"
 NONCE_FOLDER = "integrator-hook"
-SYMREF_PATTERNS = 200  # pushes naming more refs list every symbolic ref instead
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0", ""}
 

@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from integrator import jsontext
-from integrator.documents import envelope
 from integrator.documents.envelope import SUBMISSION_SCHEMA
 from integrator.errors import ConfigurationError, InfrastructureError, UsageError
 from integrator.files import atomic_write, fsync_dir, write_file
+from integrator.limits import SUBMISSION_BYTES
 from integrator.store.submitted import open_submitted, read_at_most_path, read_submitted
 
 if TYPE_CHECKING:  # the models are the daemon's; `integrator submit` writes plain JSON
@@ -74,8 +74,6 @@ def folder_for(decision: Decision | None) -> str:
     """The folder a decided submission is filed in (None: rejected as malformed)."""
     return "rejected" if decision is None else _FOLDER_OF[decision.value]
 
-
-SUBMISSION_LIMIT = envelope.SUBMISSION_LIMIT  # what the daemon reads of a submission.json
 
 # 20260601T120000123456Z-0a1b2c3d: sorts by time, then by chance; a valid ref component.
 ID_RE = re.compile(r"^\d{8}T\d{12}Z-[0-9a-f]{8}$")
@@ -372,7 +370,7 @@ class Spool:
         """Parse the submission in a daemon folder (or a submitter's folder itself);
         UsageError says what is malformed.
 
-        `submission.json` must be a regular file of at most SUBMISSION_LIMIT bytes and the
+        `submission.json` must be a regular file of at most SUBMISSION_BYTES bytes and the
         bundle it names a regular file: anything else (a link, a folder, a pipe that would
         block the daemon) is the producer's mistake and rejects this submission only.
         """
@@ -381,7 +379,7 @@ class Spool:
         from integrator.documents.submission import Submission
 
         inner = submitted(folder)
-        raw = read_submitted(inner, SUBMISSION_FILE, SUBMISSION_LIMIT)
+        raw = read_submitted(inner, SUBMISSION_FILE, SUBMISSION_BYTES)
         try:
             submission = Submission.model_validate_json(raw)
         except ValidationError as err:

@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from integrator.documents.verdict import Verdict
 from integrator.errors import ConfigurationError, IntegratorError, UsageError
+from integrator.limits import FORM_BYTES, WEB_REASON_CHARS
 from integrator.review.actions import Held, Review
 from integrator.web import sources, views
 from integrator.web.candidate import verdict_lines
@@ -39,8 +40,6 @@ from integrator.web.security import (
     token_matches,
 )
 
-FORM_LIMIT = 16 * 1024
-REASON_LIMIT = 2000
 STATIC = {"review.css": "text/css; charset=utf-8"}
 
 
@@ -165,8 +164,8 @@ class Site:
         body = b""
         async for chunk in request.stream():
             body += chunk
-            if len(body) > FORM_LIMIT:
-                raise Refused(413, f"the form is larger than {FORM_LIMIT} bytes")
+            if len(body) > FORM_BYTES:
+                raise Refused(413, f"the form is larger than {FORM_BYTES} bytes")
         try:
             pairs = parse_qsl(
                 body.decode("ascii"),
@@ -236,8 +235,8 @@ class Site:
             if required:
                 raise Refused(400, "a reason is required to reject a candidate")
             return None
-        if len(reason) > REASON_LIMIT:
-            raise Refused(400, f"the reason is longer than {REASON_LIMIT} characters")
+        if len(reason) > WEB_REASON_CHARS:
+            raise Refused(400, f"the reason is longer than {WEB_REASON_CHARS} characters")
         if any(ord(c) < 32 and c not in "\n\t" for c in reason):
             raise Refused(400, "the reason holds control characters")
         return reason

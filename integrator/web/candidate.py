@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from integrator.documents.contract import OwnershipContract, parse_contract
 from integrator.documents.verdict import Verdict, Violation
 from integrator.errors import ContractError
+from integrator.limits import DIFF_CHARS, DIFF_LINES
 from integrator.paths import Match, PathMatcher
 from integrator.records.expansions import ExpansionEntry
 from integrator.records.held import ReviewAction
@@ -27,8 +28,6 @@ from integrator.web.views import (
     text,
 )
 
-DIFF_CHAR_LIMIT = 256 * 1024  # characters of unified diff rendered on a page
-DIFF_LINE_LIMIT = 6000
 STATUS_NAMES = {
     "A": "added",
     "D": "deleted",
@@ -237,7 +236,7 @@ def file_rows(files: Sequence[FileDiff], matcher: PathMatcher | None) -> tuple[F
 
 
 def diff_view(
-    files: Sequence[FileDiff], weight: int, omitted: str | None = None, limit: int = DIFF_CHAR_LIMIT
+    files: Sequence[FileDiff], weight: int, omitted: str | None = None, limit: int = DIFF_CHARS
 ) -> DiffView:
     """The candidate's unified diff as classified lines, cut at `limit` characters."""
     if omitted is not None:
@@ -246,7 +245,7 @@ def diff_view(
     used = 0
     for f in files:
         for raw in f.patch.splitlines():
-            if used + len(raw) > limit or len(lines) >= DIFF_LINE_LIMIT:
+            if used + len(raw) > limit or len(lines) >= DIFF_LINES:
                 return DiffView(tuple(lines), weight, True)
             used += len(raw) + 1
             lines.append(DiffLine(_kind(raw), text(raw)))

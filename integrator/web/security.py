@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from integrator.errors import ConfigurationError
+from integrator.limits import MAX_SESSIONS
 
 COOKIE = "integrator_review"
-SESSION_LIMIT = 1024  # sessions kept; the oldest is dropped first
 SESSION_TTL = 12 * 3600.0
 TOKEN_MIN = 16
 TOKEN_MAX = 4096
@@ -113,7 +113,7 @@ class Sessions:
 
     def __init__(
         self,
-        limit: int = SESSION_LIMIT,
+        limit: int = MAX_SESSIONS,
         ttl: float = SESSION_TTL,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:

@@ -22,6 +22,7 @@ from integrator.documents.submission import Submission
 from integrator.documents.trailers import TRAILER_CANDIDATE
 from integrator.errors import IntegratorError, UsageError
 from integrator.files import read_at_most
+from integrator.limits import PAGE_PATCH_BYTES, RAW_PATCH_BYTES
 from integrator.records import claims
 from integrator.records.canonical import Canonical
 from integrator.records.expansions import expansions
@@ -35,8 +36,6 @@ from integrator.web import views
 
 log = structlog.get_logger("integrator.web")
 
-PAGE_PATCH_LIMIT = 2 * 1024 * 1024  # blob bytes a page renders a patch for
-RAW_PATCH_LIMIT = 32 * 1024 * 1024  # blob bytes the raw patch is built from
 RAW_PATCH_CAP = 8 * 1024 * 1024  # bytes of raw patch served
 WAITING_LIMIT = 200  # submissions listed per folder on the Queue page
 LANDED_LIMIT = 25  # staging commits shown
@@ -96,12 +95,12 @@ def candidate_page(review: Review, sid: str) -> candidate_views.CandidateView:
     """Read everything the Candidate page shows (UsageError when `sid` is not held)."""
     held = review.get(sid)
     canonical = review.canonical
-    diff = weighed_diff(review, held, PAGE_PATCH_LIMIT)
+    diff = weighed_diff(review, held, PAGE_PATCH_BYTES)
     omitted = None
     if not diff.with_patches and diff.files:
         omitted = (
             f"the changed blobs weigh {diff.weight:,} bytes, more than the "
-            f"{PAGE_PATCH_LIMIT:,} a page shows; the raw patch is capped at {RAW_PATCH_CAP:,}"
+            f"{PAGE_PATCH_BYTES:,} a page shows; the raw patch is capped at {RAW_PATCH_CAP:,}"
         )
     task, _, _ = held.subject()
     claim_chain: list[tuple[str, dict[str, object], str]] = []
@@ -136,14 +135,14 @@ def _mark(canonical: Canonical, sid: str) -> FalsePositive | None:
 def raw_patch(review: Review, sid: str) -> bytes:
     """The candidate's patch as text, at most RAW_PATCH_CAP bytes (a last line says so)."""
     held = review.get(sid)
-    diff = weighed_diff(review, held, RAW_PATCH_LIMIT)
+    diff = weighed_diff(review, held, RAW_PATCH_BYTES)
     header = f"# submission {sid}: {diff.base or '(empty tree)'}..{held.submission.candidate}\n"
     if not diff.with_patches:
         if not diff.files:
             return (header + "# no changes (or the candidate's objects are missing)\n").encode()
         return (
             header + f"# the changed blobs weigh {diff.weight:,} bytes, more than the "
-            f"{RAW_PATCH_LIMIT:,} served here; run git diff {diff.base} "
+            f"{RAW_PATCH_BYTES:,} served here; run git diff {diff.base} "
             f"{held.submission.candidate} in the canonical repository\n"
         ).encode()
     body = header.encode() + b"".join(
