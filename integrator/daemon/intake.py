@@ -12,7 +12,6 @@ to publish a verdict wins the push, and the others find it there.
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pygit2
 import structlog
 
 from integrator import faults
-from integrator.errors import InfrastructureError, IntegratorError
+from integrator.errors import GitTimeoutError, InfrastructureError, IntegratorError
 from integrator.fleet.intake import SUBMISSION_FILE, SUBMIT_PREFIX, submit_ref, verdict_ref
 from integrator.plumbing import git
 from integrator.plumbing.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
@@ -66,13 +65,12 @@ class Intake:
         self.published = 0
         self._done: set[str] = set()  # published by this daemon (their refs may still show)
 
-    def _git(self, args: list[str]) -> subprocess.CompletedProcess[bytes]:
+    def _git(self, args: list[str]) -> git.GitRun:
         try:
-            return subprocess.run(
-                ["git", *args], cwd=self.canonical.repo.path, capture_output=True,
-                env=git.git_env(), check=False, timeout=PUSH_TIMEOUT,
-            )  # fmt: skip
-        except subprocess.TimeoutExpired as err:
+            return git.run_git(
+                args, cwd=self.canonical.repo.path, timeout=PUSH_TIMEOUT, check=False
+            )
+        except GitTimeoutError as err:
             raise InfrastructureError(f"git {args[0]} with the intake timed out") from err
 
     def fetch(self) -> list[Pending]:
@@ -82,8 +80,7 @@ class Intake:
              "--no-auto-maintenance", self.url, f"+{SUBMIT_PREFIX}*:{MIRRORED_PREFIX}*"]
         )  # fmt: skip
         if proc.returncode != 0:
-            why = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise InfrastructureError(f"cannot fetch the intake: {why[-1] if why else '?'}")
+            raise InfrastructureError(f"cannot fetch the intake: {git.last_line(proc.stderr, '?')}")
         found = []
         for ref, oid in git.refs_under(self.canonical.repo, MIRRORED_PREFIX).items():
             task_id, _, sid = ref.removeprefix(MIRRORED_PREFIX).partition("/")

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import re
-import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import IO
 
 from integrator import faults
 from integrator.errors import GitError, RefLockedError, RefMovedError
-from integrator.plumbing.git import ZERO_OID, git_env
+from integrator.plumbing.git import ZERO_OID, GitProcess, bounded, open_git
 
 _LOCK_RE = re.compile(r"cannot lock ref '(?P<ref>[^']+)': (?P<why>.*)")
 _LOCKFILE_RE = re.compile(r"Unable to create '(?P<lock>[^']+\.lock)': File exists")
@@ -74,26 +73,19 @@ class RefUpdater:
         # the caller makes the whole transaction durable with one `sync_refs` afterwards.
         # Only for creations and updates: a deletion may rewrite packed-refs.
         self.writeout_only = writeout_only
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: GitProcess | None = None
         self.transactions = 0
         self.spawns = 0
 
-    def _ensure(self) -> subprocess.Popen[bytes]:
+    def _ensure(self) -> GitProcess:
         if self._proc is None or self._proc.poll() is not None:
             method = ["-c", "core.fsyncMethod=writeout-only"] if self.writeout_only else []
-            self._proc = subprocess.Popen(
-                ["git", *method, "update-ref", "--stdin"],
-                cwd=self.repo_path,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=git_env(),
-            )
+            self._proc = open_git([*method, "update-ref", "--stdin"], cwd=self.repo_path)
             self.spawns += 1
             faults.children.add(self._proc.pid)
         return self._proc
 
-    def _say(self, proc: subprocess.Popen[bytes], text: str, expect: str | None) -> None:
+    def _say(self, proc: GitProcess, text: str, expect: str | None) -> None:
         stdin: IO[bytes] | None = proc.stdin
         stdout: IO[bytes] | None = proc.stdout
         assert stdin is not None and stdout is not None
@@ -108,15 +100,8 @@ class RefUpdater:
         if line != expect:
             self._fail(proc)
 
-    def _fail(self, proc: subprocess.Popen[bytes]) -> None:
-        with contextlib.suppress(OSError):
-            if proc.stdin:
-                proc.stdin.close()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    def _fail(self, proc: GitProcess) -> None:
+        proc.finish(timeout=30)
         err = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
         faults.children.discard(proc.pid)
         self._proc = None
@@ -142,7 +127,8 @@ class RefUpdater:
                 with contextlib.suppress(OSError):
                     if self._proc.stdin:
                         self._proc.stdin.close()
-                self._proc.wait(timeout=30)
+                if self._proc.wait(timeout=30) is None:  # left running: it may be committing
+                    raise GitError("git update-ref --stdin did not exit within 30s of its end")
             faults.children.discard(self._proc.pid)
         self._proc = None
 
@@ -156,7 +142,7 @@ class RefUpdater:
 def classify_failure(stderr: str, repo_path: str) -> Exception:
     match = _LOCK_RE.search(stderr)
     if match is None:
-        return GitError(f"git update-ref failed: {stderr.strip() or 'no message'}")
+        return GitError(f"git update-ref failed: {bounded(stderr) or 'no message'}")
     ref = match.group("ref")
     why = match.group("why")
     lock = _LOCKFILE_RE.search(stderr)
