@@ -2,10 +2,10 @@
 
 The mirror is only a cache: every command that reads authority fetches the target and the
 authority refs first (`fetch`), and every ref write is one `git push --atomic` carrying a
-lease (`--force-with-lease=<ref>:<expected>`) for each ref it moves (`RemotePush.apply`, the
-same interface as the local `RefUpdater`). The server's `receive-pack` checks every old
-value under its ref lock and applies all or none, so integrators on many hosts coordinate
-only through those compare-and-swaps.
+lease (`--force-with-lease=<ref>:<expected>`) for each ref it moves (`RemotePush.apply`: a
+`transaction.RefWriter`, like the local `RefUpdater`). The server's `receive-pack` checks
+every old value under its ref lock and applies all or none, so integrators on many hosts
+coordinate only through those compare-and-swaps.
 
 Two facts shape it. A ref pushed to its unchanged value is not sent, so a lease on it is
 never checked: a `verify` cannot be pushed, and the landing fences on the claim by moving

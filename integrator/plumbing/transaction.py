@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from integrator import faults
 from integrator.errors import GitError, RefLockedError, RefMovedError
@@ -56,6 +56,40 @@ def verify(ref: str, old: str | None) -> RefOp:
 
 def delete(ref: str, old: str) -> RefOp:
     return RefOp("delete", ref, None, old)
+
+
+class RefWriter(Protocol):
+    """What a caller that moves refs holds: this module's `RefUpdater` (a local transaction)
+    or `remote.RemotePush` (one atomic push with a lease per ref), the same to its caller.
+
+    `apply(ops)` is one all-or-nothing transaction of `update(ref, new, old)` (old None:
+    create), `delete(ref, old)` and `verify(ref, old)` ops: it returns once every op holds,
+    or raises RefMovedError naming a ref not at its expected value, and changes nothing.
+    Where the two differ, callers must not rely on either side:
+
+    - `verify` is checked under the local transaction's locks; a push cannot carry it (an
+      unchanged ref is not sent), so remotely it is dropped: what it guards must be covered
+      by a ref the same transaction moves (a landing consumes the claim it fences on).
+    - `on_prepared` runs locally with every ref locked and every old value checked, just
+      before the commit; remotely just before the push is sent, with nothing locked yet.
+    - `set` and `drop` (cache verbs, no expected value) are for a mirror's local refs: a
+      push leases every ref it moves, so remotely `set` would be pushed as a creation.
+    - Other failures: locally RefLockedError (a `.lock` in the way) or GitError; remotely
+      ServerRefused (a hook, permissions) or InfrastructureError. A push whose report was
+      lost is decided from the server's refs afterwards: if the server applied it, `apply`
+      returns normally. A `writeout_only` RefUpdater refuses deletions (ValueError).
+
+    `transactions` counts the applied ones; `close` ends the local git process (the remote
+    push's mirror updater too).
+    """
+
+    transactions: int
+
+    def apply(
+        self, ops: Sequence[RefOp], *, on_prepared: Callable[[], None] | None = None
+    ) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class RefUpdater:
