@@ -81,6 +81,10 @@ class GitError(InfrastructureError):
     """A git command or object lookup failed."""
 
 
+class GitTimeoutError(GitError):
+    """A git process ran past its time and was killed (a hung server, disk or lock)."""
+
+
 class RefLockedError(InfrastructureError):
     """A `.lock` file blocks a ref; it is reported, never deleted while its owner may live."""
 

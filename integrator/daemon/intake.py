@@ -12,7 +12,6 @@ to publish a verdict wins the push, and the others find it there.
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +19,7 @@ import pygit2
 import structlog
 
 from integrator import faults, refnames
-from integrator.errors import InfrastructureError, IntegratorError
+from integrator.errors import GitTimeoutError, InfrastructureError, IntegratorError
 from integrator.fleet.intake import SUBMISSION_FILE, submit_ref, verdict_ref
 from integrator.limits import SUBMISSION_BYTES, VERDICT_BYTES
 from integrator.plumbing import git
@@ -66,13 +65,12 @@ class Intake:
         self.unpublished: dict[str, str] = {}  # submission → why its verdict is not out yet
         self._done: set[str] = set()  # published by this daemon (their refs may still show)
 
-    def _git(self, args: list[str]) -> subprocess.CompletedProcess[bytes]:
+    def _git(self, args: list[str]) -> git.GitRun:
         try:
-            return subprocess.run(
-                ["git", *args], cwd=self.canonical.repo.path, capture_output=True,
-                env=git.git_env(), check=False, timeout=PUSH_TIMEOUT,
-            )  # fmt: skip
-        except subprocess.TimeoutExpired as err:
+            return git.run_git(
+                args, cwd=self.canonical.repo.path, timeout=PUSH_TIMEOUT, check=False
+            )
+        except GitTimeoutError as err:
             raise InfrastructureError(f"git {args[0]} with the intake timed out") from err
 
     def fetch(self) -> list[Pending]:
@@ -82,8 +80,7 @@ class Intake:
              "--no-auto-maintenance", self.url, f"+{refnames.SUBMIT}*:{refnames.INTAKE_SUBMIT}*"]
         )  # fmt: skip
         if proc.returncode != 0:
-            why = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-            raise InfrastructureError(f"cannot fetch the intake: {why[-1] if why else '?'}")
+            raise InfrastructureError(f"cannot fetch the intake: {git.last_line(proc.stderr, '?')}")
         found = []
         for ref, oid in git.refs_under(self.canonical.repo, refnames.INTAKE_SUBMIT).items():
             task_id, _, sid = ref.removeprefix(refnames.INTAKE_SUBMIT).partition("/")

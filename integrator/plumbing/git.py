@@ -1,7 +1,8 @@
 """Every git effect goes through here: processes, ref transactions, repository setup.
 
-Object reads and writes use pygit2 elsewhere (they cannot move authority); anything that
-moves a ref, or runs a git process, lives in this module so the fence has one door.
+Object reads and writes use pygit2 elsewhere (they cannot move authority); every git
+process starts here, so the fence has one door: `run_git` for a bounded run, `open_git` for
+a long-lived one (`transaction` and `packs` speak to theirs), both in `git_env()`.
 
 pygit2 is imported inside the few functions that need it at run time, so that a command
 which only runs git processes (`integrator submit`) starts without loading libgit2.
@@ -9,17 +10,18 @@ which only runs git processes (`integrator submit`) starts without loading libgi
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from integrator.errors import ConfigurationError, GitError
+from integrator.errors import ConfigurationError, GitError, GitTimeoutError
 
 if TYPE_CHECKING:
     import pygit2
@@ -50,36 +52,141 @@ def git_env() -> dict[str, str]:
     return env
 
 
+# A local git that runs this long is stuck (a lock on a hung disk, a hook that waits): its
+# caller gets an error instead of waiting for ever. Callers that talk to a server pass theirs.
+LOCAL_TIMEOUT = 3600.0
+STDERR_LIMIT = 500  # characters of git's stderr that an error message quotes, at most
+
+
+def bounded(text: str, limit: int = STDERR_LIMIT) -> str:
+    """`text` stripped, cut to at most `limit` characters (git's stderr is not ours to size)."""
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def last_line(stderr: bytes, default: str = "no message") -> str:
+    """The last line git wrote to stderr (where it says why), bounded; `default` when none."""
+    lines = stderr.decode("utf-8", "replace").strip().splitlines()
+    return bounded(lines[-1]) if lines else default
+
+
+def _spawn_args(
+    args: Sequence[str],
+    cwd: str | Path | None,
+    git_dir: str | Path | None,
+    env: Mapping[str, str] | None,
+    index_file: str | Path | None,
+) -> tuple[list[str], str | Path, dict[str, str]]:
+    """argv, folder and environment of one git: always `git_env()`, plus what the caller adds."""
+    if cwd is None and git_dir is None:
+        raise ValueError("a git process needs cwd or git_dir")
+    environment = git_env()
+    environment.update(env or {})
+    if index_file is not None:
+        environment["GIT_INDEX_FILE"] = str(index_file)
+    prefix = [f"--git-dir={git_dir}"] if git_dir is not None else []
+    folder = cwd if cwd is not None else git_dir
+    assert folder is not None
+    return ["git", *prefix, *args], folder, environment
+
+
+GitRun = subprocess.CompletedProcess[bytes]  # what `run_git` returns: argv, code, stdout, stderr
+
+
 def run_git(
     args: Sequence[str],
     *,
-    cwd: str | Path,
+    cwd: str | Path | None = None,
+    git_dir: str | Path | None = None,
     input: bytes | None = None,
+    timeout: float | None = LOCAL_TIMEOUT,
+    env: Mapping[str, str] | None = None,
     check: bool = True,
     index_file: str | Path | None = None,
-) -> subprocess.CompletedProcess[bytes]:
-    """Run one git command; a failure becomes a GitError quoting git's own message.
+) -> GitRun:
+    """Run one git command to its end: the one door every bounded git run goes through.
 
-    `index_file` points git at a private index (GIT_INDEX_FILE) instead of the checkout's.
+    It runs in `cwd` (else in `git_dir`), with `--git-dir=<git_dir>` when that is given, in
+    `git_env()` plus `env`; `index_file` points git at a private index (GIT_INDEX_FILE).
+    stdin is `input`, or empty: a git never reads the caller's terminal. Past `timeout`
+    seconds git is killed and reaped, and GitTimeoutError raised (callers that talk to a
+    server say which); with `check`, an exit other than 0 is a GitError quoting the last line
+    of git's stderr, bounded. No git on PATH is a ConfigurationError.
     """
-    env = git_env()
-    if index_file is not None:
-        env["GIT_INDEX_FILE"] = str(index_file)
-    try:
+    argv, folder, environment = _spawn_args(args, cwd, git_dir, env, index_file)
+    try:  # no input: an empty pipe, so git reads end-of-file, never the caller's terminal
         proc = subprocess.run(
-            ["git", *args],
-            cwd=cwd,
-            input=input,
-            capture_output=True,
-            env=env,
-            check=False,
+            argv, cwd=folder, input=input or b"", capture_output=True, env=environment,
+            check=False, timeout=timeout,
+        )  # fmt: skip
+    except FileNotFoundError as err:
+        raise ConfigurationError("git is not installed or not on PATH") from err
+    except subprocess.TimeoutExpired as err:  # subprocess.run killed and reaped it
+        raise GitTimeoutError(f"git {args[0]} timed out after {timeout:g}s") from err
+    if check and proc.returncode != 0:
+        raise GitError(f"git {args[0]} failed: {last_line(proc.stderr, str(proc.returncode))}")
+    return proc
+
+
+class GitProcess:
+    """A long-lived git (`update-ref --stdin`, `cat-file --batch`, `repack`, `pack-objects`)
+    that its caller speaks to through pipes; `wait` and `finish` take a bound."""
+
+    def __init__(self, proc: subprocess.Popen[bytes]) -> None:
+        self._proc = proc
+        self.pid = proc.pid
+        self.stdin: IO[bytes] | None = proc.stdin
+        self.stdout: IO[bytes] | None = proc.stdout
+        self.stderr: IO[bytes] | None = proc.stderr
+
+    def poll(self) -> int | None:
+        """The exit code, or None while git runs."""
+        return self._proc.poll()
+
+    def wait(self, timeout: float | None = None) -> int | None:
+        """The exit code, or None when git still runs after `timeout` seconds."""
+        try:
+            return self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def finish(self, timeout: float) -> int:
+        """Close git's stdin (its end of input) and give it `timeout` seconds to exit, then
+        kill it; the exit code (negative: the signal that ended it). git is reaped."""
+        with contextlib.suppress(OSError):
+            if self.stdin is not None:
+                self.stdin.close()
+        code = self.wait(timeout)
+        if code is None:
+            self._proc.kill()
+            code = self._proc.wait()
+        return code
+
+
+def open_git(
+    args: Sequence[str],
+    *,
+    cwd: str | Path | None = None,
+    git_dir: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    pipes: bool = True,
+) -> GitProcess:
+    """Start a long-lived git, as `run_git` would run it (folder, `--git-dir`, environment);
+    stdin, stdout and stderr are pipes, or with `pipes=False` all three /dev/null.
+
+    No git on PATH is a ConfigurationError, any other failure to start it a GitError.
+    """
+    argv, folder, environment = _spawn_args(args, cwd, git_dir, env, None)
+    stream = subprocess.PIPE if pipes else subprocess.DEVNULL
+    try:
+        proc = subprocess.Popen(
+            argv, cwd=folder, stdin=stream, stdout=stream, stderr=stream, env=environment
         )
     except FileNotFoundError as err:
         raise ConfigurationError("git is not installed or not on PATH") from err
-    if check and proc.returncode != 0:
-        message = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise GitError(f"git {args[0]} failed: {message[-1] if message else proc.returncode}")
-    return proc
+    except OSError as err:
+        raise GitError(f"cannot start git {args[0]}: {err.strerror or err}") from err
+    return GitProcess(proc)
 
 
 def open_repo(path: str | Path) -> pygit2.Repository:

@@ -15,15 +15,15 @@ from __future__ import annotations
 import hashlib
 import os
 import struct
-import subprocess
 import zlib
 from pathlib import Path
 
 import pygit2
 import structlog
 
+from integrator.errors import IntegratorError
 from integrator.files import atomic_write
-from integrator.plumbing.git import common_dir, git_env, run_git
+from integrator.plumbing.git import GitProcess, common_dir, open_git, run_git
 
 log = structlog.get_logger("integrator.packs")
 
@@ -224,16 +224,17 @@ class Repacker:
     def __init__(self, *, background: bool, threshold: int = REPACK_THRESHOLD) -> None:
         self.background = background
         self.threshold = threshold
-        self.child: subprocess.Popen[bytes] | None = None
+        self.child: GitProcess | None = None
         self.started = 0  # repacks started (inline ones included)
         self.failed = 0  # repacks that exited non-zero (the packs stay as they were)
 
     def poke(self, repo: pygit2.Repository) -> bool:
         """Reap a finished repack; start one if there are too many packs. True: one started."""
         if self.child is not None:
-            if self.child.poll() is None:
+            code = self.child.poll()
+            if code is None:
                 return False
-            self._reaped(repo, self.child.returncode)
+            self._reaped(repo, code)
         if not self.background:
             started = maybe_repack(repo, self.threshold)
             self.started += started
@@ -242,15 +243,8 @@ class Repacker:
         if count is None or count <= self.threshold:
             return False
         try:
-            self.child = subprocess.Popen(
-                ["git", *REPACK_ARGS],
-                cwd=repo.path,
-                env=git_env(),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        except OSError as err:
+            self.child = open_git(REPACK_ARGS, cwd=repo.path, pipes=False)
+        except IntegratorError as err:  # no git, or it cannot start: the packs stay
             log.warning("repack.unstarted", error=str(err))
             return False
         self.started += 1
@@ -260,9 +254,8 @@ class Repacker:
         """Wait for a running repack (at shutdown), so no child outlives its daemon's care."""
         if self.child is None:
             return
-        try:
-            code = self.child.wait(timeout)
-        except subprocess.TimeoutExpired:
+        code = self.child.wait(timeout)
+        if code is None:
             log.warning("repack.abandoned", pid=self.child.pid)  # git finishes it alone
             self.child = None
             return

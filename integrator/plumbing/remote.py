@@ -2,10 +2,10 @@
 
 The mirror is only a cache: every command that reads authority fetches the target and the
 authority refs first (`fetch`), and every ref write is one `git push --atomic` carrying a
-lease (`--force-with-lease=<ref>:<expected>`) for each ref it moves (`RemotePush.apply`, the
-same interface as the local `RefUpdater`). The server's `receive-pack` checks every old
-value under its ref lock and applies all or none, so integrators on many hosts coordinate
-only through those compare-and-swaps.
+lease (`--force-with-lease=<ref>:<expected>`) for each ref it moves (`RemotePush.apply`: a
+`transaction.RefWriter`, like the local `RefUpdater`). The server's `receive-pack` checks
+every old value under its ref lock and applies all or none, so integrators on many hosts
+coordinate only through those compare-and-swaps.
 
 Two facts shape it. A ref pushed to its unchanged value is not sent, so a lease on it is
 never checked: a `verify` cannot be pushed, and the landing fences on the claim by moving
@@ -22,14 +22,18 @@ authority refs with integrator's pre-receive hook and a shared key: with
 from __future__ import annotations
 
 import contextlib
-import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from integrator import faults, refnames
-from integrator.errors import ConfigurationError, InfrastructureError, RefMovedError
-from integrator.plumbing.git import git_env
+from integrator.errors import (
+    ConfigurationError,
+    GitTimeoutError,
+    InfrastructureError,
+    RefMovedError,
+)
+from integrator.plumbing.git import GitRun, last_line, run_git
 from integrator.plumbing.signing import push_option
 from integrator.plumbing.transaction import RefOp, RefUpdater
 
@@ -71,30 +75,18 @@ def fetch_refspecs(target: str) -> list[str]:
     return [f"+refs/heads/{target}:refs/heads/{target}", *AUTHORITY_REFSPECS]
 
 
-def _git(args: Sequence[str], mirror: Path) -> subprocess.CompletedProcess[bytes]:
+def _git(args: Sequence[str], mirror: Path) -> GitRun:
     try:
-        return subprocess.run(
-            ["git", *args],
-            cwd=mirror,
-            capture_output=True,
-            env=git_env(),
-            check=False,
-            timeout=PUSH_TIMEOUT,
-        )
-    except subprocess.TimeoutExpired as err:
+        return run_git(args, cwd=mirror, timeout=PUSH_TIMEOUT, check=False)
+    except GitTimeoutError as err:
         raise InfrastructureError(f"git {args[0]} to the remote timed out") from err
-
-
-def _last_line(data: bytes) -> str:
-    lines = data.decode("utf-8", "replace").strip().splitlines()
-    return lines[-1] if lines else "no message"
 
 
 def remote_refs(mirror: Path, url: str, refs: Sequence[str]) -> dict[str, str]:
     """The remote's current value of each of `refs` that exists (one `git ls-remote`)."""
     proc = _git(["ls-remote", "--refs", url, *refs], mirror)
     if proc.returncode != 0:
-        raise InfrastructureError(f"cannot read the remote's refs: {_last_line(proc.stderr)}")
+        raise InfrastructureError(f"cannot read the remote's refs: {last_line(proc.stderr)}")
     out: dict[str, str] = {}
     for line in proc.stdout.decode("utf-8", "replace").splitlines():
         oid, _, name = line.partition("\t")
@@ -152,7 +144,7 @@ class RemotePush:
                 "--no-auto-maintenance", self.url, *fetch_refspecs(self.target)]  # fmt: skip
         proc = _git(args, self.mirror)
         if proc.returncode != 0:
-            raise InfrastructureError(f"cannot fetch from the remote: {_last_line(proc.stderr)}")
+            raise InfrastructureError(f"cannot fetch from the remote: {last_line(proc.stderr)}")
 
     def check_atomic(self, ref: str) -> None:
         """Refuse a server that does not advertise atomic pushes (a dry run moves nothing)."""
@@ -195,7 +187,7 @@ class RemotePush:
         self._mirror(moves)
         self.transactions += 1
 
-    def _settle(self, moves: Sequence[RefOp], proc: subprocess.CompletedProcess[bytes]) -> None:
+    def _settle(self, moves: Sequence[RefOp], proc: GitRun) -> None:
         """A push that did not come back clean: decide from what the server holds now."""
         now = remote_refs(self.mirror, self.url, [op.ref for op in moves])
         if all(now.get(op.ref) == (None if op.verb == "delete" else op.new) for op in moves):
@@ -208,8 +200,8 @@ class RemotePush:
                 raise RefMovedError(op.ref, actual, op.old)
         message = proc.stderr.decode("utf-8", "replace").strip()
         if "hook declined" in proc.stdout.decode("utf-8", "replace") or "declined" in message:
-            raise ServerRefused(f"the server refused the push: {_last_line(proc.stderr)}")
-        raise InfrastructureError(f"the push to the remote failed: {_last_line(proc.stderr)}")
+            raise ServerRefused(f"the server refused the push: {last_line(proc.stderr)}")
+        raise InfrastructureError(f"the push to the remote failed: {last_line(proc.stderr)}")
 
     def _mirror(self, moves: Sequence[RefOp]) -> None:
         """Move the mirror's refs to what the server now holds (a cache: no leases)."""

@@ -8,15 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import re
-import subprocess
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from integrator import faults
 from integrator.errors import GitError, RefLockedError, RefMovedError
-from integrator.plumbing.git import ZERO_OID, git_env
+from integrator.plumbing.git import ZERO_OID, GitProcess, bounded, open_git
 
 _LOCK_RE = re.compile(r"cannot lock ref '(?P<ref>[^']+)': (?P<why>.*)")
 _LOCKFILE_RE = re.compile(r"Unable to create '(?P<lock>[^']+\.lock)': File exists")
@@ -59,6 +58,40 @@ def delete(ref: str, old: str) -> RefOp:
     return RefOp("delete", ref, None, old)
 
 
+class RefWriter(Protocol):
+    """What a caller that moves refs holds: this module's `RefUpdater` (a local transaction)
+    or `remote.RemotePush` (one atomic push with a lease per ref), the same to its caller.
+
+    `apply(ops)` is one all-or-nothing transaction of `update(ref, new, old)` (old None:
+    create), `delete(ref, old)` and `verify(ref, old)` ops: it returns once every op holds,
+    or raises RefMovedError naming a ref not at its expected value, and changes nothing.
+    Where the two differ, callers must not rely on either side:
+
+    - `verify` is checked under the local transaction's locks; a push cannot carry it (an
+      unchanged ref is not sent), so remotely it is dropped: what it guards must be covered
+      by a ref the same transaction moves (a landing consumes the claim it fences on).
+    - `on_prepared` runs locally with every ref locked and every old value checked, just
+      before the commit; remotely just before the push is sent, with nothing locked yet.
+    - `set` and `drop` (cache verbs, no expected value) are for a mirror's local refs: a
+      push leases every ref it moves, so remotely `set` would be pushed as a creation.
+    - Other failures: locally RefLockedError (a `.lock` in the way) or GitError; remotely
+      ServerRefused (a hook, permissions) or InfrastructureError. A push whose report was
+      lost is decided from the server's refs afterwards: if the server applied it, `apply`
+      returns normally. A `writeout_only` RefUpdater refuses deletions (ValueError).
+
+    `transactions` counts the applied ones; `close` ends the local git process (the remote
+    push's mirror updater too).
+    """
+
+    transactions: int
+
+    def apply(
+        self, ops: Sequence[RefOp], *, on_prepared: Callable[[], None] | None = None
+    ) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class RefUpdater:
     """A long-lived `git update-ref --stdin`, one all-or-nothing transaction at a time.
 
@@ -74,26 +107,19 @@ class RefUpdater:
         # the caller makes the whole transaction durable with one `sync_refs` afterwards.
         # Only for creations and updates: a deletion may rewrite packed-refs.
         self.writeout_only = writeout_only
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: GitProcess | None = None
         self.transactions = 0
         self.spawns = 0
 
-    def _ensure(self) -> subprocess.Popen[bytes]:
+    def _ensure(self) -> GitProcess:
         if self._proc is None or self._proc.poll() is not None:
             method = ["-c", "core.fsyncMethod=writeout-only"] if self.writeout_only else []
-            self._proc = subprocess.Popen(
-                ["git", *method, "update-ref", "--stdin"],
-                cwd=self.repo_path,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                env=git_env(),
-            )
+            self._proc = open_git([*method, "update-ref", "--stdin"], cwd=self.repo_path)
             self.spawns += 1
             faults.children.add(self._proc.pid)
         return self._proc
 
-    def _say(self, proc: subprocess.Popen[bytes], text: str, expect: str | None) -> None:
+    def _say(self, proc: GitProcess, text: str, expect: str | None) -> None:
         stdin: IO[bytes] | None = proc.stdin
         stdout: IO[bytes] | None = proc.stdout
         assert stdin is not None and stdout is not None
@@ -108,15 +134,8 @@ class RefUpdater:
         if line != expect:
             self._fail(proc)
 
-    def _fail(self, proc: subprocess.Popen[bytes]) -> None:
-        with contextlib.suppress(OSError):
-            if proc.stdin:
-                proc.stdin.close()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    def _fail(self, proc: GitProcess) -> None:
+        proc.finish(timeout=30)
         err = proc.stderr.read().decode("utf-8", "replace") if proc.stderr else ""
         faults.children.discard(proc.pid)
         self._proc = None
@@ -142,7 +161,8 @@ class RefUpdater:
                 with contextlib.suppress(OSError):
                     if self._proc.stdin:
                         self._proc.stdin.close()
-                self._proc.wait(timeout=30)
+                if self._proc.wait(timeout=30) is None:  # left running: it may be committing
+                    raise GitError("git update-ref --stdin did not exit within 30s of its end")
             faults.children.discard(self._proc.pid)
         self._proc = None
 
@@ -156,7 +176,7 @@ class RefUpdater:
 def classify_failure(stderr: str, repo_path: str) -> Exception:
     match = _LOCK_RE.search(stderr)
     if match is None:
-        return GitError(f"git update-ref failed: {stderr.strip() or 'no message'}")
+        return GitError(f"git update-ref failed: {bounded(stderr) or 'no message'}")
     ref = match.group("ref")
     why = match.group("why")
     lock = _LOCKFILE_RE.search(stderr)

@@ -27,8 +27,9 @@ from pathlib import Path
 
 from integrator import faults
 from integrator.documents.promotion import Covered
+from integrator.errors import IntegratorError
 from integrator.limits import LOG_TAIL_BYTES
-from integrator.plumbing.git import git_env
+from integrator.plumbing.git import bounded, git_env, run_git
 from integrator.promotion.scratch import PREFIX, mark, remove_folder
 
 ENV_PREFIX = "INTEGRATOR_VALIDATION_"
@@ -105,20 +106,14 @@ def request_document(request: RunRequest) -> dict[str, object]:
 
 def checkout(repo_path: str | Path, tree: str, folder: Path, index: Path) -> None:
     """Write `tree` into `folder` with git (a private index file at `index`)."""
-    env = {**git_env(), "GIT_INDEX_FILE": str(index)}
-    base = [
-        "git",
-        f"--git-dir={repo_path}",
-        f"--work-tree={folder}",
-        "-c",
-        "core.hooksPath=/dev/null",
-    ]
+    base = [f"--work-tree={folder}", "-c", "core.hooksPath=/dev/null"]
     for args in (["read-tree", tree], ["checkout-index", "--all"]):
-        proc = subprocess.run(
-            [*base, *args], cwd=folder, capture_output=True, env=env, check=False, timeout=3600
-        )
+        proc = run_git(
+            [*base, *args], cwd=folder, git_dir=repo_path, index_file=index, timeout=3600,
+            check=False,
+        )  # fmt: skip
         if proc.returncode != 0:
-            why = proc.stderr.decode("utf-8", "replace").strip()
+            why = bounded(proc.stderr.decode("utf-8", "replace"))
             raise OSError(f"git {args[0]} {tree} failed: {why}")
 
 
@@ -146,7 +141,7 @@ def run(
         request_file.write_text(json.dumps(request_document(request), indent=2) + "\n")
         try:
             checkout(repo_path, request.tree, work, root / "index")
-        except (OSError, subprocess.TimeoutExpired) as err:
+        except (OSError, IntegratorError) as err:  # git failed, timed out or is missing
             why = f"cannot check out {request.tree}: {err}"
             return _not_run(started, clock, why)
         log_path = root / "output.log"

@@ -1,7 +1,7 @@
 """The canonical repository as integrator sees it: refs, policy, claims, identity.
 
 Reads are cached by object id (a ref that did not move costs one lookup), so a flood of
-stale submissions re-reads nothing. Ref writes go through `transaction.RefUpdater` only.
+stale submissions re-reads nothing. Ref writes go through a `transaction.RefWriter` only.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class Canonical:
         return load_key(files[-1]) if files else None
 
     @property
-    def updater(self) -> transaction.RefUpdater | RemotePush:
+    def updater(self) -> transaction.RefWriter:
         """Where authority refs move: one `update-ref --stdin` transaction here, or in
         remote mode one atomic push to the server with a lease per moved ref."""
         return self.remote or self.local_updater
@@ -93,7 +93,7 @@ class Canonical:
         self.updater.apply(ops)
 
     @property
-    def bulk_updater(self) -> transaction.RefUpdater | RemotePush:
+    def bulk_updater(self) -> transaction.RefWriter:
         """An updater that only writes refs out: many creations made durable by one
         `sync_refs` (remote mode: the server's own durability)."""
         if self.remote is not None:
