@@ -34,7 +34,7 @@ NOT_GIT: dict[str, str] = {
     "integrator.promotion.runner": "runs the validation command a head is checked with",
     "integrator.rollout.shadow": "runs the shadow command a rollout compares against",
     "integrator.landing.workers": "starts the Python evaluation worker processes",
-    "integrator.commands.server_hook": "chains the server's previous pre-receive hook",
+    "integrator.serverhook.run": "chains the server's previous pre-receive hook",
     "integrator.demo.stage": "the demo plays a user at a terminal (its git is the user's)",
     "integrator.demo.local": "the demo runs `integrator guard` as an agent's hook would",
     "integrator.demo.remote": "the demo starts a git daemon and integrator daemons",
