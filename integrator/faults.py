@@ -10,6 +10,8 @@ SIGSTOP (a pause another process can exploit, resumed with SIGCONT). Points:
 - `after-commit`: the ref transaction committed, nothing reported yet;
 - `after-push`: (remote mode) the server applied an atomic push, the mirror not yet moved;
 - `before-publish`: (intake) a verdict is filed in the spool, not yet published;
+- `before-hold`: a batch's FENCED and REVIEW candidates decided, their held records
+  written, no held ref moved yet;
 - `before-claim-transaction`: a claim operation read the claims and wrote its commits,
   no ref moved yet;
 - `archive-before-transaction`: `integrator refs archive` wrote a batch's archive commits,
@@ -39,6 +41,7 @@ POINTS = (
     "after-commit",
     "after-push",
     "before-publish",
+    "before-hold",
     "before-claim-transaction",
     "archive-before-transaction",
     "after-validation",

@@ -14,7 +14,7 @@ from pathlib import Path
 from integrator.limits import MAX_CRASHES
 from integrator.store.spool import Spool
 from tests.daemon_world import PYTHON, World, wait_until
-from tests.gitutil import git
+from tests.gitutil import GIT_ENV, git
 from tests.remote_world import RemoteWorld, cli
 
 
@@ -146,3 +146,50 @@ def test_readyz_and_metrics_tell_the_truth_while_the_server_is_down(
     wait_until(lambda: ready()[0] == 200, 30, "ready again with the server back")
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 0
+
+
+def _stopped(pid: int) -> bool:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return fields[0] == "T"
+
+
+def test_daemons_deciding_one_submission_converge_without_errors(
+    remote: RemoteWorld, tmp_path: Path
+) -> None:
+    """Two hosts take the same intake submission and both fence it: the one whose hold
+    comes second finds the first one's record on the server, drops its own and exits 0 —
+    another daemon holding it first is not an error — and the server keeps one hold."""
+    mirrors = [remote.mirror(name) for name in ("host-a", "host-b")]
+    contract = tmp_path / "c.json"
+    remote.issue(mirrors[0], "t1", ["t1/**"], contract)
+    agent = remote.agent("a1")
+    (agent / "shared" / "x").write_text("not mine\n")
+    git("commit", "-qam", "outside the contract", cwd=agent)
+    done = cli("submit", "--intake", remote.intake, "--contract", str(contract),
+               "--candidate", "HEAD", "--repo", str(agent))  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode()
+    sid = done.stdout.decode().split()[-1]
+    once = ["serve", "--once", "--intake", remote.intake, "--log-format", "json"]
+    late = subprocess.Popen(
+        [PYTHON, "-m", "integrator", *once, "--repo", str(mirrors[1]),
+         "--spool", str(tmp_path / "spool-b")],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        env={**os.environ, **GIT_ENV, "INTEGRATOR_FAULT": "stop:before-hold"},
+    )  # fmt: skip
+    try:
+        wait_until(lambda: _stopped(late.pid), 60, "host B decided, before its hold")
+        first = cli(*once, "--repo", str(mirrors[0]), "--spool", str(tmp_path / "spool-a"))
+        assert first.returncode == 0, first.stderr.decode()
+        os.kill(late.pid, signal.SIGCONT)
+        out, _ = late.communicate(timeout=120)
+    finally:
+        if late.poll() is None:
+            late.kill()
+            late.wait()
+    assert late.returncode == 0, out.decode()
+    assert b"hold.converged" in out
+    records = git("log", "--format=%s", f"refs/integrator/held/{sid}", cwd=remote.canon)
+    holds = [line for line in records.splitlines() if line.startswith(("hold ", "approve "))]
+    assert holds == [f"hold {sid}: FENCED PATH_NOT_OWNED"], records
+    for name in ("a", "b"):
+        assert Spool(tmp_path / f"spool-{name}").find(sid)[0] == "fenced"  # type: ignore[index]

@@ -25,6 +25,7 @@ from types import FrameType
 import structlog
 
 from integrator.daemon.health import Metrics
+from integrator.daemon.holding import hold
 from integrator.daemon.intake import Intake
 from integrator.daemon.notify import Notifier
 from integrator.daemon.probe import Backoff, HostProbe, Trouble
@@ -47,7 +48,6 @@ from integrator.plumbing import git, transaction
 from integrator.plumbing.bundles import import_bundle, quarantine_prefix
 from integrator.plumbing.packs import ObjectBuffer, Repacker
 from integrator.records.canonical import Canonical
-from integrator.records.held import hold_op
 from integrator.store.entries import codes_of, decision_record
 from integrator.store.mirror import Mirror, MirrorWorker
 from integrator.store.spool import (
@@ -395,17 +395,26 @@ class Daemon:
         if not outcomes:
             return
         now = self.clock()
-        ops: list[transaction.RefOp] = []
+        held = [
+            (o.sid, o.verdict, o.raw)
+            for o in outcomes
+            if o.verdict is not None and o.verdict.decision is not Decision.ACCEPTED
+        ]
         records = ObjectBuffer(self.canonical.repo)  # every hold record of the batch, one pack
-        for o in outcomes:
-            if o.verdict is not None and o.verdict.decision is not Decision.ACCEPTED:
-                ops.append(hold_op(self.canonical, o.sid, o.verdict, o.raw, now, objects=records))
-            if o.bundle:
-                refs = git.refs_under(self.canonical.repo, quarantine_prefix(o.sid))
-                ops.extend(transaction.delete(ref, oid) for ref, oid in sorted(refs.items()))
-        if records.flush() is not None:
+        if hold(self.canonical, held, now, objects=records):
+            self.log.info("hold.decided_elsewhere", submissions=[sid for sid, _, _ in held])
+        if held:
             self.repacker.poke(self.canonical.repo)  # starts a child at most; never waits
-        self._apply(ops)
+        deletions = [  # quarantine refs: this repository's own, never the server's
+            transaction.delete(ref, oid)
+            for o in outcomes
+            if o.bundle
+            for ref, oid in sorted(
+                git.refs_under(self.canonical.repo, quarantine_prefix(o.sid)).items()
+            )
+        ]
+        if deletions:
+            self.canonical.local_updater.apply(deletions)
         self.mirror.record(
             [decision_record(o.sid, o.verdict, now, o.latency, o.reason) for o in outcomes]
         )
@@ -421,30 +430,6 @@ class Daemon:
             self._summary(o)
         if self._worker is not None:
             self._worker.wake()
-
-    def _apply(self, ops: list[transaction.RefOp]) -> None:
-        """Held refs, then quarantine deletions, durable before any submission is filed.
-
-        A flood of fenced submissions makes thousands of held refs: with durable settings
-        git writes each ref file out before renaming it (never an empty ref after a crash)
-        without waiting for a journal commit per file, and one syncfs makes them durable.
-        """
-        repo = self.canonical.repo
-        holds = [op for op in ops if op.verb != "delete"]
-        deletions = [op for op in ops if op.verb == "delete"]  # quarantine: this repo's own
-        durable = git.durable(repo)
-        if holds:
-            if durable:
-                git.sync_objects(repo)  # records on disk before refs name them
-            if self.canonical.remote is not None:
-                self.canonical.remote.apply(holds)  # held records live on the server
-            elif durable and git.HAS_SYNCFS:
-                self.canonical.bulk_updater.apply(holds)
-                git.sync_refs(repo)
-            else:
-                self.canonical.updater.apply(holds)
-        if deletions:
-            self.canonical.local_updater.apply(deletions)
 
     def _summary(self, o: Outcome) -> None:
         """The one event per decision: everything a person or a shipper needs to find it."""
