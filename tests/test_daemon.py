@@ -298,6 +298,9 @@ class FakeEngine:
     def reload_policy(self) -> None:
         self.reloads += 1
 
+    def candidate_problem(self, candidate: str) -> str | None:
+        return None  # the fake's candidates are names only
+
 
 def fake_daemon(tmp_path: Path, engine: FakeEngine) -> tuple[Daemon, Spool, Canonical]:
     canon = make_canon(tmp_path)

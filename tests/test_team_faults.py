@@ -12,8 +12,8 @@ import urllib.request
 from pathlib import Path
 
 from integrator.limits import MAX_CRASHES
-from integrator.store.spool import Spool
-from tests.daemon_world import PYTHON, World, wait_until
+from integrator.store.spool import REJECTION_FILE, Spool
+from tests.daemon_world import PYTHON, World, submission, wait_until
 from tests.gitutil import GIT_ENV, git
 from tests.remote_world import RemoteWorld, cli
 
@@ -193,3 +193,20 @@ def test_daemons_deciding_one_submission_converge_without_errors(
     assert holds == [f"hold {sid}: FENCED PATH_NOT_OWNED"], records
     for name in ("a", "b"):
         assert Spool(tmp_path / f"spool-{name}").find(sid)[0] == "fenced"  # type: ignore[index]
+
+
+def test_a_missing_candidate_is_rejected_with_what_to_do(world: World) -> None:
+    """A submission whose candidate commit the daemon cannot read is REJECTED with "push
+    it, or use --bundle" (nothing of its ownership was judged), not FENCED as if it broke
+    its contract; a candidate naming a blob likewise."""
+    data, _ = world.candidate("missing")
+    absent = world.spool.submit(submission(json.loads(data), "ab" * 20))
+    blob = git("hash-object", "-w", "--stdin", cwd=world.repo, input=b"not a commit\n")
+    data2, _ = world.candidate("blob")
+    not_commit = world.spool.submit(submission(json.loads(data2), blob))
+    assert world.once().wait() == 0
+    for sid, what in ((absent, "is not in the repository"), (not_commit, "is a blob")):
+        found = world.spool.find(sid)
+        assert found is not None and found[0] == "rejected", found
+        reason = json.loads((found[1] / REJECTION_FILE).read_text())["reason"]
+        assert what in reason and "--bundle" in reason, reason

@@ -305,6 +305,12 @@ class Daemon:
                 sid=sid, verdict=None, reason=str(err), raw=b"",
                 latency=time.perf_counter() - started, bundle=bundle,
             )  # fmt: skip
+        reason = self.engine.candidate_problem(submission.candidate)
+        if reason is not None:  # nothing to judge: the submitter's to fix, not a fence
+            return Outcome(
+                sid=sid, verdict=None, reason=reason, raw=raw,
+                latency=time.perf_counter() - started, bundle=bundle,
+            )  # fmt: skip
         return Ready(
             sid=sid, contract=submission.contract_bytes(), candidate=submission.candidate,
             raw=raw, started=started, bundle=bundle, urgent=bool(submission.urgent),

@@ -73,6 +73,19 @@ class Integrator:
         """Forget cached policy and claim documents (after SIGHUP or `policy set`)."""
         self.canonical.forget_documents()
 
+    def candidate_problem(self, candidate: str) -> str | None:
+        """Why `candidate` cannot be judged here (absent, or not a commit), None when it
+        can: the daemon rejects such a submission instead of fencing it, since nothing of
+        its ownership was judged."""
+        kind = git.object_kind(self.canonical.repo, candidate)
+        if kind == "commit":
+            return None
+        where = "is not in the repository the daemon reads" if kind is None else f"is a {kind}"
+        return (
+            f"the candidate {candidate} {where}: push the candidate commit where the daemon "
+            "reads it, or submit with --bundle"
+        )
+
     # -- the read-only gate -----------------------------------------------------------------
 
     def check(self, contract_data: bytes, candidate: str) -> Verdict:
