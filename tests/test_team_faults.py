@@ -14,7 +14,9 @@ from pathlib import Path
 from integrator.limits import MAX_CRASHES
 from integrator.store.spool import REJECTION_FILE, Spool
 from tests.daemon_world import PYTHON, World, submission, wait_until
+from tests.git_server import git_daemon
 from tests.gitutil import GIT_ENV, git
+from tests.promotion_world import CHECK_SCRIPT, MARKER
 from tests.remote_world import RemoteWorld, cli
 
 
@@ -210,3 +212,58 @@ def test_a_missing_candidate_is_rejected_with_what_to_do(world: World) -> None:
         assert found is not None and found[0] == "rejected", found
         reason = json.loads((found[1] / REJECTION_FILE).read_text())["reason"]
         assert what in reason and "--bundle" in reason, reason
+
+
+def test_an_ejected_landing_is_not_reported_accepted_on_the_intake(
+    tmp_path: Path,
+) -> None:
+    """With validation on and remote mode, a candidate the validation command fails is
+    ejected; the daemon that accepted it publishes its verdict again, so `status --intake`
+    answers FENCED (VALIDATION_FAILED), exit 1 — not the ACCEPTED, exit 0, it first said —
+    while the innocent landing still answers ACCEPTED."""
+    files = {"t0/f.txt": "0\n", "t1/f.txt": "0\n", "ci/check.sh": CHECK_SCRIPT}
+    with git_daemon(tmp_path / "srv") as server:
+        world = RemoteWorld(tmp_path, server, files)
+        try:
+            policy = tmp_path / "policy.toml"
+            policy.write_text(
+                "version = 1\n[validation]\n"
+                f'command = ["sh", "ci/check.sh", "{tmp_path / "runs.log"}", '
+                f'"{tmp_path / "lenient"}"]\nmax_batch = 2\n'
+            )
+            coordinator = world.mirror("coordinator")
+            done = cli("policy", "set", str(policy), "--repo", str(coordinator))
+            assert done.returncode == 0, done.stderr.decode()
+            sids = {}
+            for i in (0, 1):
+                contract = tmp_path / f"c{i}.json"
+                world.issue(coordinator, f"t{i}", [f"t{i}/**"], contract)
+                agent = world.agent(f"a{i}")
+                (agent / f"t{i}/f.txt").write_text(f"agent {i}\n")
+                if i == 1:
+                    (agent / f"t{i}/{MARKER}").write_text("breaks the build\n")
+                git("add", "-A", cwd=agent)
+                git("commit", "-qm", f"agent {i}", cwd=agent)
+                done = cli("submit", "--intake", world.intake, "--contract", str(contract),
+                           "--candidate", "HEAD", "--repo", str(agent))  # fmt: skip
+                assert done.returncode == 0, done.stderr.decode()
+                sids[i] = done.stdout.decode().split()[-1]
+            lander, spool = world.mirror("lander"), tmp_path / "spool"
+            assert world.serve(lander, spool, "--once", "--no-promote").wait(120) == 0
+            reader = world.agent("reader")
+            status = ["status", "--intake", world.intake, "--repo", str(reader), "--json"]
+            first = cli(*status, "--submission", sids[1])
+            assert first.returncode == 0, first.stdout  # ACCEPTED: landed on the queue
+            promoted = cli("promote", "--repo", str(world.mirror("promoter")), "--once")
+            assert promoted.returncode == 0, promoted.stderr.decode()
+            assert world.serve(lander, spool, "--once", "--no-promote").wait(120) == 0
+            ejected = cli(*status, "--submission", sids[1])
+            doc = json.loads(ejected.stdout)
+            assert doc["verdict"]["decision"] == "FENCED", doc
+            assert "VALIDATION_FAILED" in {v["code"] for v in doc["verdict"]["violations"]}
+            assert ejected.returncode == 1
+            innocent = cli(*status, "--submission", sids[0])
+            assert innocent.returncode == 0, innocent.stdout
+            assert json.loads(innocent.stdout)["verdict"]["decision"] == "ACCEPTED"
+        finally:
+            world.stop()

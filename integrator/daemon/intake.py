@@ -18,7 +18,7 @@ from pathlib import Path
 import pygit2
 import structlog
 
-from integrator import faults, refnames
+from integrator import faults, jsontext, refnames
 from integrator.errors import GitTimeoutError, InfrastructureError, IntegratorError
 from integrator.fleet.intake import SUBMISSION_FILE, submit_ref, verdict_ref
 from integrator.limits import SUBMISSION_BYTES, VERDICT_BYTES
@@ -110,6 +110,36 @@ class Intake:
             self.publish(pending)
         except IntegratorError as err:
             self._failed(str(err))
+
+    def republish(self, sid: str) -> None:
+        """Publish `sid`'s verdict again after it changed (its landing was ejected): the
+        submitter's `status` reads what is true now, not the ACCEPTED it was first told.
+        A failure is kept in `unpublished` (exit 4 for `serve --once`)."""
+        found = self.spool.find(sid)
+        if found is None:
+            return
+        try:
+            verdict = read_at_most_path(found[1] / VERDICT_FILE, VERDICT_BYTES)
+            task_id = jsontext.loads(verdict)["taskId"]
+            if not isinstance(task_id, str) or refname_problem(task_id):
+                raise InfrastructureError(f"the verdict of {sid} names no usable task")
+            target = verdict_ref(task_id, sid)
+            old = remote_refs(Path(self.canonical.repo.path), self.url, [target]).get(target)
+            commit = self._verdict_commit(Pending(task_id, sid, ""), VERDICT_FILE, verdict)
+            sign = push_signature(self.key, [(old, commit, target)])
+            lease = f"--force-with-lease={target}:{old or ''}"
+            proc = self._git(
+                ["push", "--porcelain", "--no-verify", *sign, self.url, lease, f"+{commit}:{target}"]
+            )  # fmt: skip
+            if proc.returncode != 0:
+                why = git.last_line(proc.stderr)
+                raise InfrastructureError(f"the intake refused the new verdict: {why}")
+        except (IntegratorError, OSError, ValueError, KeyError, TypeError) as err:
+            log.warning("intake.republish_failed", submission=sid, error=str(err))
+            self.unpublished[sid] = str(err)
+            return
+        self.unpublished.pop(sid, None)
+        log.info("intake.republished", submission=sid, task=task_id, verdict=target)
 
     def check_published(self) -> None:
         """InfrastructureError when a decided verdict could not be published (`serve

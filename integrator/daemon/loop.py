@@ -111,6 +111,7 @@ class Daemon:
         self.promotion = Promotion(
             canonical, spool, mirror, self.metrics.registry, enabled=promote,
             poll=self.settings.poll, clock=clock,
+            on_held=intake.republish if intake is not None else None,
         )  # fmt: skip
 
     # -- signals --------------------------------------------------------------------------

@@ -40,6 +40,7 @@ class Promotion:
         enabled: bool,
         poll: float,
         clock: Callable[[], datetime],
+        on_held: Callable[[str], None] | None = None,
     ) -> None:
         self.canonical = canonical
         self.spool = spool
@@ -48,6 +49,7 @@ class Promotion:
         self.enabled = enabled
         self.poll = poll
         self.clock = clock
+        self.on_held = on_held  # told each submission an ejection held (its verdict changed)
         self._thread: PromoterThread | None = None
         self._reflected: str | None = None
         self._pause_logged: str | None = None
@@ -77,7 +79,7 @@ class Promotion:
         if tip is None or tip == self._reflected:
             return
         try:
-            reflect(self.canonical, self.spool, self.mirror, self.clock())
+            reflect(self.canonical, self.spool, self.mirror, self.clock(), on_held=self.on_held)
         except IntegratorError as err:
             log.warning("promote.reflect_failed", error=str(err))
             return

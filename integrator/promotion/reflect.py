@@ -19,6 +19,7 @@ finds what it already did (a folder already in `fenced/`, rows keyed by record).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
 
 import structlog
@@ -109,8 +110,17 @@ def ejection_verdict(ownership: Verdict, item: Ejected) -> Verdict:
     return Verdict.model_validate(document)
 
 
-def reflect(canonical: Canonical, spool: Spool | None, mirror: Mirror | None, now: datetime) -> int:
-    """Reflect the promotion records not seen yet; how many were."""
+def reflect(
+    canonical: Canonical,
+    spool: Spool | None,
+    mirror: Mirror | None,
+    now: datetime,
+    *,
+    on_held: Callable[[str], None] | None = None,
+) -> int:
+    """Reflect the promotion records not seen yet; how many were. `on_held` is told each
+    submission held here because its landing was ejected (its verdict changed: the daemon
+    publishes it again where the submitter reads it)."""
     target = canonical.target
     seen = _seen(spool) if spool is not None else {}
     tip = canonical.ref(validations.promotion_ref(target))
@@ -129,6 +139,8 @@ def reflect(canonical: Canonical, spool: Spool | None, mirror: Mirror | None, no
                     return 0  # tried again after the next drain
             if sid is not None:
                 log.info("promote.held", submission=sid, task=item.task_id, code=item.code.value)
+                if on_held is not None:
+                    on_held(sid)
             rows.append(_ejection_row(sid, item, record, commit))
         rows.extend(_rows(canonical, commit, record))
     if mirror is not None and rows:
