@@ -34,9 +34,12 @@ HINTS: dict[Code, str] = {
     Code.LEGACY_SUBMISSION: "a release manager decides (integrator review); "
     "resubmit with a contract that carries a generation",
     Code.CANDIDATE_MISSING: "push the candidate commit to the repository before gating it",
-    Code.BASE_MISSING: "fetch full history (e.g. fetch-depth: 0) so the base commit exists, "
+    Code.BASE_MISSING: "fetch full history (e.g. fetch-depth: 0) and the queue, where an "
+    f"unpromoted base lives (git fetch origin '+{refnames.QUEUE}*:{refnames.QUEUE}*'), "
     "then gate again",
-    Code.BASE_NOT_ANCESTOR: "rebase the candidate onto the contract's base commit",
+    Code.BASE_NOT_ANCESTOR: "rebase the candidate onto the contract's base commit; with "
+    "validation on that base is the queue head, which a plain clone lacks: "
+    f"git fetch origin '+{refnames.QUEUE}*:{refnames.QUEUE}*' first",
     Code.BASE_NOT_ON_QUEUE: "rebase onto the queue head and resubmit",
     Code.PATH_NOT_OWNED: "ask the coordinator to expand the claim (integrator contract expand) "
     "or drop the change",
