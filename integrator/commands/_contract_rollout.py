@@ -79,21 +79,13 @@ def run_reissue(args: argparse.Namespace) -> int:
         outcomes, waiting = reissue(canonical, tasks=args.task, every=args.all, lease=args.lease)
     rows: list[dict[str, object]] = []
     for outcome in outcomes:
-        row: dict[str, object] = {"taskId": outcome.task_id}
-        if outcome.contract is not None:
+        row = outcome.row()
+        if outcome.contract is not None and args.out_dir is not None:
             contract = outcome.contract
-            row |= {
-                "generation": contract.ownership_generation,
-                "attemptId": contract.attempt_id,
-                "contract": contract.wire(),
-            }
-            if args.out_dir is not None:
-                args.out_dir.mkdir(parents=True, exist_ok=True)
-                path = args.out_dir / f"{contract.task_id}.json"
-                write_output(contract.to_json(), str(path))
-                row["file"] = str(path)
-        else:
-            row["refused"] = outcome.refused
+            args.out_dir.mkdir(parents=True, exist_ok=True)
+            path = args.out_dir / f"{contract.task_id}.json"
+            write_output(contract.to_json(), str(path))
+            row["file"] = str(path)
         rows.append(row)
     if args.json:
         print_json({"outcomes": rows, "waiting": waiting})

@@ -8,8 +8,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from integrator import refnames
 from integrator.commands._common import (
     add_json,
@@ -18,35 +16,23 @@ from integrator.commands._common import (
     print_json,
     read_input,
     say,
-    timestamp,
     write_output,
 )
 from integrator.commands._contract_rollout import register_rollout
-from integrator.documents.claim import Claim
-from integrator.documents.contract import parse_contract
-from integrator.documents.expansion import ExpansionRequest
-from integrator.errors import ConfigurationError, UsageError
-from integrator.fleet.expansion import build_request
-from integrator.fleet.workspace import bound_contract, worktree_root
-from integrator.limits import DEFAULT_MAX_PATCH_BYTES, EXPANSION_BYTES
-from integrator.records.archive_index import (
-    archive_ref,
-    archived_claim,
-    archived_count,
-    archived_entries,
-)
-from integrator.records.canonical import Canonical
-from integrator.records.claims import (
-    Claims,
-    IssueRequest,
-    build_contract,
-    history,
-)
-from integrator.records.expansions import (
-    ExpansionEntry,
-    Expansions,
-    archived_expansions,
-    expansions,
+from integrator.fleet.expansion import request_expansion
+from integrator.limits import DEFAULT_MAX_PATCH_BYTES
+from integrator.records.archive_index import archive_ref
+from integrator.records.claims import IssueRequest
+from integrator.records.contract_views import (
+    dismiss_request,
+    expand_contract,
+    issue_contract,
+    list_contracts,
+    reclaim_contract,
+    renew_contract,
+    revoke_contract,
+    show_contract,
+    summary,
 )
 
 
@@ -114,17 +100,8 @@ def _register_request(inner: Any) -> None:
 
 
 def run_request(args: argparse.Namespace) -> int:
-    if not args.add_path and not args.add_resource:
-        raise UsageError("name what to add: --add-path GLOB and/or --add-resource KIND:NAME")
-    root = worktree_root(args.worktree)
-    if args.contract:
-        contract = parse_contract(read_input(args.contract))
-    else:
-        bound = bound_contract(root)
-        if bound is None:
-            raise UsageError(f"no contract is bound to {root}; pass --contract FILE")
-        contract = bound
-    request = build_request(root, contract, args.add_path, args.add_resource)
+    contract = (lambda: read_input(args.contract)) if args.contract else None
+    request = request_expansion(args.worktree, args.add_path, args.add_resource, contract=contract)
     write_output(request.to_json(), args.output)
     return 0
 
@@ -210,23 +187,6 @@ def _register_reading(inner: Any) -> None:
     listing.set_defaults(func=run_list)
 
 
-def _summary(claim: Claim) -> dict[str, object]:
-    view = claim.view
-    return {
-        "taskId": view.task_id,
-        "attemptId": view.attempt_id,
-        "generation": view.generation,
-        "state": view.state,
-        "leaseExpiresAt": view.lease_expires_at.isoformat(),
-        "holder": claim.contract.lease.holder,
-        "contractDigest": view.contract_digest,
-        "paths": list(claim.contract.paths),
-        "resources": list(claim.contract.resources),
-        "stagingCommit": view.staging_commit,
-        "claimCommit": claim.oid,
-    }
-
-
 def run_issue(args: argparse.Namespace) -> int:
     request = IssueRequest(
         task_id=args.task,
@@ -240,67 +200,43 @@ def run_issue(args: argparse.Namespace) -> int:
         max_patch_bytes=args.max_patch_bytes,
         worktree_id=args.worktree,
     )
-    with Canonical(args.repo) as canonical:
-        if canonical.initialized:
-            contract = Claims(canonical).issue(request, force_shared=args.force_shared)
-        else:
-            contract = build_contract(canonical, request, 1, canonical.clock())
-            say(
-                "integrator: note: repository not initialized; the claim was not registered "
-                "(run integrator init to enforce live claims)",
-                err=True,
-            )
+    contract, registered = issue_contract(args.repo, request, force_shared=args.force_shared)
+    if not registered:
+        say(
+            "integrator: note: repository not initialized; the claim was not registered "
+            "(run integrator init to enforce live claims)",
+            err=True,
+        )
     write_output(contract.to_json(), args.output)
     return 0
 
 
 def run_renew(args: argparse.Namespace) -> int:
-    with Canonical(args.repo) as canonical:
-        try:
-            until = timestamp(args.until)
-        except argparse.ArgumentTypeError:
-            try:
-                until = canonical.clock() + duration(args.until)
-            except argparse.ArgumentTypeError as err:
-                raise UsageError(f"--until: {err}") from err
-        claim = Claims(canonical).renew(args.task, until)
-        summary = _summary(claim)
+    claim, until = renew_contract(args.repo, args.task, args.until)
+    doc = summary(claim)
     if args.json:
-        print_json(summary)
+        print_json(doc)
     else:
-        say(f"renewed {args.task} generation {summary['generation']} until {until.isoformat()}")
+        say(f"renewed {args.task} generation {doc['generation']} until {until.isoformat()}")
     return 0
 
 
 def run_reclaim(args: argparse.Namespace) -> int:
-    with Canonical(args.repo) as canonical:
-        contract = Claims(canonical).reclaim(
-            args.task, force=args.force, holder=args.holder, lease=args.lease, base=args.base
-        )
+    contract = reclaim_contract(
+        args.repo, args.task, force=args.force, holder=args.holder, lease=args.lease, base=args.base
+    )
     write_output(contract.to_json(), args.output)
     return 0
 
 
 def run_expand(args: argparse.Namespace) -> int:
-    data = read_input(args.request)
-    if len(data) > EXPANSION_BYTES:
-        raise UsageError(f"the expansion request is more than {EXPANSION_BYTES} bytes")
-    try:
-        request = ExpansionRequest.model_validate_json(data)
-    except ValidationError as err:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()
-        )
-        raise UsageError(f"invalid expansion request: {problems}") from err
-    with Canonical(args.repo) as canonical:
-        contract = Expansions(canonical).expand(request)
+    contract = expand_contract(args.repo, read_input(args.request))
     write_output(contract.to_json(), args.output)
     return 0
 
 
 def run_dismiss(args: argparse.Namespace) -> int:
-    with Canonical(args.repo) as canonical:
-        entry = Expansions(canonical).dismiss(args.id, args.reason)
+    entry = dismiss_request(args.repo, args.id, args.reason)
     if args.json:
         print_json(entry.summary())
     else:
@@ -309,50 +245,32 @@ def run_dismiss(args: argparse.Namespace) -> int:
 
 
 def run_revoke(args: argparse.Namespace) -> int:
-    with Canonical(args.repo) as canonical:
-        claim = Claims(canonical).revoke(args.task, args.reason)
+    claim = revoke_contract(args.repo, args.task, args.reason)
     if args.json:
-        print_json(_summary(claim))
+        print_json(summary(claim))
     else:
         say(f"revoked {args.task} generation {claim.view.generation}: {args.reason}")
     return 0
 
 
 def run_show(args: argparse.Namespace) -> int:
-    archived: dict[str, object] | None = None
-    with Canonical(args.repo) as canonical:
-        claim = canonical.claim(args.task)
-        if claim is None and (claim := archived_claim(canonical, args.task)) is not None:
-            archived = {"ref": archive_ref("claims"), "commit": claim.oid}
-        if claim is None:
-            raise ConfigurationError(f"no claim for task {args.task!r}")
-        events = history(canonical, args.task)
-        requests = expansions(canonical, args.task)
-        folded = archived_expansions(canonical, args.task)
-        summary = _summary(claim)
+    shown = show_contract(args.repo, args.task)
     if args.json:
-        doc = {
-            **summary,
-            "archived": archived,
-            "contract": claim.contract.wire(),
-            "history": [{"commit": c, **state} for c, state, _ in events],
-            "expansionRequests": [e.summary() for e in requests]
-            + [{**e.summary(), "archived": True} for e in folded],
-        }
-        print_json(doc)
+        print_json(shown.wire())
         return 0
-    for key, value in summary.items():
+    archived, claim = shown.archived, shown.claim
+    for key, value in shown.summary.items():
         say(f"{key:>15}: {value}")
     if archived is not None:
         say(f"{'archived':>15}: in {archived['ref']} (the claim ref was folded into it)")
     say("\nhistory (newest first):")
-    for commit, state, message in events:
+    for commit, state, message in shown.events:
         say(f"  {commit[:12]}  {state.get('state', '?'):9} {message.splitlines()[0]}")
-    if requests or folded:
+    if shown.requests or shown.folded:
         say("\nexpansion requests (oldest first):")
-        for entry in requests:
+        for entry in shown.requests:
             say(f"  {entry.describe()}")
-        for entry in folded:
+        for entry in shown.folded:
             say(f"  {entry.describe()} (archived)")
     say("\ncontract:")
     print(json.dumps(claim.contract.wire(), indent=2))
@@ -360,27 +278,8 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    with Canonical(args.repo) as canonical:
-        claims = canonical.claims()
-        pending = expansions(canonical, pending_only=True)
-        folded = archived_count(canonical, "claims")
-        old: list[Claim] = []
-        if args.archived:
-            # A task issued again after it was archived has its ref: that row stands for it.
-            tasks = {c.view.task_id for c in claims}
-            entries = archived_entries(canonical, "claims")
-            old = [canonical.claim_at(e.oid) for e in entries if e.name not in tasks]
-    by_task: dict[str, list[ExpansionEntry]] = {}
-    for entry in pending:
-        by_task.setdefault(entry.record.task_id, []).append(entry)
-    rows = [
-        {
-            **_summary(c),
-            "pendingExpansions": [e.summary() for e in by_task.get(c.view.task_id, [])],
-            **({"archived": n >= len(claims)} if args.archived else {}),
-        }
-        for n, c in enumerate([*claims, *old])
-    ]
+    listed = list_contracts(args.repo, archived=args.archived)
+    rows, pending, folded = listed.rows, listed.pending, listed.folded
     if args.json:
         print_json(rows)
         return 0

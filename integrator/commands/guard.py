@@ -20,9 +20,6 @@ from typing import Any
 from integrator.commands._common import print_json, say
 from integrator.errors import EXIT_FENCED, EXIT_OK, UsageError
 
-# In a shared checkout (`task claim --in-place`) nothing is bound to the worktree; the
-# agent's environment names its task instead, and hooks inherit that environment.
-TASK_ENV = "INTEGRATOR_TASK"
 # integrator.fleet.hooks.AGENTS, spelled here so that a hook call that writes nothing (a
 # plain shell command, a read) is answered without loading the contract models (a test
 # pins that the two agree).
@@ -129,21 +126,14 @@ def run(args: argparse.Namespace) -> int:
         return run_hook(args)
     from integrator.clock import utcnow
     from integrator.fleet import guard
-    from integrator.fleet.bound import checkout_of
 
-    cwd = Path.cwd()
-    if args.staged:
-        targets, relative = guard.staged_paths(checkout_of(cwd).root), True
-    else:
-        targets, relative = list(args.path), False
-    decision = guard.evaluate(
-        targets,
-        cwd,
+    decision = guard.check_paths(
+        Path.cwd(),
         utcnow(),
+        os.environ,
+        paths=args.path,
+        staged=args.staged,
         allow_outside=args.allow_outside,
-        relative_to_root=relative,
-        in_place_task=os.environ.get(TASK_ENV),
-        coordinator=guard.coordinator_mode(os.environ),
     )
     if args.json:
         print_json(decision.to_json())
@@ -162,7 +152,9 @@ def run_hook(args: argparse.Namespace) -> int:
     except Exception as err:  # fail closed: even an unreadable stdin blocks
         say(f"integrator guard: cannot read the hook input: {err}", err=True)
         return 2
-    quick = _unmediated(data)
+    from integrator.fleet.events import unmediated_answer
+
+    quick = unmediated_answer(data, cwd=Path(os.getcwd()))
     if quick is not None:
         sys.stdout.write(quick)
         return 0
@@ -174,27 +166,12 @@ def run_hook(args: argparse.Namespace) -> int:
         cwd=Path(os.getcwd()),
         now=utcnow(),
         allow_outside=args.allow_outside,
-        in_place_task=os.environ.get(TASK_ENV),
+        in_place_task=os.environ.get(guard.TASK_ENV),
         coordinator=guard.coordinator_mode(os.environ),
     )
     sys.stdout.write(answer.stdout)
     sys.stderr.write(answer.stderr)
     return answer.exit_code
-
-
-def _unmediated(data: bytes) -> str | None:
-    """The allow answer for a call that writes nothing the guard mediates (a read, a shell
-    command that runs no apply_patch), read with the hook's own parser; None for anything
-    else, which the full guard decides (and denies when in doubt)."""
-    from integrator.fleet.events import parse_event
-
-    try:
-        call = parse_event(data, default_cwd=Path(os.getcwd()))
-    except Exception:
-        return None
-    if call.mediated:
-        return None
-    return "{}\n" if call.dialect == "gemini" else ""
 
 
 def run_install(args: argparse.Namespace) -> int:
@@ -262,7 +239,7 @@ def run_show(args: argparse.Namespace) -> int:
     from integrator.fleet import guard
 
     document = guard.bound_status(
-        args.worktree.resolve(), utcnow(), in_place_task=os.environ.get(TASK_ENV)
+        args.worktree.resolve(), utcnow(), in_place_task=os.environ.get(guard.TASK_ENV)
     )
     if args.json:
         print_json(document)

@@ -78,33 +78,17 @@ def run_resume(args: argparse.Namespace) -> int:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    from integrator.errors import ConfigurationError
-    from integrator.promotion.state import read_state
-    from integrator.records.canonical import Canonical
-    from integrator.records.queue_control import control_history, read_control
+    from integrator.promotion.state import queue_status
 
     logs.configure(stream=logs.STDERR)
-    with Canonical(args.repo) as canonical:
-        canonical.refresh()
-        control = read_control(canonical)
-        validation = canonical.policy_state().policy.validation
-        try:
-            state = read_state(canonical)
-            landings = [c.wire() for c in state.landings]
-            problem = None
-        except ConfigurationError as err:
-            state, landings, problem = None, [], str(err)
-        document: dict[str, Any] = {
-            "target": canonical.target_ref,
-            "paused": bool(control and control.paused),
-            "control": control.wire() if control else None,
-            "history": [c.wire() for c in control_history(canonical, 10)],
-            "targetHead": canonical.ref(canonical.target_ref),
-            "queueHead": canonical.ref(canonical.queue_ref),
-            "validation": validation.model_dump(mode="json") if validation else None,
-            "unpromoted": landings,
-            "problem": problem,
-        }
+    status = queue_status(args.repo)
+    control, validation, state, problem = (
+        status.control,
+        status.validation,
+        status.state,
+        status.problem,
+    )
+    document = status.document
     if args.json:
         print_json(document)
         return EXIT_OK

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -40,53 +40,30 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from integrator.documents.submission import Submission
-    from integrator.landing.engine import Integrator
-    from integrator.records.canonical import Canonical
     from integrator.review.actions import default_actor
-    from integrator.rollout.revert import prepare_revert
-    from integrator.store.spool import Spool
+    from integrator.rollout.revert import revert_landing
 
-    actor = args.actor or default_actor()
-    with Canonical(args.repo) as canonical:
-        done = prepare_revert(
-            canonical,
-            args.staging,
-            actor=actor,
-            reason=args.reason,
-            lease=args.lease,
-            force_shared=args.force_shared,
-        )
-        head: dict[str, Any] = {
-            "reverts": done.plan.staging,
-            "revertedTask": done.plan.task_id,
-            "revertCommit": done.commit,
-            "taskId": done.contract.task_id,
-            "generation": done.contract.ownership_generation,
-            "paths": list(done.plan.paths),
-            "resources": list(done.plan.resources),
-        }
-        if args.spool is None:
-            verdict = Integrator(canonical).integrate(done.contract.to_json().encode(), done.commit)
-    if args.spool is not None:
+    done = revert_landing(
+        args.repo,
+        args.staging,
+        actor=args.actor or default_actor(),
+        reason=args.reason,
+        lease=args.lease,
+        force_shared=args.force_shared,
+        spool=args.spool,
+    )
+    head = done.revert.head()
+    if done.spool is not None and done.submission is not None:
         from integrator.commands.submit import wait_for
 
-        spool = Spool(args.spool).existing()
-        submission = Submission.model_validate(
-            {
-                "schema": "integrator.submission.v1",
-                "contract": done.contract.wire(),
-                "candidate": done.commit,
-                "submitter": {"user": actor[:200], "host": "integrator-revert"},
-                "submittedAt": datetime.now(UTC),
-            }
-        )
-        sid = spool.submit(submission)
+        sid = done.submission
         if not args.json or args.wait is None:
             _say(args, {**head, "submission": sid})
         if args.wait is None:
             return 0
-        return wait_for(spool, sid, args.wait, as_json=args.json)
+        return wait_for(done.spool, sid, args.wait, as_json=args.json)
+    verdict = done.verdict
+    assert verdict is not None
     _say(args, {**head, "verdict": verdict.wire()})
     if not args.json:
         codes = ", ".join(dict.fromkeys(v.code.value for v in verdict.violations)) or "-"

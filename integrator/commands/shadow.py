@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from integrator.commands._common import add_json, add_repo, print_json, read_input, say
-from integrator.errors import EXIT_FENCED, EXIT_OK, UsageError
-from integrator.limits import SHADOW_REQUEST_BYTES
+from integrator.errors import EXIT_FENCED, EXIT_OK
 
 
 def register(sub: Any) -> None:
@@ -47,21 +46,11 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.decide is not None:
         return _answer(args.decide)
-    from integrator.documents.policy import PolicyState, read_policy_file
-    from integrator.records.canonical import Canonical
-    from integrator.rollout.records import since_option
-    from integrator.rollout.shadow import CommandDecider, run_shadow
+    from integrator.rollout.shadow import shadow_repository
 
-    if args.policy is None and args.command is None:
-        raise UsageError("name what to compare with: --policy FILE and/or --command CMD")
-    with Canonical(args.repo) as canonical:
-        policy = None
-        if args.policy is not None:
-            read, text = read_policy_file(args.policy)
-            policy = PolicyState(read, canonical.policy_state().generation, text)
-        since = since_option(args.since, canonical.clock())
-        decider = CommandDecider(args.command) if args.command else None
-        report = run_shadow(canonical, policy=policy, decider=decider, since=since)
+    report = shadow_repository(
+        args.repo, policy_file=args.policy, command=args.command, since=args.since
+    )
     if args.json:
         print_json(report.wire())
     else:
@@ -97,18 +86,8 @@ def _print(report: Any) -> None:
 
 def _answer(source: str) -> int:
     """The other end of --command: one request in, its verdict out (exit code of it)."""
-    from pydantic import ValidationError
+    from integrator.rollout.shadow import answer_request
 
-    from integrator.rollout.replay import ShadowRequest
-    from integrator.rollout.shadow import decide_request
-
-    data = read_input(source)
-    if len(data) > SHADOW_REQUEST_BYTES:
-        raise UsageError(f"the shadow request is larger than {SHADOW_REQUEST_BYTES >> 20} MiB")
-    try:
-        request = ShadowRequest.model_validate_json(data)
-    except ValidationError as err:
-        raise UsageError(f"not an integrator.shadow-request.v1: {err.errors()[0]['msg']}") from err
-    verdict = decide_request(request)
+    verdict = answer_request(read_input(source))
     print_json(verdict.wire())
     return verdict.exit_code

@@ -58,3 +58,29 @@ def load_settings(path: Path | None, base: Settings) -> Settings:
     if not -1 <= settings.evaluation_workers <= 64:
         raise ConfigurationError(f"{path}: serve.evaluation-workers must be -1 (auto) to 64")
     return settings
+
+
+def resolve_settings(
+    config: Path | None,
+    *,
+    poll: float | None = None,
+    watch: bool = True,
+    evaluation_workers: int | None = None,
+    intake: bool = False,
+) -> Settings:
+    """Defaults, then the config file, then what the command line says (`poll`, `watch`,
+    `evaluation_workers`; a daemon with an intake and no config file polls every second)."""
+    settings = load_settings(config, Settings())
+    if poll is not None:
+        if poll <= 0:
+            raise ConfigurationError("--poll must be positive")
+        settings = replace(settings, poll=poll)
+    elif intake and config is None:
+        settings = replace(settings, poll=1.0)
+    if not watch:
+        settings = replace(settings, watch=False)
+    if evaluation_workers is not None:
+        if not -1 <= evaluation_workers <= 64:
+            raise ConfigurationError("--evaluation-workers must be -1 (auto) to 64")
+        settings = replace(settings, evaluation_workers=evaluation_workers)
+    return settings

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from integrator.documents.contract import (
     DIGEST_RE,
@@ -23,7 +23,8 @@ from integrator.documents.contract import (
     Resource,
 )
 from integrator.documents.digests import digest_of
-from integrator.limits import MAX_GLOBS, MAX_RESOURCES
+from integrator.errors import UsageError
+from integrator.limits import EXPANSION_BYTES, MAX_GLOBS, MAX_RESOURCES
 
 # The pattern is in the JSON Schema too, so an agent in any language can check its request;
 # the validator gives a pydantic reader the clearer message.
@@ -58,6 +59,20 @@ class ExpansionRequest(Model):
     def request_id(self) -> str:
         """16 hex digits of the request's canonical digest: the same request, the same id."""
         return digest_of(self.wire()).removeprefix("sha256:")[:16]
+
+
+def parse_request(data: bytes) -> ExpansionRequest:
+    """An expansion request read from a file an agent wrote: refused (UsageError, naming
+    each problem) past its size limit or when it is not a valid request."""
+    if len(data) > EXPANSION_BYTES:
+        raise UsageError(f"the expansion request is more than {EXPANSION_BYTES} bytes")
+    try:
+        return ExpansionRequest.model_validate_json(data)
+    except ValidationError as err:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()
+        )
+        raise UsageError(f"invalid expansion request: {problems}") from err
 
 
 ExpansionState = Literal["pending", "granted", "dismissed"]

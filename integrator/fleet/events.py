@@ -193,3 +193,17 @@ def parse_event(data: bytes, *, default_cwd: Path) -> ToolCall:
     if writes is None:
         return ToolCall(dialect, tool, (), here, mediated=False)
     return ToolCall(dialect, tool, writes, here)
+
+
+def unmediated_answer(data: bytes, *, cwd: Path) -> str | None:
+    """The allow answer for a call that writes nothing the guard mediates (a read, a shell
+    command that runs no apply_patch), read with the hook's own parser; None for anything
+    else, which the full guard decides (and denies when in doubt). Loads no contract
+    models, so the hook answers such calls fast."""
+    try:
+        call = parse_event(data, default_cwd=cwd)
+    except Exception:
+        return None
+    if call.mediated:
+        return None
+    return "{}\n" if call.dialect == "gemini" else ""

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from integrator.documents.contract import OwnershipContract
+from integrator.documents.contract import OwnershipContract, parse_contract
 from integrator.documents.expansion import ExpansionRequest
+from integrator.errors import UsageError
+from integrator.fleet.workspace import bound_contract, worktree_root
 from integrator.plumbing import git
 
 
@@ -61,3 +63,25 @@ def build_request(
             "workspaceHead": head,
         }
     )
+
+
+def request_expansion(
+    worktree: Path,
+    add_paths: Sequence[str],
+    add_resources: Sequence[str] = (),
+    *,
+    contract: Callable[[], bytes] | None = None,
+) -> ExpansionRequest:
+    """`contract request-expansion`: the request for the contract `contract` reads (by
+    default the one bound to the worktree), from the workspace the worktree is in."""
+    if not add_paths and not add_resources:
+        raise UsageError("name what to add: --add-path GLOB and/or --add-resource KIND:NAME")
+    root = worktree_root(worktree)
+    if contract is not None:
+        held = parse_contract(contract())
+    else:
+        bound = bound_contract(root)
+        if bound is None:
+            raise UsageError(f"no contract is bound to {root}; pass --contract FILE")
+        held = bound
+    return build_request(root, held, add_paths, add_resources)

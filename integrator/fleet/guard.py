@@ -48,6 +48,9 @@ from integrator.plumbing import git
 from integrator.records.claimref import read_claim_rules
 
 COORDINATOR_ENV = "INTEGRATOR_COORDINATOR"
+# In a shared checkout (`task claim --in-place`) nothing is bound to the worktree; the
+# agent's environment names its task instead, and hooks inherit that environment.
+TASK_ENV = "INTEGRATOR_TASK"
 __all__ = ["Dialect", "GuardInputError", "Write", "parse_event"]  # the hook's input, re-exported
 
 # --- the decision (pure) -----------------------------------------------------------------
@@ -280,6 +283,32 @@ def evaluate(
         target for w in writes for target in locate(w.given, base, root, allow_outside, path=w.path)
     ]
     return decide(contract, claim, checkout.worktree_id, now, located, in_place=in_place)
+
+
+def check_paths(
+    cwd: Path,
+    now: datetime,
+    env: Mapping[str, str],
+    *,
+    paths: Sequence[str] = (),
+    staged: bool = False,
+    allow_outside: Sequence[Path] = (),
+) -> GuardDecision:
+    """`guard --path P` (paths as given, from `cwd`) or `guard --staged` (the paths staged
+    in the checkout `cwd` is in), under the contract the environment `env` leads to."""
+    if staged:
+        targets, relative = staged_paths(checkout_of(cwd).root), True
+    else:
+        targets, relative = list(paths), False
+    return evaluate(
+        targets,
+        cwd,
+        now,
+        allow_outside=allow_outside,
+        relative_to_root=relative,
+        in_place_task=env.get(TASK_ENV),
+        coordinator=coordinator_mode(env),
+    )
 
 
 def bound_status(

@@ -9,14 +9,18 @@ head. Each head's validation result is read from its ref; the state is all the p
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 import pygit2
 
-from integrator.documents.promotion import Covered, ValidationResult
+from integrator.documents.policy import Validation
+from integrator.documents.promotion import Covered, QueueControl, ValidationResult
 from integrator.documents.trailers import TRAILER_CANDIDATE, trailers
 from integrator.errors import ConfigurationError
 from integrator.records import validations
 from integrator.records.canonical import Canonical
+from integrator.records.queue_control import control_history, read_control
 
 TRAILER_TASK = "Integrator-Task"
 TRAILER_ATTEMPT = "Integrator-Attempt"
@@ -108,3 +112,41 @@ def read_state(canonical: Canonical, *, limit: int = WALK_LIMIT) -> QueueState:
         if found is not None:
             state.results[landing.staging] = found
     return state
+
+
+@dataclass(frozen=True)
+class QueueStatus:
+    """`integrator queue status`: the control in force, the validation policy, what waits
+    for promotion (None with the problem that kept it from being read) and the document."""
+
+    control: QueueControl | None
+    validation: Validation | None
+    state: QueueState | None
+    problem: str | None
+    document: dict[str, Any]
+
+
+def queue_status(repo: str | Path) -> QueueStatus:
+    """Paused or not, the queue and target heads, and the landings not promoted yet."""
+    with Canonical(repo) as canonical:
+        canonical.refresh()
+        control = read_control(canonical)
+        validation = canonical.policy_state().policy.validation
+        try:
+            state = read_state(canonical)
+            landings = [c.wire() for c in state.landings]
+            problem = None
+        except ConfigurationError as err:
+            state, landings, problem = None, [], str(err)
+        document: dict[str, Any] = {
+            "target": canonical.target_ref,
+            "paused": bool(control and control.paused),
+            "control": control.wire() if control else None,
+            "history": [c.wire() for c in control_history(canonical, 10)],
+            "targetHead": canonical.ref(canonical.target_ref),
+            "queueHead": canonical.ref(canonical.queue_ref),
+            "validation": validation.model_dump(mode="json") if validation else None,
+            "unpromoted": landings,
+            "problem": problem,
+        }
+    return QueueStatus(control, validation, state, problem, document)

@@ -51,6 +51,21 @@ class Reissue:
     contract: OwnershipContract | None = None
     refused: str | None = None
 
+    def row(self) -> dict[str, object]:
+        """The outcome as `contract reissue` reports it: the new generation, attempt and
+        contract, or why it was refused."""
+        row: dict[str, object] = {"taskId": self.task_id}
+        if self.contract is not None:
+            contract = self.contract
+            row |= {
+                "generation": contract.ownership_generation,
+                "attemptId": contract.attempt_id,
+                "contract": contract.wire(),
+            }
+        else:
+            row["refused"] = self.refused
+        return row
+
 
 def revoked_by_policy(canonical: Canonical) -> list[Revoked]:
     """Every claim whose last event is a revocation by a policy change, by task id."""

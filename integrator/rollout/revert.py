@@ -23,12 +23,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
 
 import pygit2
 
 from integrator.documents.contract import OwnershipContract
+from integrator.documents.submission import Submission
 from integrator.documents.trailers import TRAILER_CANDIDATE, trailers
+from integrator.documents.verdict import Verdict
 from integrator.errors import ConfigurationError, UsageError
 from integrator.fence.diff import recompute
 from integrator.fence.resources import touched_resources
@@ -48,6 +52,7 @@ from integrator.records.claims import (
     IssueRequest,
 )
 from integrator.records.revert import write_revert
+from integrator.store.spool import Spool
 
 TRAILER_REVERTS = "Integrator-Reverts"
 _GLOB_SPECIAL = "*?[\\"
@@ -152,6 +157,18 @@ class Revert:
     commit: str  # the revert commit (the candidate)
     contract: OwnershipContract
 
+    def head(self) -> dict[str, Any]:
+        """What `integrator revert` reports of it, before its verdict or submission."""
+        return {
+            "reverts": self.plan.staging,
+            "revertedTask": self.plan.task_id,
+            "revertCommit": self.commit,
+            "taskId": self.contract.task_id,
+            "generation": self.contract.ownership_generation,
+            "paths": list(self.plan.paths),
+            "resources": list(self.plan.resources),
+        }
+
 
 def prepare_revert(
     canonical: Canonical,
@@ -182,3 +199,48 @@ def prepare_revert(
     )
     contract = Claims(canonical).issue(request, force_shared=force_shared, revert=True)
     return Revert(plan, commit, contract)
+
+
+@dataclass(frozen=True)
+class Reverted:
+    """One `integrator revert`: the revert, and its verdict (sent through the gate here) or
+    its submission id in `spool` (handed to the daemon)."""
+
+    revert: Revert
+    verdict: Verdict | None = None
+    spool: Spool | None = None
+    submission: str | None = None
+
+
+def revert_landing(
+    repo: str | Path,
+    rev: str,
+    *,
+    actor: str,
+    reason: str | None = None,
+    lease: timedelta = timedelta(minutes=30),
+    force_shared: bool = False,
+    spool: Path | None = None,
+) -> Reverted:
+    """Write the revert of the landing `rev`, issue its claim and send it through the gate
+    and the integration transaction: here, or with `spool` through the daemon."""
+    from integrator.landing.engine import Integrator
+
+    with Canonical(repo) as canonical:
+        done = prepare_revert(
+            canonical, rev, actor=actor, reason=reason, lease=lease, force_shared=force_shared
+        )
+        if spool is None:
+            verdict = Integrator(canonical).integrate(done.contract.to_json().encode(), done.commit)
+            return Reverted(done, verdict=verdict)
+    into = Spool(spool).existing()
+    submission = Submission.model_validate(
+        {
+            "schema": "integrator.submission.v1",
+            "contract": done.contract.wire(),
+            "candidate": done.commit,
+            "submitter": {"user": actor[:200], "host": "integrator-revert"},
+            "submittedAt": datetime.now(UTC),
+        }
+    )
+    return Reverted(done, spool=into, submission=into.submit(submission))

@@ -24,21 +24,22 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Protocol
 
 import structlog
 from pydantic import ValidationError
 
-from integrator.documents.policy import PolicyState
+from integrator.documents.policy import PolicyState, read_policy_file
 from integrator.documents.verdict import Decision, Verdict
 from integrator.errors import InfrastructureError, IntegratorError, UsageError
 from integrator.escape import visible
 from integrator.landing.outcomes import Ready
-from integrator.limits import VERDICT_BYTES
+from integrator.limits import SHADOW_REQUEST_BYTES, VERDICT_BYTES
 from integrator.records.canonical import Canonical
 from integrator.records.scratch import scratch
 from integrator.rollout.compare import Comparison, Side, differences, side_of
-from integrator.rollout.records import Recorded, Records
+from integrator.rollout.records import Recorded, Records, since_option
 from integrator.rollout.replay import Decided, Replayer, ShadowRequest, request_for
 
 COMMAND_TIMEOUT = 120.0  # seconds one decision by another integrator may take
@@ -180,6 +181,39 @@ def decide_request(request: ShadowRequest) -> Verdict:
     """Answer one request (`integrator shadow --decide`): the verdict, moving nothing."""
     with Canonical(request.repo) as canonical, scratch(canonical) as borrowed:
         return Replayer(borrowed).decide(request).verdict
+
+
+def shadow_repository(
+    repo: str | Path,
+    *,
+    policy_file: Path | None = None,
+    command: str | None = None,
+    since: str | None = None,
+) -> ShadowReport:
+    """`integrator shadow`: every recorded submission since `since` (a time or a duration)
+    decided again under the policy in `policy_file` and/or by the integrator `command`."""
+    if policy_file is None and command is None:
+        raise UsageError("name what to compare with: --policy FILE and/or --command CMD")
+    with Canonical(repo) as canonical:
+        policy = None
+        if policy_file is not None:
+            read, text = read_policy_file(policy_file)
+            policy = PolicyState(read, canonical.policy_state().generation, text)
+        when = since_option(since, canonical.clock())
+        decider = CommandDecider(command) if command else None
+        return run_shadow(canonical, policy=policy, decider=decider, since=when)
+
+
+def answer_request(data: bytes) -> Verdict:
+    """The other end of `--command`: one request read (refused past its limit or when it
+    is not one), its verdict."""
+    if len(data) > SHADOW_REQUEST_BYTES:
+        raise UsageError(f"the shadow request is larger than {SHADOW_REQUEST_BYTES >> 20} MiB")
+    try:
+        request = ShadowRequest.model_validate_json(data)
+    except ValidationError as err:
+        raise UsageError(f"not an integrator.shadow-request.v1: {err.errors()[0]['msg']}") from err
+    return decide_request(request)
 
 
 class DaemonShadow:
