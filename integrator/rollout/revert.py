@@ -32,7 +32,7 @@ import pygit2
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.submission import Submission
 from integrator.documents.trailers import TRAILER_CANDIDATE, trailers
-from integrator.documents.verdict import Verdict
+from integrator.documents.verdict import Decision, Verdict
 from integrator.errors import ConfigurationError, UsageError
 from integrator.fence.diff import recompute
 from integrator.fence.resources import touched_resources
@@ -232,6 +232,13 @@ def revert_landing(
         )
         if spool is None:
             verdict = Integrator(canonical).integrate(done.contract.to_json().encode(), done.commit)
+            if verdict.decision is not Decision.ACCEPTED:
+                # Nothing landed: the revert's claim would block the landing's paths for its
+                # whole lease, and a second try at the revert with it.
+                codes = ", ".join(dict.fromkeys(v.code.value for v in verdict.violations))
+                Claims(canonical).revoke(
+                    done.contract.task_id, f"the revert did not land ({codes or 'no code'})"
+                )
             return Reverted(done, verdict=verdict)
     into = Spool(spool).existing()
     submission = Submission.model_validate(
