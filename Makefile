@@ -35,11 +35,11 @@ fuzz: $(STAMP)
 
 # Heavier race runs: 20 trials of eight coordinators per claim operation.
 soak: $(STAMP)
-	INTEGRATOR_RACE_TRIALS=20 $(PY) -m pytest -q -n 0 tests/test_claim_races.py
+	INTEGRATOR_RACE_TRIALS=20 $(PY) -m pytest -q -n 0 tests/records/test_claim_races.py
 
 # The review page's screenshots in docs/review/, taken by its browser tests.
 screenshots: $(STAMP)
-	INTEGRATOR_SCREENSHOTS=docs/review $(PY) -m pytest -q -n 0 tests/test_web_browser.py
+	INTEGRATOR_SCREENSHOTS=docs/review $(PY) -m pytest -q -n 0 tests/web/test_web_browser.py
 
 demo: $(STAMP)
 	$(PY) -m integrator.demo

@@ -12,7 +12,7 @@ import pytest
 from integrator.documents import schemas
 from integrator.documents.policy import parse_policy
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CONTRACTS = ROOT / "contracts"
 EXAMPLES = CONTRACTS / "examples"
 

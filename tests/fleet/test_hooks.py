@@ -13,8 +13,8 @@ import pytest
 
 from integrator.errors import ConfigurationError
 from integrator.fleet import doctor, hooks, trust
+from tests.fleet.test_guard import make_bound
 from tests.gitutil import GIT_ENV, git
-from tests.test_guard import make_bound
 
 
 @pytest.fixture

@@ -65,7 +65,7 @@ def race(tmp_path: Path, root: Path, workers: int, hold: float) -> list[list[obj
     script = tmp_path / "worker.py"
     script.write_text(WORKER, encoding="utf-8")
     go = tmp_path / "go"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])}
     procs = [
         subprocess.Popen(
             [sys.executable, str(script), str(root), f"agent{i}", str(go), str(hold)],

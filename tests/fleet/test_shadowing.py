@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from integrator.fleet import doctor, hooks
+from tests.fleet.test_guard import claude, make_bound
 from tests.gitutil import GIT_ENV
-from tests.test_guard import claude, make_bound
 
 # Modules integrator imports after `python -m` has put the current folder on the path.
 MODULES = ("json", "typing", "subprocess", "pathlib", "argparse", "dataclasses", "shlex",

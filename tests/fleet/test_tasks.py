@@ -15,7 +15,7 @@ from integrator.fleet.tasks import (
     render_task,
 )
 
-EXAMPLE = Path(__file__).parent.parent / "contracts" / "examples" / "task.md"
+EXAMPLE = Path(__file__).parents[2] / "contracts" / "examples" / "task.md"
 
 
 def task_text(front: str, body: str = "# Title\n\nBrief.\n") -> str:

@@ -50,7 +50,7 @@ from integrator.report.junit import render_junit
 from integrator.report.sarif import FINGERPRINT_KEY, LINE_HASH_KEY, SRCROOT
 from tests.gitutil import commit_files, make_repo
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / ".." / "shared" / "vendor" / "formats"
 VERDICT_SCHEMA = ROOT / "contracts" / "verdict.v1.schema.json"
 

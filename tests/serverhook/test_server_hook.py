@@ -1,6 +1,6 @@
 """The server-side guard: the pure decision over pushed updates, the signed push option, the
 settings it reads, and `integrator server-hook install/check/sign` on real repositories
-pushed to over file:// (servers with real authentication: tests/test_server_hook_http.py)."""
+pushed to over file:// (servers with real authentication: tests/serverhook/test_server_hook_http.py)."""
 
 from __future__ import annotations
 

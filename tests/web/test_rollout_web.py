@@ -13,7 +13,7 @@ import pytest
 from integrator.cli import main
 from integrator.web import sources, views
 from tests.rollout_world import Rollout, legacy_contract, make_rollout
-from tests.test_web_browser import (  # the module's browser fixture, reused here
+from tests.web.test_web_browser import (  # the module's browser fixture, reused here
     XSS,
     Desk,
     Server,

@@ -41,7 +41,7 @@ from integrator.store.mirror import for_spool
 from integrator.store.spool import Spool
 from tests.gitutil import GIT_ENV, Spec, commit_files, make_repo
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # The screenshots in docs/review/ are taken by these tests: `make screenshots` runs them
 # with INTEGRATOR_SCREENSHOTS=docs/review; a plain run writes them to a scratch folder, so
 # the checkout is not changed by every test run.
