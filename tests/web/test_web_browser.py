@@ -259,19 +259,41 @@ def visit(driver: Any, url: str) -> None:
     assert "integrator review" in driver.title
 
 
-def submit(driver: Any, form_id: str, **fields: str) -> None:
-    """Fill the form's fields, press its button, and wait for the next page."""
+def wait_for(driver: Any, css: str) -> Any:
+    """The element `css` selects, once the current page shows it.
+
+    Used after a click that navigates: the selector must match only on the next page, so
+    finding it proves the navigation is done. (Polling an element of the old page until it
+    goes stale is not reliable: while the browser navigates, chromedriver may answer a
+    question about it with "unhandled inspector error" instead of a stale element.)
+    """
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
+    wait = WebDriverWait(
+        driver, 10, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException)
+    )
+    return wait.until(expected_conditions.presence_of_element_located((_by("CSS_SELECTOR"), css)))
+
+
+def submit(driver: Any, form_id: str, shows: str, **fields: str) -> None:
+    """Fill the form's fields, press its button, and wait for the next page: the one where
+    the CSS selector `shows` matches (it must match nothing on the form's own page)."""
     form = driver.find_element(_by("ID"), form_id)
     for name, value in fields.items():
         box = form.find_element(_by("NAME"), name)
         box.clear()
         box.send_keys(value)
-    page = driver.find_element(_by("TAG_NAME"), "html")
     form.find_element(_by("CSS_SELECTOR"), "button[type=submit]").click()
-    WebDriverWait(driver, 10).until(expected_conditions.staleness_of(page))
+    wait_for(driver, shows)
+
+
+# What only the page after a form shows: a refusal's message, an action's outcome, and (once
+# logged in) the log-out button.
+REFUSED = "#message"
+OUTCOME = "p.outcome"
+LOGGED_IN = "form[action='/logout']"
 
 
 def anonymous(driver: Any, server: Server) -> None:
@@ -284,7 +306,7 @@ def log_in(driver: Any, server: Server, then: str) -> None:
     if "acting as" in driver.find_element(_by("ID"), "mode").text:
         visit(driver, server.url + then.lstrip("/"))
         return
-    submit(driver, "login", token=TOKEN)
+    submit(driver, "login", LOGGED_IN, token=TOKEN)
     assert driver.current_url == server.url + then.lstrip("/")
     assert driver.find_element(_by("ID"), "mode").text == "acting as rm-alice"
 
@@ -358,6 +380,7 @@ def test_candidate_marks_the_violating_path_and_the_deciding_line(
     anonymous(browser, server)
     visit(browser, server.url)
     browser.find_element(_by("LINK_TEXT"), desk.sids["agent-d"]).click()
+    wait_for(browser, "#sid")  # only a candidate's page names its submission
     assert browser.current_url.endswith(f"/held/{desk.sids['agent-d']}")
     rows = {
         r.find_element(_by("CSS_SELECTOR"), ".new").text: r
@@ -408,7 +431,7 @@ def test_approve_without_the_token_is_refused(desk: Desk, server: Server, browse
     """Without logging in, pressing approve is refused and records nothing."""
     anonymous(browser, server)
     visit(browser, f"{server.url}held/{desk.sids['agent-e']}")
-    submit(browser, "approve", reason="looks fine")
+    submit(browser, "approve", REFUSED, reason="looks fine")
     assert "log in first" in browser.find_element(_by("ID"), "message").text
     assert desk.folder_of("agent-e") == "fenced"
     assert actions_of(desk, "agent-e") == [("hold", "FENCED", ["STALE_GENERATION"])]
@@ -417,7 +440,7 @@ def test_approve_without_the_token_is_refused(desk: Desk, server: Server, browse
 def test_reject_needs_a_reason(desk: Desk, server: Server, browser: Any) -> None:
     """Logged in, a reject whose reason is only blanks is refused; the candidate stays held."""
     log_in(browser, server, f"/held/{desk.sids['agent-i']}")
-    submit(browser, "reject", reason="   ")
+    submit(browser, "reject", REFUSED, reason="   ")
     assert "a reason is required" in browser.find_element(_by("ID"), "message").text
     assert desk.folder_of("agent-i") == "fenced"
     assert [a for a, _, _ in actions_of(desk, "agent-i")] == ["hold"]
@@ -428,7 +451,7 @@ def test_reject_with_a_reason_archives_the_record(desk: Desk, server: Server, br
     refs/integrator/archived/, naming the token's actor and the reason."""
     sid = desk.sids["agent-i"]
     log_in(browser, server, f"/held/{sid}")
-    submit(browser, "reject", reason="the Makefile is not lint's <to touch>")
+    submit(browser, "reject", OUTCOME, reason="the Makefile is not lint's <to touch>")
     assert browser.find_element(_by("ID"), "decision").text == "ARCHIVED"
     assert (
         "the Makefile is not lint's <to touch>"
@@ -455,7 +478,7 @@ def test_approve_after_the_claim_was_revoked_is_refused_by_the_gate(
         queue = canonical.ref(canonical.queue_ref)
         Claims(canonical).revoke("web", reason="web work moved to another team")
     log_in(browser, server, f"/held/{desk.sids['agent-d']}")
-    submit(browser, "approve", reason="the workflow change is fine", actor="rm-bob")
+    submit(browser, "approve", OUTCOME, reason="the workflow change is fine", actor="rm-bob")
     assert browser.find_element(_by("ID"), "decision").text == "FENCED"
     lines = browser.find_element(_by("ID"), "result-lines").text
     assert "CLAIM_REVOKED" in lines and "web work moved to another team" in lines
