@@ -5,23 +5,20 @@ a bidirectional override could reorder what is read)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from datetime import timedelta
 from pathlib import Path
 
 from integrator.documents.submission import Submitter
 from tests.daemon_world import World, submission
+from tests.gitutil import run_integrator
 
 ERASE_ABOVE = "\x1b[1A\x1b[2K"  # cursor up one line, erase it
 REORDER = "\u202e"  # right-to-left override
 
 
 def _run(*args: str) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-m", "integrator", *args], capture_output=True, check=False
-    )
-    return proc.stdout.decode("utf-8", "replace") + proc.stderr.decode("utf-8", "replace")
+    done = run_integrator(*args, errors="replace")
+    return done.stdout + done.stderr
 
 
 def _assert_inert(out: str) -> None:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from tests.daemon_world import World, wait_until
 from tests.gitutil import git
-from tests.remote_world import RemoteWorld, cli
+from tests.gitutil import run_integrator_raw as cli
+from tests.remote_world import RemoteWorld
 
 
 def _queue(world: World, *args: str) -> dict[str, object]:

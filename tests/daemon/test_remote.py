@@ -15,7 +15,8 @@ import pytest
 
 from tests.daemon_world import wait_until
 from tests.gitutil import GIT_ENV, git
-from tests.remote_world import PYTHON, RemoteWorld, cli
+from tests.gitutil import run_integrator_raw as cli
+from tests.remote_world import PYTHON, RemoteWorld
 
 VERDICTS = "refs/integrator/verdicts/"
 SUBMITS = "refs/integrator/submit/"

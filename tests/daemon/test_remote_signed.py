@@ -10,7 +10,8 @@ import subprocess
 from pathlib import Path
 
 from tests.gitutil import GIT_ENV, commit_files, git
-from tests.remote_world import RemoteWorld, cli
+from tests.gitutil import run_integrator_raw as cli
+from tests.remote_world import RemoteWorld
 
 VERDICTS = "refs/integrator/verdicts/"
 

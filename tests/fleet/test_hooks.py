@@ -15,6 +15,7 @@ from integrator.errors import ConfigurationError
 from integrator.fleet import doctor, hooks, trust
 from tests.fleet.test_guard import make_bound
 from tests.gitutil import GIT_ENV, git
+from tests.gitutil import run_integrator as integrator
 
 
 @pytest.fixture
@@ -35,23 +36,12 @@ def world(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, 
     return worktree, main, env
 
 
-def integrator(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "integrator", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-
-
 def test_install_writes_each_agents_hook_where_it_reads_it(
     world: tuple[Path, Path, dict[str, str]],
 ) -> None:
     """Claude and Gemini read the worktree, Codex the main checkout plus a `.codex/` marker."""
     worktree, main, env = world
-    out = integrator("guard", "install", "--worktree", str(worktree), cwd=worktree, env=env)
+    out = integrator("guard", "install", "--worktree", str(worktree), cwd=worktree, environ=env)
     assert out.returncode == 0, out.stderr
     claude = json.loads((worktree / ".claude/settings.local.json").read_text())
     assert claude["hooks"]["PreToolUse"][0]["matcher"] == "Write|Edit|MultiEdit|NotebookEdit"
@@ -119,10 +109,10 @@ def test_codex_trust_writes_project_and_hook_trust(
     config = Path(env["CODEX_HOME"]) / "config.toml"
     config.parent.mkdir()
     config.write_text('model = "m"\n\n[projects."/elsewhere"]\ntrust_level = "trusted"\n')
-    dry = integrator("guard", "trust", "--agent", "codex", "--dry-run", cwd=worktree, env=env)
+    dry = integrator("guard", "trust", "--agent", "codex", "--dry-run", cwd=worktree, environ=env)
     assert dry.returncode == 0 and "would write" in dry.stdout and "trusted_hash" in dry.stdout
     assert "hooks.state" not in config.read_text()
-    done = integrator("guard", "trust", "--agent", "codex", cwd=worktree, env=env)
+    done = integrator("guard", "trust", "--agent", "codex", cwd=worktree, environ=env)
     assert done.returncode == 0, done.stderr
     doc = tomllib.loads(config.read_text())
     [hook] = hooks.codex_hooks(main / ".codex/hooks.json")
@@ -132,7 +122,7 @@ def test_codex_trust_writes_project_and_hook_trust(
     for line in done.stdout.splitlines():
         if line.startswith("+") and not line.startswith("+++"):
             assert line[1:] in config.read_text()  # it printed exactly what it wrote
-    again = integrator("guard", "trust", "--agent", "codex", cwd=worktree, env=env)
+    again = integrator("guard", "trust", "--agent", "codex", cwd=worktree, environ=env)
     assert "nothing to write" in again.stdout
 
 
@@ -218,11 +208,14 @@ def test_doctor_says_codex_and_gemini_skip_the_hook_until_trusted(
     assert checks(before["codex"])["hook trust"] is False
     assert checks(before["codex"])["worktree marker"] is True
     assert checks(before["gemini"])["folder trust"] is False
-    out = integrator("guard", "doctor", "--json", cwd=worktree, env=env)
+    out = integrator("guard", "doctor", "--json", cwd=worktree, environ=env)
     assert out.returncode == 1 and not json.loads(out.stdout)["ok"]
     for agent in ("codex", "gemini"):
-        assert integrator("guard", "trust", "--agent", agent, cwd=worktree, env=env).returncode == 0
-    out = integrator("guard", "doctor", "--json", cwd=worktree, env=env)
+        assert (
+            integrator("guard", "trust", "--agent", agent, cwd=worktree, environ=env).returncode
+            == 0
+        )
+    out = integrator("guard", "doctor", "--json", cwd=worktree, environ=env)
     assert out.returncode == 0, out.stdout
     assert {a["agent"] for a in json.loads(out.stdout)["agents"]} == {"claude", "codex", "gemini"}
 
@@ -261,7 +254,7 @@ def test_doctor_catches_what_makes_an_agent_skip_the_hook(
 def test_doctor_with_nothing_installed_fails(world: tuple[Path, Path, dict[str, str]]) -> None:
     """A worktree without any hook is not guarded: doctor exits 1 and says so per agent."""
     worktree, _, env = world
-    out = integrator("guard", "doctor", cwd=worktree, env=env)
+    out = integrator("guard", "doctor", cwd=worktree, environ=env)
     assert out.returncode == 1 and out.stdout.count("not installed") == 3
 
 
@@ -273,5 +266,5 @@ def test_doctor_text_escapes_what_it_prints(world: tuple[Path, Path, dict[str, s
     document = json.loads(settings.read_text())
     document["hooks"]["PreToolUse"][0]["matcher"] = "Write\x1b[2J"
     settings.write_text(json.dumps(document))
-    out = integrator("guard", "doctor", "--agent", "claude", cwd=worktree, env=env)
+    out = integrator("guard", "doctor", "--agent", "claude", cwd=worktree, environ=env)
     assert out.returncode == 1 and "\x1b" not in out.stdout and "\\x1b" in out.stdout

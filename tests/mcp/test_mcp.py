@@ -26,6 +26,7 @@ from integrator.mcp.tools import AgentTools, SpoolTransport
 from integrator.records.prepare import prepare
 from tests.factories import task_file
 from tests.gitutil import GIT_ENV, commit_files, git, make_repo
+from tests.gitutil import run_integrator as cli
 from tests.test_api import _modules_loaded
 
 TOOLS = {
@@ -51,19 +52,6 @@ def make_world(tmp_path: Path) -> tuple[Path, Path, Path]:
     assignment = Fleet(main).claim("alice", task_id="CODE").assignment
     assert assignment is not None and assignment.worktree is not None
     return main, assignment.worktree, tmp_path / "spool"
-
-
-def cli(
-    *args: str, cwd: Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "integrator", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def session(tools: AgentTools, body: Callable[[Client], Awaitable[None]]) -> None:

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -17,14 +15,9 @@ from integrator.errors import ConfigurationError
 from integrator.records.canonical import Canonical
 from integrator.records.validations import promotions
 from tests.gitutil import git
-from tests.promotion_world import MARKER, TASKS, PromotionWorld, promotion_world, runs_bound
+from tests.promotion_world import MARKER, TASKS, PromotionWorld, runs_bound
 
 CULPRIT = 7  # t7 carries the marker
-
-
-@pytest.fixture
-def promotion(tmp_path: Path) -> Iterator[PromotionWorld]:
-    yield from promotion_world(tmp_path)
 
 
 def _land_twelve(world: PromotionWorld, *, broken: int | None = CULPRIT) -> None:

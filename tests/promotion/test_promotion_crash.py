@@ -5,20 +5,13 @@ to heads the script itself passed, and a restarted promoter finishes the job."""
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from tests.gitutil import git
-from tests.promotion_world import TASKS, PromotionWorld, promotion_world, runs_bound
+from tests.promotion_world import TASKS, PromotionWorld, runs_bound
 
 CULPRIT = 4
-
-
-@pytest.fixture
-def promotion(tmp_path: Path) -> Iterator[PromotionWorld]:
-    yield from promotion_world(tmp_path)
 
 
 def _accounted(world: PromotionWorld) -> None:

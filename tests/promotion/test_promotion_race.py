@@ -8,9 +8,6 @@ lease is now the value read with the state."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from integrator.errors import ConfigurationError
@@ -19,12 +16,7 @@ from integrator.promotion.promoter import Promoter
 from integrator.promotion.state import read_state
 from integrator.records.canonical import Canonical
 from tests.gitutil import git
-from tests.promotion_world import PromotionWorld, promotion_world
-
-
-@pytest.fixture
-def promotion(tmp_path: Path) -> Iterator[PromotionWorld]:
-    yield from promotion_world(tmp_path)
+from tests.promotion_world import PromotionWorld
 
 
 def _report(world: PromotionWorld, head: str, status: str) -> None:

@@ -15,8 +15,9 @@ import pytest
 
 from tests.git_server import git_daemon
 from tests.gitutil import GIT_ENV, git
+from tests.gitutil import run_integrator_raw as cli
 from tests.promotion_world import CHECK_SCRIPT, MARKER
-from tests.remote_world import PYTHON, RemoteWorld, cli
+from tests.remote_world import PYTHON, RemoteWorld
 
 TASKS = 8
 CULPRIT = 5

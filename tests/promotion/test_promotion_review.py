@@ -8,19 +8,10 @@ from __future__ import annotations
 import json
 import signal
 import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from tests.daemon_world import wait_until
 from tests.gitutil import git
-from tests.promotion_world import PromotionWorld, promotion_world
-
-
-@pytest.fixture
-def promotion(tmp_path: Path) -> Iterator[PromotionWorld]:
-    yield from promotion_world(tmp_path)
+from tests.promotion_world import PromotionWorld
 
 
 def _eject_t1(world: PromotionWorld) -> None:

@@ -7,19 +7,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
 from tests.gitutil import git
-from tests.promotion_world import MARKER, PromotionWorld, promotion_world, runs_bound
-
-
-@pytest.fixture
-def promotion(tmp_path: Path) -> Iterator[PromotionWorld]:
-    yield from promotion_world(tmp_path)
+from tests.promotion_world import MARKER, PromotionWorld, runs_bound
 
 
 def _request(world: PromotionWorld) -> list[dict[str, Any]]:

@@ -7,18 +7,10 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from integrator.promotion import scratch
-from tests.promotion_world import PromotionWorld, promotion_world
-
-
-@pytest.fixture
-def promotion(tmp_path: Path) -> Iterator[PromotionWorld]:
-    yield from promotion_world(tmp_path)
+from tests.promotion_world import PromotionWorld
 
 
 def _folder(root: Path, name: str) -> Path:

@@ -53,7 +53,8 @@ from integrator.store.spool import Spool
 from tests.canon import Canon, make_canon
 from tests.gitutil import GIT_ENV, commit_files
 from tests.gitutil import git as run
-from tests.remote_world import RemoteWorld, cli
+from tests.gitutil import run_integrator_raw as cli
+from tests.remote_world import RemoteWorld
 
 FINISHED = 300
 LIVE = ("live-a", "live-b", "live-c")

@@ -19,7 +19,8 @@ from integrator.records.expansions import Expansions
 from integrator.records.pause import PAUSE_REF, history, read_pause, set_pause
 from integrator.rollout.enforcement import with_mode
 from tests.gitutil import git
-from tests.remote_world import RemoteWorld, cli
+from tests.gitutil import run_integrator_raw as cli
+from tests.remote_world import RemoteWorld
 from tests.rollout_world import Rollout, make_rollout, policy_text
 
 

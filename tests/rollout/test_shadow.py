@@ -16,7 +16,7 @@ from integrator.records.canonical import Canonical
 from integrator.records.claims import Claims
 from integrator.rollout.shadow import CommandDecider, run_shadow
 from tests.gitutil import git, run_integrator
-from tests.remote_world import cli
+from tests.gitutil import run_integrator_raw as cli
 from tests.rollout_world import Rollout, legacy_contract, make_rollout
 
 DECIDE = f"{shlex.quote(sys.executable)} -m integrator shadow --decide -"

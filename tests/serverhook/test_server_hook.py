@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from integrator.serverhook.decide import (
     resolve_identity,
 )
 from tests.gitutil import commit_files, git, make_repo
+from tests.gitutil import run_integrator as integrator
 
 Z = "0" * 40
 A = "1" * 40
@@ -629,22 +629,6 @@ def test_the_nonce_store_keeps_only_live_nonces(tmp_path: Path) -> None:
 
 
 # --- the commands on real repositories ------------------------------------------------
-
-
-def integrator(
-    *args: str, cwd: Path, stdin: bytes = b"", env: Mapping[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "integrator", *args],
-        cwd=cwd,
-        input=stdin,
-        capture_output=True,
-        check=False,
-        env={**os.environ, **(env or {})},
-    )
-    return subprocess.CompletedProcess(
-        proc.args, proc.returncode, proc.stdout.decode(), proc.stderr.decode()
-    )
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -22,6 +21,7 @@ import pytest
 
 from integrator.plumbing.signing import push_option
 from tests.gitutil import commit_files, git, make_repo
+from tests.gitutil import run_integrator as integrator
 
 USERS = {"agent": "agent-secret", "integrator": "integrator-secret"}
 EXEC_PATH = Path(
@@ -62,16 +62,6 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             os.kill(proc.pid, 9)
             proc.wait(timeout=10)
-
-
-def integrator(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "integrator", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
 
 
 def push(
