@@ -1,5 +1,5 @@
 """The review pages show legacy runners and false-positive marks: the real `integrator review
-web` process in a real headless Chromium (the browser fixture of test_web_browser)."""
+web` process in a real headless Chromium (the browser fixture of tests/web/conftest.py)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,11 @@ import pytest
 from integrator.cli import main
 from integrator.web import sources, views
 from tests.rollout_world import Rollout, legacy_contract, make_rollout
-from tests.web.test_web_browser import (  # the module's browser fixture, reused here
+from tests.web.test_web_browser import (
     XSS,
     Desk,
     Server,
     _by,
-    browser,  # noqa: F401 — a pytest fixture, used by name
     start_server,
     stop_server,
     visit,
@@ -56,7 +55,7 @@ def rollout_server(rollout_desk: Rollout) -> Iterator[Server]:
 def test_the_held_page_marks_legacy_runners_and_false_positives(
     rollout_desk: Rollout,
     rollout_server: Server,
-    browser: Any,  # noqa: F811
+    browser: Any,
 ) -> None:
     """The Held page says how many legacy submissions wait (review only) and badges each;
     the marked candidate carries a false-positive badge whose title is the mark, as text."""
@@ -78,7 +77,7 @@ def test_the_held_page_marks_legacy_runners_and_false_positives(
 def test_the_candidate_pages_explain_both(
     rollout_desk: Rollout,
     rollout_server: Server,
-    browser: Any,  # noqa: F811
+    browser: Any,
 ) -> None:
     """A legacy submission's page says it may only be reviewed; a marked one names who
     marked it and why, the markup shown as characters, nothing run."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 import http.cookiejar
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -46,8 +45,6 @@ ROOT = Path(__file__).resolve().parents[2]
 # with INTEGRATOR_SCREENSHOTS=docs/review; a plain run writes them to a scratch folder, so
 # the checkout is not changed by every test run.
 SHOTS_ENV = "INTEGRATOR_SCREENSHOTS"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROMEDRIVER = shutil.which("chromedriver")
 XSS = "<script>alert(1)</script>"
 TOKEN = "t0k3n-" + "x" * 32
 
@@ -216,33 +213,6 @@ def server(desk: Desk, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ser
         yield started
     finally:
         stop_server(started)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """One headless Chromium for the module (skipped only when none is installed)."""
-    if CHROMIUM is None or CHROMEDRIVER is None:
-        pytest.skip(
-            "no chromium/chromedriver on PATH: install the Debian packages chromium and "
-            "chromium-driver (.ci/debian-packages) to run the browser tests"
-        )
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    profile = Path(os.environ.get("TMPDIR", "/tmp")) / f"integrator-chromium-{os.getpid()}"
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu",
-                 "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--window-size=1360,1000",
-                 f"--user-data-dir={profile}"):  # fmt: skip
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 # -- helpers -------------------------------------------------------------------------------
