@@ -225,8 +225,13 @@ def _by(kind: str) -> Any:
 
 
 def visit(driver: Any, url: str) -> None:
+    """Open `url` and wait until the browser shows one of the review pages (chromedriver can
+    return from a navigation before the new document's title is there to read)."""
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
     driver.get(url)
-    assert "integrator review" in driver.title
+    WebDriverWait(driver, 10).until(expected_conditions.title_contains("integrator review"))
 
 
 def wait_for(driver: Any, css: str) -> Any:
