@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: venv test lint typecheck demo drills drills-quick bench bench-quick schema e2e screenshots soak fuzz demo-remote clean
+.PHONY: venv test test-repeat lint typecheck demo drills drills-quick bench bench-quick schema e2e screenshots soak fuzz demo-remote clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,19 @@ typecheck: $(STAMP)
 test: lint typecheck
 	$(PY) -m pytest -n 2 -q
 
+# The browser tests and the race tests, N runs in a row (one process each, no xdist),
+# stopping at the first failure: a test that fails once in N is a flaky test to fix.
+N ?= 5
+REPEAT_TESTS = tests/web/test_web_browser.py tests/web/test_rollout_web.py \
+	tests/records/test_claim_races.py tests/landing/test_race.py \
+	tests/landing/test_landing_policy_race.py tests/promotion/test_promotion_race.py \
+	tests/fleet/test_commit.py::test_concurrent_commits_are_serialised_and_keep_their_paths
+test-repeat: $(STAMP)
+	@for i in $$(seq 1 $(N)); do \
+		echo "test-repeat: run $$i of $(N)"; \
+		$(PY) -m pytest -q -n 0 -x -p no:cacheprovider $(REPEAT_TESTS) || exit 1; \
+	done
+
 # End-to-end checks with real third-party clients (pinned, fetched into .e2e/).
 e2e: $(STAMP)
 	bash tests/e2e/install.sh
@@ -35,11 +48,11 @@ fuzz: $(STAMP)
 
 # Heavier race runs: 20 trials of eight coordinators per claim operation.
 soak: $(STAMP)
-	INTEGRATOR_RACE_TRIALS=20 $(PY) -m pytest -q -n 0 tests/test_claim_races.py
+	INTEGRATOR_RACE_TRIALS=20 $(PY) -m pytest -q -n 0 tests/records/test_claim_races.py
 
 # The review page's screenshots in docs/review/, taken by its browser tests.
 screenshots: $(STAMP)
-	INTEGRATOR_SCREENSHOTS=docs/review $(PY) -m pytest -q -n 0 tests/test_web_browser.py
+	INTEGRATOR_SCREENSHOTS=docs/review $(PY) -m pytest -q -n 0 tests/web/test_web_browser.py
 
 demo: $(STAMP)
 	$(PY) -m integrator.demo

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -22,7 +22,7 @@ from integrator.records.canonical import Canonical
 from integrator.records.claims import Claims, IssueRequest
 from integrator.store.spool import VERDICT_FILE, Spool
 from tests.canon import make_canon
-from tests.gitutil import git
+from tests.gitutil import GIT_ENV, git
 
 PYTHON = sys.executable
 
@@ -52,9 +52,12 @@ class Served:
                 event = json.loads(line)
             except ValueError:
                 continue
-            if name is None or event.get("event") == name:
+            if isinstance(event, dict) and (name is None or event.get("event") == name):
                 out.append(event)
         return out
+
+    def text(self) -> str:
+        return self.log.read_text(errors="replace")
 
     def wait_event(self, name: str, count: int = 1, timeout: float = 15.0) -> list[dict[str, Any]]:
         def seen() -> list[dict[str, Any]] | None:
@@ -73,6 +76,27 @@ class Served:
 
     def wait(self, timeout: float = 15.0) -> int:
         return self.proc.wait(timeout=timeout)
+
+
+def spawn_integrator(
+    tmp: Path,
+    procs: list[subprocess.Popen[bytes]],
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    name: str = "serve",
+) -> Served:
+    """Start a long-running `python -m integrator ARGS` (serve, promote, ...): its output
+    goes to tmp/NAME-N.log, and the process joins `procs`, which the fixture kills after the
+    test. The environment is this one with the pinned git settings and `env` on top."""
+    log = tmp / f"{name}-{len(procs)}.log"
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "integrator", *args],
+        stdout=log.open("wb"),
+        stderr=subprocess.STDOUT,
+        env={**os.environ, **GIT_ENV, **(env or {})},
+    )
+    procs.append(proc)
+    return Served(proc, log)
 
 
 @dataclass
@@ -112,16 +136,11 @@ class World:
         return self.spool.submit(submission(json.loads(data), oid))
 
     def serve(self, *args: str, env: dict[str, str] | None = None, name: str = "serve") -> Served:
-        log = self.tmp / f"{name}-{len(self.procs)}.log"
-        proc = subprocess.Popen(
-            [PYTHON, "-m", "integrator", "serve", "--repo", str(self.repo),
-             "--spool", str(self.spool.root), "--poll", "0.2", "--log-format", "json", *args],
-            stdout=log.open("wb"),
-            stderr=subprocess.STDOUT,
-            env={**os.environ, **(env or {})},
+        return spawn_integrator(
+            self.tmp, self.procs, "serve", "--repo", str(self.repo), "--spool",
+            str(self.spool.root), "--poll", "0.2", "--log-format", "json", *args,
+            env=env, name=name,
         )  # fmt: skip
-        self.procs.append(proc)
-        return Served(proc, log)
 
     def once(self, *args: str, env: dict[str, str] | None = None) -> Served:
         served = self.serve("--once", *args, env=env, name="once")

@@ -114,12 +114,42 @@ def commit_files(  # noqa: PLR0912 — one branch per kind of entry a test write
     return commit
 
 
-def run_integrator(*args: str, cwd: str | Path) -> subprocess.CompletedProcess[str]:
-    """Run the `integrator` CLI as a process (text output, no check)."""
+def run_integrator_raw(
+    *args: str,
+    cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    stdin: bytes = b"",
+    timeout: float = 300,
+) -> subprocess.CompletedProcess[bytes]:
+    """Run the `integrator` CLI as a process (`python -m integrator`, no check): the one way
+    tests run it. Its environment is this one with the pinned git settings and `env` on top,
+    or exactly `environ`; its stdin is `stdin` (empty by default, never the test runner's)."""
     return subprocess.run(
         [sys.executable, "-m", "integrator", *args],
         cwd=cwd,
+        input=stdin,
         capture_output=True,
-        text=True,
         check=False,
+        env=dict(environ) if environ is not None else {**os.environ, **GIT_ENV, **(env or {})},
+        timeout=timeout,
     )
+
+
+def run_integrator(
+    *args: str,
+    cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    stdin: bytes = b"",
+    timeout: float = 300,
+    errors: str = "strict",
+) -> subprocess.CompletedProcess[str]:
+    """`run_integrator_raw` with its output decoded as UTF-8 (`errors` as for bytes.decode)."""
+    done = run_integrator_raw(
+        *args, cwd=cwd, env=env, environ=environ, stdin=stdin, timeout=timeout
+    )
+    return subprocess.CompletedProcess(
+        done.args, done.returncode, done.stdout.decode("utf-8", errors),
+        done.stderr.decode("utf-8", errors),
+    )  # fmt: skip

@@ -7,7 +7,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,8 +22,8 @@ from integrator.records.canonical import Canonical
 from integrator.records.claims import Claims, IssueRequest
 from integrator.records.prepare import prepare
 from integrator.store.spool import VERDICT_FILE, Spool
-from tests.daemon_world import submission
-from tests.gitutil import GIT_ENV, commit_files, git, make_repo
+from tests.daemon_world import Served, spawn_integrator, submission
+from tests.gitutil import commit_files, git, make_repo, run_integrator_raw
 
 PYTHON = sys.executable
 MARKER = "BROKEN"
@@ -93,13 +92,7 @@ class PromotionWorld:
         done = self.cli("policy", "set", str(path), "--repo", str(self.repo))
         assert done.returncode == 0, done.stderr.decode()
 
-    def cli(
-        self, *args: str, env: dict[str, str] | None = None
-    ) -> subprocess.CompletedProcess[bytes]:
-        return subprocess.run(
-            [PYTHON, "-m", "integrator", *args], capture_output=True, check=False,
-            env={**os.environ, **GIT_ENV, **(env or {})}, timeout=300,
-        )  # fmt: skip
+    cli = staticmethod(run_integrator_raw)
 
     def candidate(
         self, task: str, files: dict[str, str], message: str | None = None
@@ -136,13 +129,7 @@ class PromotionWorld:
         return sid
 
     def run(self, *args: str, env: dict[str, str] | None = None, name: str = "run") -> Served:
-        log = self.tmp / f"{name}-{len(self.procs)}.log"
-        proc = subprocess.Popen(
-            [PYTHON, "-m", "integrator", *args], stdout=log.open("wb"), stderr=subprocess.STDOUT,
-            env={**os.environ, **GIT_ENV, **(env or {})},
-        )  # fmt: skip
-        self.procs.append(proc)
-        return Served(proc, log)
+        return spawn_integrator(self.tmp, self.procs, *args, env=env, name=name)
 
     def serve_once(self, *args: str, env: dict[str, str] | None = None) -> Served:
         served = self.run(
@@ -201,26 +188,6 @@ class PromotionWorld:
             assert tree in passed, f"target moved to {oid}, whose tree never passed"
             listing = git("ls-tree", "-r", "--name-only", oid, cwd=self.repo)
             assert MARKER not in {p.rsplit("/", 1)[-1] for p in listing.splitlines()}
-
-
-@dataclass
-class Served:
-    proc: subprocess.Popen[bytes]
-    log: Path
-
-    def events(self, name: str) -> list[dict[str, Any]]:
-        out = []
-        for line in self.log.read_text(errors="replace").splitlines():
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict) and event.get("event") == name:
-                out.append(event)
-        return out
-
-    def text(self) -> str:
-        return self.log.read_text(errors="replace")
 
 
 def make_world(tmp_path: Path, validation: str | None) -> PromotionWorld:

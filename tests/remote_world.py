@@ -16,24 +16,12 @@ from typing import Any
 import pytest
 
 from integrator.documents.trailers import TRAILER_CANDIDATE
+from tests.daemon_world import spawn_integrator
 from tests.git_server import GitDaemon, git_daemon
-from tests.gitutil import GIT_ENV, commit_files, git, make_repo
+from tests.gitutil import commit_files, git, make_repo
+from tests.gitutil import run_integrator_raw as cli
 
 PYTHON = sys.executable
-
-
-def cli(
-    *args: str, env: Mapping[str, str] | None = None, cwd: Path | None = None
-) -> subprocess.CompletedProcess[bytes]:
-    """A real `python -m integrator` process."""
-    return subprocess.run(
-        [PYTHON, "-m", "integrator", *args],
-        capture_output=True,
-        check=False,
-        cwd=cwd,
-        env={**os.environ, **GIT_ENV, **(env or {})},
-        timeout=300,
-    )
 
 
 @dataclass
@@ -81,15 +69,11 @@ class RemoteWorld:
 
     def serve(self, mirror: Path, spool: Path, *args: str, env: Mapping[str, str] | None = None,
               name: str = "serve") -> subprocess.Popen[bytes]:  # fmt: skip
-        log = self.tmp / f"{name}-{len(self.procs)}.log"
-        proc = subprocess.Popen(
-            [PYTHON, "-m", "integrator", "serve", "--repo", str(mirror), "--spool", str(spool),
-             "--intake", self.intake, "--poll", "0.2", "--log-format", "json", *args],
-            stdout=log.open("wb"), stderr=subprocess.STDOUT,
-            env={**os.environ, **GIT_ENV, **(env or {})},
-        )  # fmt: skip
-        self.procs.append(proc)
-        return proc
+        return spawn_integrator(
+            self.tmp, self.procs, "serve", "--repo", str(mirror), "--spool", str(spool),
+            "--intake", self.intake, "--poll", "0.2", "--log-format", "json", *args,
+            env=env, name=name,
+        ).proc  # fmt: skip
 
     def refs(self, repo: Path, prefix: str) -> dict[str, str]:
         out = git("for-each-ref", "--format=%(refname) %(objectname)", prefix, cwd=repo)

@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 
 from integrator.fleet import patches
+from tests.fleet.test_guard import HOSTILE, make_bound
 from tests.gitutil import GIT_ENV
-from tests.test_guard import HOSTILE, make_bound
 
 pytestmark = pytest.mark.e2e
 
@@ -253,7 +253,7 @@ def files(folder: Path) -> dict[str, str]:
 def test_the_guard_parses_hostile_headers_as_real_codex_applies_them(
     tmp_path: Path, name: str
 ) -> None:
-    """Each hostile patch of tests/test_guard.py, applied by the real binary: what changes is
+    """Each hostile patch of tests/fleet/test_guard.py, applied by the real binary: what changes is
     exactly what the guard's parser named (or nothing, when the guard refuses to parse)."""
     tool = apply_patch_binary(tmp_path)
     case = tmp_path / "case"

@@ -26,7 +26,7 @@ import pytest
 import integrator
 from integrator.report.formats import render
 from tests.gitutil import commit_files, make_repo
-from tests.test_formats import CASES, Scenario, build_scenario, check_sarif, constructed
+from tests.report.test_formats import CASES, Scenario, build_scenario, check_sarif, constructed
 
 pytestmark = pytest.mark.e2e
 

@@ -1,0 +1,373 @@
+"""The MCP server: the CLI's documents and refusals through the official SDK's clients."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import jsonschema
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp_types import TextContent
+
+from integrator.fleet.assignments import Fleet
+from integrator.fleet.taskqueue import Queue
+from integrator.fleet.workspace import binding_dir
+from integrator.mcp.server import build_server
+from integrator.mcp.tools import AgentTools, SpoolTransport
+from integrator.records.prepare import prepare
+from tests.factories import task_file
+from tests.gitutil import GIT_ENV, commit_files, git, make_repo
+from tests.gitutil import run_integrator as cli
+from tests.test_api import _modules_loaded
+
+TOOLS = {
+    "claim_task", "show_contract", "check_paths", "request_expansion", "submit",
+    "read_verdict", "ready_tasks",
+}  # fmt: skip
+
+
+def make_world(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """An initialized repository whose queue holds CODE (src/**) and DOCS (docs/**), with
+    CODE claimed into worktree `.trees/alice`; returns (main, worktree, spool)."""
+    main = make_repo(tmp_path / "repo")
+    commit_files(main, {"src/a.py": "a\n", "docs/x.md": "x\n"}, "init")
+    git("reset", "-q", "--hard", cwd=main)
+    prepare(main)
+    queue = Queue.find(main)
+    queue.init()
+    (queue.root / "workspaces.toml").write_text(
+        '[agents.alice]\nworkspace = "alice"\n[agents.bob]\nworkspace = "bob"\n'
+    )
+    queue.add(task_file("CODE", ["src/**"]))
+    queue.add(task_file("DOCS", ["docs/**"]))
+    assignment = Fleet(main).claim("alice", task_id="CODE").assignment
+    assert assignment is not None and assignment.worktree is not None
+    return main, assignment.worktree, tmp_path / "spool"
+
+
+def session(tools: AgentTools, body: Callable[[Client], Awaitable[None]]) -> None:
+    async def run() -> None:
+        async with Client(build_server(tools)) as client:
+            await body(client)
+
+    anyio.run(run)
+
+
+def text(result: Any) -> str:
+    """The text of a tool result's first content block."""
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
+
+
+def structured(result: Any) -> dict[str, Any]:
+    assert not result.is_error, text(result)
+    doc = result.structured_content
+    assert isinstance(doc, dict)
+    return doc
+
+
+def test_tools_publish_input_and_output_schemas_and_answer_with_the_cli_documents(
+    tmp_path: Path,
+) -> None:
+    """Every tool has both schemas; show_contract, check_paths and ready_tasks return the
+    very documents `guard show`, `guard --path` and `plan .agents` print with --json, and
+    each validates against its published output schema."""
+    main, worktree, spool = make_world(tmp_path)
+    tools = AgentTools(worktree, transport=SpoolTransport(spool))
+    seen: dict[str, Any] = {}
+
+    async def body(client: Client) -> None:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        assert set(listed) == TOOLS
+        for tool in listed.values():
+            assert tool.input_schema["type"] == "object" and tool.output_schema is not None
+            jsonschema.Draft202012Validator.check_schema(tool.output_schema)
+        calls = {
+            "show_contract": {},
+            "check_paths": {"paths": ["src/a.py", "docs/x.md", "../outside"]},
+            "ready_tasks": {},
+        }
+        for name, arguments in calls.items():
+            result = await client.call_tool(name, arguments)
+            seen[name] = structured(result)
+            jsonschema.validate(seen[name], listed[name].output_schema)
+        assert result.meta is not None and result.meta["integrator/exitCode"] == 0
+
+    session(tools, body)
+    shown = cli("guard", "show", "--json", cwd=worktree)
+    assert json.loads(shown.stdout) == seen["show_contract"]
+    checked = cli(
+        "guard",
+        "--json",
+        "--path",
+        "src/a.py",
+        "--path",
+        "docs/x.md",
+        "--path",
+        "../outside",
+        cwd=worktree,
+    )
+    assert checked.returncode == 1 and json.loads(checked.stdout) == seen["check_paths"]
+    verdicts = {p["path"]: p for p in seen["check_paths"]["paths"]}
+    assert verdicts["src/a.py"]["rule"] == "src/**" and not verdicts["docs/x.md"]["allowed"]
+    planned = cli("plan", str(main / ".agents"), "--json", cwd=main)
+    assert json.loads(planned.stdout) == seen["ready_tasks"]
+    assert seen["ready_tasks"]["ready"] == ["DOCS"]
+
+
+def test_a_denied_path_is_an_answer_with_exit_code_1(tmp_path: Path) -> None:
+    """check_paths denying is not a tool error: the document says deny, _meta says exit 1."""
+    _, worktree, _ = make_world(tmp_path)
+
+    async def body(client: Client) -> None:
+        result = await client.call_tool("check_paths", {"paths": ["docs/x.md"]})
+        assert structured(result)["decision"] == "deny"
+        assert result.meta is not None and result.meta["integrator/exitCode"] == 1
+
+    session(AgentTools(worktree), body)
+
+
+def test_claim_task_returns_the_claim_document_and_refuses_as_the_cli_does(tmp_path: Path) -> None:
+    """claim_task claims DOCS for bob with the document `task claim --json` prints; claiming a
+    task that does not exist fails with the CLI's message and exit code 2."""
+    main, _, _ = make_world(tmp_path)
+    refused = cli("task", "claim", "--agent", "bob", "--task", "NOPE", "--json", cwd=main)
+    assert refused.returncode == 2
+    documents: dict[str, Any] = {}
+
+    async def body(client: Client) -> None:
+        listed = {t.name: t for t in (await client.list_tools()).tools}
+        bad = await client.call_tool("claim_task", {"task": "NOPE"})
+        assert bad.is_error and bad.meta is not None and bad.meta["integrator/exitCode"] == 2
+        assert bad.structured_content is not None
+        documents["error"] = bad.structured_content["error"]
+        assert text(bad) == refused.stderr.strip()
+        lease = await client.call_tool("claim_task", {"lease": "forever"})
+        assert lease.is_error and "lease" in text(lease)
+        claimed = await client.call_tool("claim_task", {"task": "DOCS"})
+        documents["claim"] = structured(claimed)
+        jsonschema.validate(documents["claim"], listed["claim_task"].output_schema)
+
+    session(AgentTools(main, agent="bob"), body)
+    assert documents["error"] == json.loads(refused.stdout)["error"]
+    claim = documents["claim"]
+    assert (
+        claim["task"] == "DOCS"
+        and claim["agent"] == "bob"
+        and claim["contract"]["paths"] == ["docs/**"]
+    )
+    assert (Path(claim["worktree"]) / ".claude/settings.local.json").exists()  # guard installed
+    again = cli("task", "claim", "--agent", "carol", "--json", cwd=main)
+    assert json.loads(again.stdout).keys() <= set(claim) | {"state", "waiting"}
+
+
+def test_request_expansion_grants_and_binds_or_goes_to_review_like_contract_expand(
+    tmp_path: Path,
+) -> None:
+    """An expansion into free paths is granted as generation 2 and bound to the worktree; one
+    into a path another live claim holds is refused with exit 3, recorded for review, and
+    `contract expand` with that very request answers the same."""
+    main, worktree, _ = make_world(tmp_path)
+    Fleet(main).claim("bob", task_id="DOCS")
+    answers: dict[str, Any] = {}
+
+    async def body(client: Client) -> None:
+        granted = await client.call_tool("request_expansion", {"add_paths": ["tests/**"]})
+        answers["granted"] = structured(granted)
+        conflict = await client.call_tool("request_expansion", {"add_paths": ["docs/**"]})
+        assert conflict.is_error and conflict.meta is not None
+        answers["conflict"] = (conflict.meta["integrator/exitCode"], text(conflict))
+        bad = await client.call_tool("request_expansion", {"add_resources": ["nonsense"]})
+        assert bad.is_error and "invalid expansion request" in text(bad)
+        after = await client.call_tool("check_paths", {"paths": ["tests/t.py"]})
+        answers["after"] = structured(after)["decision"]
+
+    session(AgentTools(worktree), body)
+    assert answers["granted"]["ownershipGeneration"] == 2
+    assert answers["granted"]["paths"] == ["src/**", "tests/**"]
+    assert answers["after"] == "allow"  # the new generation is bound here
+    code, message = answers["conflict"]
+    assert code == 3 and "not granted" in message and "DOCS" in message
+    ref = git("for-each-ref", "--format=%(refname)", "refs/integrator/expansions/CODE", cwd=main)
+    request = tmp_path / "request.json"
+    request.write_text(git("show", f"{ref.splitlines()[0]}:request.json", cwd=main))
+    again = cli("contract", "expand", "--repo", str(main), "--request", str(request), cwd=main)
+    assert again.returncode == 3 and again.stderr.strip() == message
+
+
+def test_a_stale_agent_is_fenced_the_same_through_mcp_and_the_cli(tmp_path: Path) -> None:
+    """After a reclaim to generation 2, the agent still bound to generation 1 submits through
+    MCP and through `integrator submit`; `serve --once` fences both STALE_GENERATION, and
+    read_verdict returns what `submit --wait --json` would print."""
+    main, worktree, spool = make_world(tmp_path)
+    (worktree / "src/a.py").write_text("changed\n")
+    git("commit", "-qam", "work", cwd=worktree)
+    old = tmp_path / "gen1.json"
+    old.write_bytes((binding_dir(worktree) / "contract.json").read_bytes())
+    reclaimed = cli(
+        "contract", "reclaim", "--repo", str(main), "--task", "CODE", "--force", cwd=main
+    )
+    assert reclaimed.returncode == 0, reclaimed.stderr
+    tools = AgentTools(worktree, transport=SpoolTransport(spool))
+    sids: dict[str, str] = {}
+
+    async def submit(client: Client) -> None:
+        sids["mcp"] = structured(await client.call_tool("submit", {}))["submission"]
+
+    session(tools, submit)
+    by_cli = cli(
+        "submit",
+        "--spool",
+        str(spool),
+        "--contract",
+        str(old),
+        "--candidate",
+        "HEAD",
+        "--json",
+        cwd=worktree,
+    )
+    assert by_cli.returncode == 0, by_cli.stderr
+    sids["cli"] = json.loads(by_cli.stdout)["submission"]
+    served = cli("serve", "--repo", str(main), "--spool", str(spool), "--once", cwd=main)
+    assert served.returncode == 0, served.stderr
+    verdicts: dict[str, Any] = {}
+
+    async def read(client: Client) -> None:
+        for how, sid in sids.items():
+            result = await client.call_tool("read_verdict", {"submission": sid})
+            verdicts[how] = structured(result)
+            assert result.meta is not None and result.meta["integrator/exitCode"] == 1
+        missing = await client.call_tool(
+            "read_verdict", {"submission": "20260101T000000000000Z-00000000"}
+        )
+        assert (
+            missing.is_error
+            and missing.meta is not None
+            and missing.meta["integrator/exitCode"] == 4
+        )
+
+    session(tools, read)
+    for doc in verdicts.values():
+        assert doc["folder"] == "fenced" and doc["verdict"]["decision"] == "FENCED"
+        assert [v["code"] for v in doc["verdict"]["violations"]] == ["STALE_GENERATION"]
+    strip = {"submission", "submissionId"}
+    assert {k: v for k, v in verdicts["mcp"]["verdict"].items() if k not in strip} == {
+        k: v for k, v in verdicts["cli"]["verdict"].items() if k not in strip
+    }
+
+
+def test_submit_and_verdict_refuse_without_a_spool_or_a_binding(tmp_path: Path) -> None:
+    """No spool configured, no contract bound, a worktree of another repository, a bad
+    submission id: each is a usage or configuration error, exit 2."""
+    main, worktree, spool = make_world(tmp_path)
+    other = make_repo(tmp_path / "other")
+
+    async def body(client: Client) -> None:
+        for name, arguments in (
+            ("submit", {"worktree": str(main)}),
+            ("read_verdict", {"submission": "../../etc/passwd"}),
+            ("show_contract", {"worktree": str(other)}),
+            ("show_contract", {"worktree": "relative/path"}),
+        ):
+            result = await client.call_tool(name, arguments)
+            assert result.is_error and result.meta is not None, name
+            assert result.meta["integrator/exitCode"] == 2, (name, text(result))
+
+    session(AgentTools(worktree, transport=SpoolTransport(spool)), body)
+
+    async def no_spool(client: Client) -> None:
+        result = await client.call_tool("submit", {})
+        assert result.is_error and "no spool" in text(result)
+
+    session(AgentTools(worktree), no_spool)
+
+
+def test_stdio_server_as_a_real_subprocess(tmp_path: Path) -> None:
+    """`integrator mcp` over stdio, spawned by the SDK's client: the same answers in-process."""
+    _, worktree, spool = make_world(tmp_path)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "integrator", "mcp", "--worktree", str(worktree), "--spool", str(spool)],
+        env={**os.environ, **GIT_ENV},
+        cwd=str(worktree),
+    )
+    seen: dict[str, Any] = {}
+
+    async def run() -> None:
+        async with Client(params) as client:
+            seen["tools"] = {t.name for t in (await client.list_tools()).tools}
+            seen["check"] = structured(
+                await client.call_tool("check_paths", {"paths": ["docs/x.md"]})
+            )
+            seen["show"] = structured(await client.call_tool("show_contract", {}))
+
+    anyio.run(run)
+    assert seen["tools"] == TOOLS
+    assert seen["check"]["decision"] == "deny" and seen["show"]["task"] == "CODE"
+
+
+def test_http_transport_listens_on_loopback_only(tmp_path: Path) -> None:
+    """`--http 127.0.0.1:0` serves Streamable HTTP at /mcp (stopped by PID); a non-loopback
+    address is refused with exit 2 unless --allow-remote."""
+    _, worktree, _ = make_world(tmp_path)
+    refused = cli("mcp", "--http", "0.0.0.0:0", "--worktree", str(worktree), cwd=worktree)
+    assert refused.returncode == 2 and "loopback" in refused.stderr
+    log = tmp_path / "mcp.log"
+    with log.open("wb") as sink:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "integrator",
+                "mcp",
+                "--http",
+                "127.0.0.1:0",
+                "--worktree",
+                str(worktree),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while "listening on" not in log.read_text() and time.monotonic() < deadline:
+            assert proc.poll() is None, log.read_text()
+            time.sleep(0.05)
+        url = log.read_text().split("listening on ", 1)[1].split()[0]
+        assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
+        names: set[str] = set()
+
+        async def run() -> None:
+            async with Client(url) as client:
+                names.update(t.name for t in (await client.list_tools()).tools)
+
+        anyio.run(run)
+        assert names == TOOLS
+    finally:
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=15)
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin"),
+    [
+        (["guard"], b'{"hook_event_name": "PreToolUse", "tool_name": "Read", "tool_input": {}}'),
+        (["submit", "--help"], b""),
+        (["guard", "doctor", "--help"], b""),
+    ],
+)
+def test_agent_commands_do_not_load_the_mcp_sdk(args: list[str], stdin: bytes) -> None:
+    """The commands agents run in tight loops never import the MCP SDK."""
+    loaded = _modules_loaded(args, stdin)
+    assert "integrator" in loaded
+    assert not loaded & {"mcp", "mcp_types", "uvicorn", "starlette"}
