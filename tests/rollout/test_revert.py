@@ -158,3 +158,25 @@ def test_revert_task_names_are_reserved(
         assert git("for-each-ref", f"refs/integrator/claims/{task}", cwd=world.repo) == ""
     code, doc = _revert(world, capsys, staging, "--reason", "undo")
     assert code == 0 and doc["verdict"]["decision"] == "ACCEPTED", doc
+
+
+def test_a_revert_that_does_not_land_releases_its_claim(
+    world: Rollout, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A revert the gate refuses (a later landing edited the same lines) revokes its claim:
+    the landing's paths are not blocked for the revert's whole lease, and once the conflict
+    is gone the revert can be tried again."""
+    staging = world.staging("bad")
+    world.submit(
+        "fix", "billing-fix", ["src/billing/**"], {"src/billing/invoice.py": "invoice = 3\n"}
+    )
+    world.drain()
+    code, doc = _revert(world, capsys, staging)
+    assert code != 0 and doc["verdict"]["decision"] != "ACCEPTED", doc
+    claim = json.loads(git("show", f"refs/integrator/claims/{doc['taskId']}:claim.json",
+                           cwd=world.repo))  # fmt: skip
+    assert claim["state"] == "revoked", claim
+    assert "the revert did not land" in claim["reason"]
+    again, doc2 = _revert(world, capsys, staging)
+    assert doc2["generation"] == doc["generation"] + 1, doc2  # tried again: not refused
+    assert again == code  # the same conflict, decided again

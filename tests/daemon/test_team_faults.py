@@ -16,8 +16,9 @@ from integrator.store.spool import REJECTION_FILE, Spool
 from tests.daemon_world import PYTHON, World, submission, wait_until
 from tests.git_server import git_daemon
 from tests.gitutil import GIT_ENV, git
+from tests.gitutil import run_integrator_raw as cli
 from tests.promotion_world import CHECK_SCRIPT, MARKER
-from tests.remote_world import RemoteWorld, cli
+from tests.remote_world import RemoteWorld
 
 
 def _clone_with_work(world: World, tmp_path: Path, task: str) -> Path:
