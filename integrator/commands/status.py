@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 from typing import Any
 
 from integrator import refnames
 from integrator.commands._common import print_json, say
-from integrator.commands.submit import wait_for, wait_intake
-from integrator.fleet.submit import landing, verdict_document, wait_filed
+from integrator.commands.submit import report_document, wait_intake
+from integrator.errors import EXIT_FENCED, EXIT_OK, InfrastructureError, UsageError
+from integrator.fleet.submit import landing, verdict_document, wait_filed, wait_settled
 from integrator.store.spool import Spool
 
 
@@ -20,7 +22,8 @@ def register(sub: Any) -> None:
         description="Read the verdict the daemons published for a submission: on the intake "
         f"({refnames.VERDICTS}<task>/<id>) or in the spool's decided folders. Exit 0 "
         "ACCEPTED, 1 FENCED, 3 REVIEW, 2 rejected as malformed, 4 no verdict (yet, or "
-        "within --wait).",
+        "within --wait). ACCEPTED means landed on the queue; with validation on, only "
+        "--until promoted answers 0 when the change is on the target (docs/lifecycle.md).",
     )
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--intake", metavar="URL", help="the intake the submission was pushed to")
@@ -32,26 +35,50 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "--wait", type=float, default=0.0, metavar="SECONDS", help="wait this long for it"
     )
+    parser.add_argument(
+        "--until",
+        choices=("decided", "promoted"),
+        default="decided",
+        help="decided (default): the verdict; promoted: also wait (within --wait) until the "
+        "landing is on the target: exit 0 promoted, 1 ejected or no longer on the queue "
+        "(spool only)",
+    )
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.until == "promoted" and args.intake:
+        raise UsageError(
+            "--until promoted reads the queue and the target, which the intake does not carry: "
+            "use --spool on a daemon's host, or status --intake for the verdict"
+        )
     if args.intake:
         repo = Path(args.repo).resolve()
         return wait_intake(args.intake, repo, args.submission, args.wait, as_json=args.json)
     spool = Spool(args.spool).existing()
+    started = time.monotonic()
+    found = wait_filed(spool, args.submission, args.wait)
+    where = landing(spool, args.submission)
+    if args.until == "promoted" and found[0] == "accepted":
+        if where is None:
+            raise InfrastructureError(
+                f"{args.submission} is ACCEPTED, but this spool's repository has no queue to "
+                "tell where its landing is"
+            )
+        left = max(0.0, args.wait - (time.monotonic() - started))
+        where = wait_settled(spool, args.submission, left)
+        found = wait_filed(spool, args.submission, 0)  # an ejection may have refiled it
+    doc, code = verdict_document(args.submission, *found)
+    if args.until == "promoted" and code == EXIT_OK and (where or {}).get("state") != "promoted":
+        code = EXIT_FENCED  # accepted, but not on the target: ejected or off the queue
     if not args.json:
-        code = wait_for(spool, args.submission, args.wait, as_json=False)
-        where = landing(spool, args.submission)
+        report_document(args.submission, doc, code, rejected=found[0] == "rejected", as_json=False)
         if where is not None:
             from integrator.records.landings import describe
 
             say(f"  {describe(where)}")
         return code
-    found = wait_filed(spool, args.submission, args.wait)
-    doc, code = verdict_document(args.submission, *found)
-    where = landing(spool, args.submission)
     if where is not None:
         doc["landing"] = where
     print_json(doc)

@@ -214,3 +214,31 @@ def landing(spool: Spool, sid: str) -> dict[str, object] | None:
     from integrator.records.landings import whereabouts
 
     return whereabouts(repo, staging)
+
+
+SETTLED = ("promoted", "ejected", "gone")  # the landing states `--until promoted` ends on
+
+
+def wait_settled(spool: Spool, sid: str, timeout: float) -> dict[str, object] | None:
+    """Poll until an accepted submission's landing is promoted, ejected or gone; its
+    whereabouts, or None once the submission is no longer accepted (an ejection held it:
+    its verdict is FENCED now) or there is no queue to look in."""
+
+    def look() -> dict[str, object] | tuple[()] | None:
+        found = filed(spool, sid)
+        if found is None or found[0] != "accepted":
+            return ()  # decided otherwise since: the caller reads the verdict again
+        where = landing(spool, sid)
+        if where is None:
+            return ()
+        return where if where["state"] in SETTLED else None
+
+    settled = poll(
+        look,
+        timeout,
+        f"{sid} is ACCEPTED and on the queue, but not promoted within {timeout:g} s (is a "
+        "promoter running? `integrator queue status` shows what it waits on)",
+        first=0.1,
+        most=1.0,
+    )
+    return settled if isinstance(settled, dict) else None
