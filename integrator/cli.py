@@ -94,8 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if getattr(args, "func", None) is None:
             parser.print_help()
             return 2
-        _absolute_paths(args)
     try:
+        _absolute_paths(args)
         code: int = args.func(args)
     except IntegratorError as err:
         print(f"integrator: error: {visible(str(err))}", file=sys.stderr)

@@ -4,9 +4,12 @@ before any submission is filed, and convergent when several daemons decide one s
 Daemons on several hosts may take the same intake submission at once. Each decides it (the
 decision is a pure function of the same facts) and holds it by compare-and-swap on
 `refs/integrator/held/<submission>`. The first hold wins; the others lose their swap. A
-loser re-reads the server: a submission whose newest record already holds the same
-decision under the same contract was decided by another daemon, and its own hold is
-dropped (not an error); any other is held again on the record it now finds.
+loser re-reads the server and never stacks its hold on what it finds there: a record that
+holds the same decision under the same contract is another daemon's decision of the same
+facts (`hold.converged`); any other record — another decision, or a release manager's
+approve, reject or requeue — is left as it is and said (`hold.disagreed`); a submission
+whose held ref is still absent (or was archived meanwhile) is held again, at most
+`ATTEMPTS` times.
 """
 
 from __future__ import annotations
@@ -29,19 +32,22 @@ log = structlog.get_logger("integrator.daemon")
 ATTEMPTS = 3  # swaps lost in a row before the batch is retried as a whole
 
 
-def already_held(canonical: Canonical, sid: str, verdict: Verdict) -> bool:
-    """Whether `sid`'s newest held record holds `verdict`'s decision, under its contract."""
+def found_on_server(canonical: Canonical, sid: str, verdict: Verdict) -> str | None:
+    """What another daemon or a person recorded for `sid` since this daemon read it:
+    `converged` (the same decision under the same contract), `disagreed` (anything else),
+    or None when nothing is held for it (hold it)."""
     if canonical.ref(held_ref(sid)) is None:
-        return False
+        return None
     records = history(canonical, sid)
     if not records:
-        return False
+        return "disagreed"
     action = records[-1][1]
-    return (
+    same = (
         action.action == "hold"
         and action.decision is verdict.decision
         and action.contract_digest == verdict.contract_digest
     )
+    return "converged" if same else "disagreed"
 
 
 def hold(
@@ -57,6 +63,7 @@ def hold(
     for attempt in range(ATTEMPTS):
         buffer = objects if attempt == 0 and objects is not None else ObjectBuffer(canonical.repo)
         ops = [hold_op(canonical, sid, v, raw, now, objects=buffer) for sid, v, raw in pending]
+        expected = {sid: op.old for (sid, _, _), op in zip(pending, ops, strict=True)}
         buffer.flush()
         faults.point("before-hold")
         try:
@@ -66,9 +73,21 @@ def hold(
             if not err.ref.startswith(held_ref("")) or attempt == ATTEMPTS - 1:
                 raise
             canonical.refresh()  # the server's held refs, as another daemon left them
-            before = len(pending)
-            pending = [(s, v, raw) for s, v, raw in pending if not already_held(canonical, s, v)]
-            log.info("hold.converged", held_elsewhere=before - len(pending), ref=err.ref)
+            still = []
+            for sid, verdict, raw in pending:
+                if canonical.ref(held_ref(sid)) == expected[sid]:
+                    still.append((sid, verdict, raw))  # not the one that moved: as it was
+                    continue
+                found = found_on_server(canonical, sid, verdict)
+                if found is None:
+                    still.append((sid, verdict, raw))
+                elif found == "converged":
+                    log.info("hold.converged", submission=sid, ref=err.ref)
+                else:
+                    log.warning(  # a person's action or another decision: never stacked on
+                        "hold.disagreed", submission=sid, decision=verdict.decision.value
+                    )
+            pending = still
             if not pending:
                 return len(held)
     raise AssertionError("unreachable")  # pragma: no cover

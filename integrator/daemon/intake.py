@@ -12,6 +12,8 @@ to publish a verdict wins the push, and the others find it there.
 
 from __future__ import annotations
 
+import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +21,9 @@ import pygit2
 import structlog
 
 from integrator import faults, jsontext, refnames
+from integrator.daemon.probe import Backoff
 from integrator.errors import GitTimeoutError, InfrastructureError, IntegratorError
+from integrator.files import atomic_write
 from integrator.fleet.intake import SUBMISSION_FILE, submit_ref, verdict_ref
 from integrator.limits import SUBMISSION_BYTES, VERDICT_BYTES
 from integrator.plumbing import git
@@ -38,6 +42,9 @@ from integrator.store.submitted import read_at_most_path
 
 log = structlog.get_logger("integrator.intake")
 
+ORIGIN_FILE = "intake.json"  # in the daemon's folder of a submission taken from the intake
+REPUBLISH_FILE = "intake-republish.json"  # in the spool: verdicts to publish again
+
 
 @dataclass(frozen=True)
 class Pending:
@@ -51,7 +58,9 @@ class Pending:
 class Intake:
     """One intake repository served by this daemon."""
 
-    def __init__(self, canonical: Canonical, spool: Spool, url: str) -> None:
+    def __init__(
+        self, canonical: Canonical, spool: Spool, url: str, *, max_backoff: float = 30.0
+    ) -> None:
         self.canonical = canonical
         self.spool = spool
         self.url = url
@@ -62,6 +71,10 @@ class Intake:
         self.imported = 0
         self.published = 0
         self.trouble: str | None = None  # the last fetch or publish failure, None once it works
+        self.failures = 0  # fetches that failed (the daemon counts them in its metrics)
+        self.max_backoff = max_backoff
+        self._backoff = Backoff()
+        self._retry_at = 0.0
         self.unpublished: dict[str, str] = {}  # submission → why its verdict is not out yet
         self._done: set[str] = set()  # published by this daemon (their refs may still show)
 
@@ -92,13 +105,22 @@ class Intake:
 
     def poll(self) -> list[Pending]:
         """Fetch and take; the intake's trouble is kept in `trouble` and logged when it
-        begins or changes (not at every poll), never the spool's (it goes on)."""
+        begins or changes (not at every poll), never the spool's: the spool goes on at its
+        own pace while the intake is asked again after a backoff of its own."""
+        now = time.monotonic()
+        if now < self._retry_at:
+            return []
         try:
             pending = self.fetch()
             taken = self.take(pending)
         except IntegratorError as err:
             self._failed(str(err))
+            self.failures += 1
+            self._backoff.grow(self.max_backoff)
+            self._retry_at = now + self._backoff.seconds
             return []
+        self._backoff.reset()
+        self._retry_at = 0.0
         self._recovered()
         if taken:
             log.info("intake.taken", submissions=taken, waiting=len(pending))
@@ -110,35 +132,79 @@ class Intake:
             self.publish(pending)
         except IntegratorError as err:
             self._failed(str(err))
+        self.retry_republish()
 
     def republish(self, sid: str) -> None:
         """Publish `sid`'s verdict again after it changed (its landing was ejected): the
         submitter's `status` reads what is true now, not the ACCEPTED it was first told.
-        A failure is kept in `unpublished` (exit 4 for `serve --once`)."""
+        Durable: the id waits in the spool's `intake-republish.json` until it is out, and
+        every drain tries again (a failure is also kept in `unpublished`: exit 4 for
+        `serve --once`)."""
+        self._pending_republish(add=sid)
+        self.retry_republish()
+
+    def retry_republish(self) -> None:
+        """Try every verdict still waiting to be published again (not while the intake is
+        known to be down: the next drain tries)."""
+        waiting = self._pending_republish()
+        if not waiting or self.trouble is not None:
+            return
+        done = set()
+        for sid in waiting:
+            try:
+                self._republish_one(sid)
+            except (IntegratorError, OSError, ValueError, KeyError, TypeError) as err:
+                log.warning("intake.republish_failed", submission=sid, error=str(err))
+                self.unpublished[sid] = str(err)
+                continue
+            self.unpublished.pop(sid, None)
+            done.add(sid)
+        if done:
+            self._pending_republish(drop=done)
+
+    def _pending_republish(
+        self, *, add: str | None = None, drop: set[str] | None = None
+    ) -> list[str]:
+        path = self.spool.root / REPUBLISH_FILE
+        try:
+            listed = jsontext.loads(read_at_most_path(path, 1 << 20))
+        except (OSError, ValueError):
+            listed = []
+        sids = [s for s in listed if isinstance(s, str)] if isinstance(listed, list) else []
+        changed = [s for s in sids if s not in (drop or set())]
+        if add is not None and add not in changed:
+            changed.append(add)
+        if changed != sids:
+            atomic_write(path, json.dumps(changed).encode() + b"\n")
+        return changed
+
+    def _republish_one(self, sid: str) -> None:
+        """Push `sid`'s verdict as it is filed now to the ref its first verdict went to (as
+        this daemon recorded it: a submission that did not come through the intake has no
+        such record and is left alone)."""
         found = self.spool.find(sid)
         if found is None:
             return
         try:
-            verdict = read_at_most_path(found[1] / VERDICT_FILE, VERDICT_BYTES)
-            task_id = jsontext.loads(verdict)["taskId"]
-            if not isinstance(task_id, str) or refname_problem(task_id):
-                raise InfrastructureError(f"the verdict of {sid} names no usable task")
-            target = verdict_ref(task_id, sid)
-            old = remote_refs(Path(self.canonical.repo.path), self.url, [target]).get(target)
-            commit = self._verdict_commit(Pending(task_id, sid, ""), VERDICT_FILE, verdict)
-            sign = push_signature(self.key, [(old, commit, target)])
-            lease = f"--force-with-lease={target}:{old or ''}"
-            proc = self._git(
-                ["push", "--porcelain", "--no-verify", *sign, self.url, lease, f"+{commit}:{target}"]
-            )  # fmt: skip
-            if proc.returncode != 0:
-                why = git.last_line(proc.stderr)
-                raise InfrastructureError(f"the intake refused the new verdict: {why}")
-        except (IntegratorError, OSError, ValueError, KeyError, TypeError) as err:
-            log.warning("intake.republish_failed", submission=sid, error=str(err))
-            self.unpublished[sid] = str(err)
-            return
-        self.unpublished.pop(sid, None)
+            origin = jsontext.loads(read_at_most_path(found[1] / ORIGIN_FILE, 1 << 12))
+        except FileNotFoundError:
+            return  # not an intake submission: nothing was published for it
+        task_id = origin.get("task") if isinstance(origin, dict) else None
+        if not isinstance(task_id, str) or refname_problem(task_id):
+            raise InfrastructureError(f"{found[1] / ORIGIN_FILE} names no usable task")
+        verdict = read_at_most_path(found[1] / VERDICT_FILE, VERDICT_BYTES)
+        target = verdict_ref(task_id, sid)
+        old = remote_refs(Path(self.canonical.repo.path), self.url, [target]).get(target)
+        commit = self._verdict_commit(Pending(task_id, sid, ""), VERDICT_FILE, verdict)
+        sign = push_signature(self.key, [(old, commit, target)])
+        lease = f"--force-with-lease={target}:{old or ''}"
+        proc = self._git(
+            ["push", "--porcelain", "--no-verify", *sign, self.url, lease, f"+{commit}:{target}"]
+        )  # fmt: skip
+        if proc.returncode != 0:
+            raise InfrastructureError(
+                f"the intake refused the new verdict: {git.last_line(proc.stderr)}"
+            )
         log.info("intake.republished", submission=sid, task=task_id, verdict=target)
 
     def check_published(self) -> None:
@@ -233,6 +299,9 @@ class Intake:
         )  # fmt: skip
         if proc.returncode != 0:
             self._settle(item, target, source)
+        # The daemon's own note (beside the verdict, outside the submitter's folder) of the
+        # ref this verdict went to: where a changed verdict is published again.
+        atomic_write(folder / ORIGIN_FILE, json.dumps({"task": item.task_id}).encode() + b"\n")
         log.info("intake.published", submission=item.sid, task=item.task_id, verdict=target)
 
     def _settle(self, item: Pending, target: str, source: str) -> None:

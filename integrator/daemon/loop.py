@@ -26,7 +26,7 @@ import structlog
 
 from integrator.daemon.health import Metrics
 from integrator.daemon.holding import hold
-from integrator.daemon.intake import Intake
+from integrator.daemon.intake import Intake, Pending
 from integrator.daemon.notify import Notifier
 from integrator.daemon.probe import Backoff, HostProbe, Trouble
 from integrator.daemon.promotion import Promotion
@@ -214,9 +214,12 @@ class Daemon:
         of those decided are published after every batch.
         """
         total = 0
-        pending = self.intake.poll() if self.intake is not None and not only_work else []
-        if self.intake is not None and self.intake.trouble is not None and not only_work:
-            self._back_off(Trouble("intake", self.intake.trouble))
+        pending: list[Pending] = []
+        if self.intake is not None and not only_work:
+            failures = self.intake.failures
+            pending = self.intake.poll()  # backs off on its own: the spool goes on meanwhile
+            if self.intake.failures > failures:
+                self.metrics.infrastructure_errors.labels("intake").inc()
         while not self._stopping:
             names = [("work", n) for n in self.spool.entries("work")]
             if not only_work:
@@ -234,10 +237,11 @@ class Daemon:
                 self._back_off(error)
                 break
             self.last_error = None
-            if self.intake is None or self.intake.trouble is None:
-                self._backoff.reset()
-        if pending and self.intake is not None:
-            self.intake.publish_logged(pending)  # decided by an earlier run
+            self._backoff.reset()
+        if self.intake is not None and not only_work:
+            self.intake.publish_logged(pending)  # decided by an earlier run; republications
+        if self.last_error is None:
+            self._backoff.reset()
         return total
 
     def _back_off(self, error: IntegratorError | Trouble) -> None:
@@ -378,7 +382,7 @@ class Daemon:
                 count = self.spool.record_attempt(p.sid, repr(err))
                 self.log.exception("integrate.crashed", submission=p.sid, attempt=count)
                 if count < MAX_CRASHES:
-                    first = first or _infra(err)
+                    first = first or InfrastructureError(f"{type(err).__name__}: {err}")
                     continue  # stays in work/; retried, after the others are decided
                 reason = (
                     f"integrate raised {type(err).__name__} {count} times (the log has the "

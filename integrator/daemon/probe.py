@@ -24,6 +24,7 @@ from integrator.records.canonical import Canonical
 
 KINDS = ("disk", "git-server", "intake", "registry", "other")
 PROBE_EVERY = 5.0  # seconds a remote probe's answer is reused by /readyz
+PROBE_TIMEOUT = 10.0  # seconds a server has to answer a probe
 
 
 @dataclass(frozen=True)
@@ -38,11 +39,14 @@ class Trouble:
 
 
 def server_trouble(mirror: Path, url: str, what: str, ref: str) -> Trouble | None:
-    """Whether the server at `url` answers a `git ls-remote` of `ref` now."""
+    """Whether the server at `url` answers a `git ls-remote` of `ref` now (within
+    `PROBE_TIMEOUT`: a server that hangs is in trouble too)."""
     try:
-        remote_refs(mirror, url, [ref])
+        remote_refs(mirror, url, [ref], timeout=PROBE_TIMEOUT)
     except IntegratorError as err:
         return Trouble(what, f"{url} does not answer: {err}")
+    except OSError as err:  # this host could not even start git (process or file limits)
+        return Trouble("other", f"cannot start git to ask {url}: {err}")
     return None
 
 
@@ -103,12 +107,20 @@ class CachedProbe:
         self._answer: Trouble | None = None
 
     def __call__(self) -> Trouble | None:
-        with self._lock:
-            now = self._clock()
-            if self._at is None or now - self._at >= self._every:
-                self._answer = self._probe()
-                self._at = now
+        """The last answer; asks again when it is older than `every` — unless another
+        request is asking right now (that one's answer is not waited for: /readyz answers
+        at once with the answer it has)."""
+        now = self._clock()
+        if self._at is not None and now - self._at < self._every:
             return self._answer
+        if not self._lock.acquire(blocking=self._at is None):
+            return self._answer
+        try:
+            self._answer = self._probe()
+            self._at = self._clock()
+        finally:
+            self._lock.release()
+        return self._answer
 
 
 class Backoff:

@@ -77,7 +77,7 @@ class Integrator:
         """Why `candidate` cannot be judged here (absent, or not a commit), None when it
         can: the daemon rejects such a submission instead of fencing it, since nothing of
         its ownership was judged."""
-        kind = git.object_kind(self.canonical.repo, candidate)
+        kind = git.object_kind(self.canonical.repo, candidate, strict=True)
         if kind == "commit":
             return None
         where = "is not in the repository the daemon reads" if kind is None else f"is a {kind}"

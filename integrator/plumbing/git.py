@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from integrator.errors import ConfigurationError, GitError, GitTimeoutError
+from integrator.errors import ConfigurationError, GitError, GitTimeoutError, InfrastructureError
 
 if TYPE_CHECKING:
     import pygit2
@@ -278,13 +278,19 @@ def config_blob(repo_path: str | Path, oid: str) -> list[tuple[str, str]] | None
     return pairs
 
 
-def object_kind(repo: pygit2.Repository, oid: str) -> str | None:
-    """ "commit", "tree", "blob" or "tag" for an object here, None when there is none."""
+def object_kind(repo: pygit2.Repository, oid: str, *, strict: bool = False) -> str | None:
+    """ "commit", "tree", "blob" or "tag" for an object here, None when there is none.
+    `strict`: an object store that cannot be read (an I/O error, a pack it may not open) is
+    an InfrastructureError, not an absent object."""
     import pygit2
 
     try:
         kind = repo.odb.read_header(oid)[0]
-    except (KeyError, ValueError, pygit2.GitError):
+    except (KeyError, ValueError):
+        return None
+    except pygit2.GitError as err:
+        if strict:
+            raise InfrastructureError(f"cannot read the object store: {err}", kind="disk") from err
         return None
     return {
         pygit2.enums.ObjectType.COMMIT: "commit",

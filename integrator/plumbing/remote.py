@@ -75,16 +75,18 @@ def fetch_refspecs(target: str) -> list[str]:
     return [f"+refs/heads/{target}:refs/heads/{target}", *AUTHORITY_REFSPECS]
 
 
-def _git(args: Sequence[str], mirror: Path) -> GitRun:
+def _git(args: Sequence[str], mirror: Path, timeout: float = PUSH_TIMEOUT) -> GitRun:
     try:
-        return run_git(args, cwd=mirror, timeout=PUSH_TIMEOUT, check=False)
+        return run_git(args, cwd=mirror, timeout=timeout, check=False)
     except GitTimeoutError as err:
         raise InfrastructureError(f"git {args[0]} to the remote timed out") from err
 
 
-def remote_refs(mirror: Path, url: str, refs: Sequence[str]) -> dict[str, str]:
+def remote_refs(
+    mirror: Path, url: str, refs: Sequence[str], *, timeout: float = PUSH_TIMEOUT
+) -> dict[str, str]:
     """The remote's current value of each of `refs` that exists (one `git ls-remote`)."""
-    proc = _git(["ls-remote", "--refs", url, *refs], mirror)
+    proc = _git(["ls-remote", "--refs", url, *refs], mirror, timeout)
     if proc.returncode != 0:
         raise InfrastructureError(f"cannot read the remote's refs: {last_line(proc.stderr)}")
     out: dict[str, str] = {}

@@ -28,12 +28,13 @@ from pathlib import Path
 from typing import Any
 
 import pygit2
+import structlog
 
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.submission import Submission
 from integrator.documents.trailers import TRAILER_CANDIDATE, trailers
 from integrator.documents.verdict import Decision, Verdict
-from integrator.errors import ConfigurationError, UsageError
+from integrator.errors import ConfigurationError, IntegratorError, UsageError
 from integrator.fence.diff import recompute
 from integrator.fence.resources import touched_resources
 from integrator.limits import (
@@ -53,6 +54,8 @@ from integrator.records.claims import (
 )
 from integrator.records.revert import write_revert
 from integrator.store.spool import Spool
+
+log = structlog.get_logger("integrator.revert")
 
 TRAILER_REVERTS = "Integrator-Reverts"
 _GLOB_SPECIAL = "*?[\\"
@@ -236,9 +239,12 @@ def revert_landing(
                 # Nothing landed: the revert's claim would block the landing's paths for its
                 # whole lease, and a second try at the revert with it.
                 codes = ", ".join(dict.fromkeys(v.code.value for v in verdict.violations))
-                Claims(canonical).revoke(
-                    done.contract.task_id, f"the revert did not land ({codes or 'no code'})"
-                )
+                try:
+                    Claims(canonical).revoke(
+                        done.contract.task_id, f"the revert did not land ({codes or 'no code'})"
+                    )
+                except IntegratorError as err:  # no longer live, or the server: the verdict stands
+                    log.warning("revert.claim_kept", task=done.contract.task_id, error=str(err))
             return Reverted(done, verdict=verdict)
     into = Spool(spool).existing()
     submission = Submission.model_validate(
