@@ -75,15 +75,17 @@ def fetch_refspecs(target: str) -> list[str]:
     return [f"+refs/heads/{target}:refs/heads/{target}", *AUTHORITY_REFSPECS]
 
 
-def _git(args: Sequence[str], mirror: Path, timeout: float = PUSH_TIMEOUT) -> GitRun:
-    try:
-        return run_git(args, cwd=mirror, timeout=timeout, check=False)
+def _git(args: Sequence[str], mirror: Path, timeout: float | None = None) -> GitRun:
+    try:  # PUSH_TIMEOUT read at each call (tests and operators may change it)
+        return run_git(
+            args, cwd=mirror, timeout=PUSH_TIMEOUT if timeout is None else timeout, check=False
+        )
     except GitTimeoutError as err:
         raise InfrastructureError(f"git {args[0]} to the remote timed out") from err
 
 
 def remote_refs(
-    mirror: Path, url: str, refs: Sequence[str], *, timeout: float = PUSH_TIMEOUT
+    mirror: Path, url: str, refs: Sequence[str], *, timeout: float | None = None
 ) -> dict[str, str]:
     """The remote's current value of each of `refs` that exists (one `git ls-remote`)."""
     proc = _git(["ls-remote", "--refs", url, *refs], mirror, timeout)
