@@ -40,6 +40,7 @@ VALIDATIONS = NAMESPACE + "validations/"  # VALIDATIONS + <target>/<head>: valid
 PROMOTION = NAMESPACE + "promotion/"  # PROMOTION + <target>: promotions and ejections
 EJECTED = NAMESPACE + "ejected/"  # EJECTED + <target>/<landing>: one ejection record
 FALSE_POSITIVES = NAMESPACE + "false-positives/"  # FALSE_POSITIVES + <subject>: marks
+PROBE = NAMESPACE + "probe/"  # PROBE + <host>: a daemon's last write probe of the server
 
 # On an intake (possibly the canonical repository itself).
 SUBMIT = NAMESPACE + "submit/"  # SUBMIT + <task>/<submission>: anyone may create one

@@ -28,17 +28,14 @@ from integrator.daemon.health import Metrics
 from integrator.daemon.holding import hold
 from integrator.daemon.intake import Intake, Pending
 from integrator.daemon.notify import Notifier
-from integrator.daemon.probe import Backoff, HostProbe, Trouble
+from integrator.daemon.probe import Backoff, HostProbe, Trouble, operators
 from integrator.daemon.promotion import Promotion
 from integrator.daemon.settings import Settings
 from integrator.daemon.wakeup import Wakeup
 from integrator.documents.verdict import Decision, Verdict
 from integrator.errors import (
-    ConfigurationError,
     InfrastructureError,
     IntegratorError,
-    QueuePausedError,
-    RefLockedError,
     UsageError,
 )
 from integrator.landing.outcomes import Engine, Outcome, Ready
@@ -339,10 +336,10 @@ class Daemon:
             return [], None
         try:
             verdicts = self.engine.integrate_many([(p.contract, p.candidate) for p in ready])
-        except (RefLockedError, ConfigurationError, QueuePausedError) as err:
-            return [], err  # the host's or the operator's trouble: nothing is anyone's fault
         except Exception as err:
-            trouble = self.probe.error(err)
+            if operators(err):
+                return [], err  # the operator's or the host's: nothing is anyone's fault
+            trouble = self.probe.error(err)  # a server's refusal too: whose is it?
             if trouble is not None:  # the host's trouble (asked of the host, not the error)
                 return [], trouble
             self.log.warning(  # find the submission that triggers it
@@ -373,9 +370,9 @@ class Daemon:
         for p in ready:
             try:
                 verdict = self.engine.integrate(p.contract, p.candidate)
-            except (RefLockedError, ConfigurationError, QueuePausedError) as err:
-                return outcomes, first or err  # the rest is retried as it is
             except Exception as err:
+                if operators(err):
+                    return outcomes, first or err  # the rest is retried as it is
                 trouble = self.probe.error(err)
                 if trouble is not None:  # never counted against the submission in hand
                     return outcomes, first or trouble

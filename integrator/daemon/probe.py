@@ -11,15 +11,25 @@ is counted by kind in `integrator_infrastructure_errors_total{kind=…}`.
 from __future__ import annotations
 
 import random
+import re
+import socket
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeGuard
 
-from integrator.errors import InfrastructureError, IntegratorError
+from integrator import refnames
+from integrator.errors import (
+    ConfigurationError,
+    InfrastructureError,
+    IntegratorError,
+    QueuePausedError,
+    RefLockedError,
+)
 from integrator.plumbing import git
-from integrator.plumbing.remote import remote_refs
+from integrator.plumbing.remote import KEY_FILE_CONFIG, ServerRefused, push_signature, remote_refs
 from integrator.records.canonical import Canonical
 
 KINDS = ("disk", "git-server", "intake", "registry", "other")
@@ -59,12 +69,46 @@ class HostProbe:
     target: str
     remote_url: str | None = None
     intake_url: str | None = None
+    key: bytes | None = None  # signs the write probe, where the server's hook checks that
+    host: str = "host"
 
     @classmethod
     def of(cls, canonical: Canonical, intake_url: str | None = None) -> HostProbe:
+        key = canonical.push_key(KEY_FILE_CONFIG) if canonical.remote_url else None
+        host = re.sub(r"[^A-Za-z0-9_.-]", "-", socket.gethostname()).strip(".-")[:64]
         return cls(
-            git.common_dir(canonical.repo), canonical.target, canonical.remote_url, intake_url
-        )
+            git.common_dir(canonical.repo), canonical.target, canonical.remote_url,
+            intake_url, key, host or "host",
+        )  # fmt: skip
+
+    def write_trouble(self) -> Trouble | None:
+        """Whether the git server takes a write now: one leased push of a fresh empty commit
+        to `refs/integrator/probe/<host>` (asked only after a failure: a server that
+        answers reads but refuses writes is the host's trouble, a candidate it refuses is
+        the candidate's)."""
+        if self.remote_url is None:
+            return None
+        ref = f"{refnames.PROBE}{self.host}"
+        try:
+            old = remote_refs(self.git_dir, self.remote_url, [ref], timeout=PROBE_TIMEOUT).get(ref)
+            tree = git.run_git(["mktree"], git_dir=self.git_dir).stdout.decode().strip()
+            stamp = f"write probe at {time.time():.3f}"
+            commit = git.run_git(["commit-tree", tree, "-m", stamp], git_dir=self.git_dir)
+            new = commit.stdout.decode().strip()
+            sign = push_signature(self.key, [(old, new, ref)])
+            pushed = git.run_git(
+                ["push", "--porcelain", "--no-verify", *sign, self.remote_url,
+                 f"--force-with-lease={ref}:{old or ''}", f"+{new}:{ref}"],
+                git_dir=self.git_dir, timeout=PROBE_TIMEOUT, check=False,
+            )  # fmt: skip
+        except IntegratorError as err:
+            return Trouble("git-server", f"{self.remote_url} cannot be written to: {err}")
+        except OSError as err:
+            return Trouble("other", f"cannot start git to write to {self.remote_url}: {err}")
+        if pushed.returncode != 0:
+            why = git.last_line(pushed.stderr)
+            return Trouble("git-server", f"{self.remote_url} refuses writes: {why}")
+        return None
 
     def __call__(self) -> Trouble | None:
         """The first part of this host that cannot work now, or None when all of them can."""
@@ -82,11 +126,20 @@ class HostProbe:
 
     def error(self, cause: BaseException) -> InfrastructureError | None:
         """The host's trouble behind `cause`, as the error to retry with, or None when the
-        host is well (and `cause` is then the submission's)."""
-        found = self()
+        host is well (and `cause` is then the submission's): read, then write."""
+        found = self() or self.write_trouble()
         if found is None:
             return None
         return InfrastructureError(f"{found} ({type(cause).__name__}: {cause})", kind=found.kind)
+
+
+def operators(err: BaseException) -> TypeGuard[IntegratorError]:
+    """What the operator or the host must fix (a ref lock, a pause, the configuration),
+    retried as it is — but not a server's refusal of one push (`ServerRefused`), which
+    `HostProbe.error` pins on the host or on the candidate."""
+    if isinstance(err, ServerRefused):
+        return False
+    return isinstance(err, (RefLockedError, QueuePausedError, ConfigurationError))
 
 
 class CachedProbe:

@@ -268,3 +268,86 @@ def test_an_ejected_landing_is_not_reported_accepted_on_the_intake(
             assert json.loads(innocent.stdout)["verdict"]["decision"] == "ACCEPTED"
         finally:
             world.stop()
+
+
+SECRET_HOOK = """#!/bin/sh
+# A server rule on content: no file named SECRET in any pushed commit.
+while read old new ref; do
+  [ "$new" = 0000000000000000000000000000000000000000 ] && continue
+  if git ls-tree -r --name-only "$new" 2>/dev/null | grep -q 'SECRET$'; then
+    echo "content rule: $ref holds a SECRET" >&2
+    exit 1
+  fi
+done
+exit 0
+"""
+
+
+def _hook(remote: RemoteWorld, script: str) -> None:
+    hook = remote.canon / "hooks" / "pre-receive"
+    hook.write_text(script)
+    hook.chmod(0o755)
+
+
+def _bundled(
+    remote: RemoteWorld, tmp_path: Path, mirror: Path, task: str, files: dict[str, str]
+) -> str:
+    contract = tmp_path / f"{task}.json"
+    remote.issue(mirror, task, [f"{task}/**"], contract)
+    agent = remote.agent(task)
+    for path, text in files.items():
+        (agent / path).parent.mkdir(parents=True, exist_ok=True)
+        (agent / path).write_text(text)
+    git("add", "-A", cwd=agent)
+    git("commit", "-qm", f"work on {task}", cwd=agent)
+    done = cli("submit", "--spool", str(tmp_path / "spool"), "--contract", str(contract),
+               "--candidate", "HEAD", "--repo", str(agent), "--bundle")  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout.decode().split()[-1]
+
+
+def test_a_candidate_the_server_refuses_is_pinned_on_it(
+    remote: RemoteWorld, tmp_path: Path
+) -> None:
+    """A server rule that refuses one candidate's content (its hook declines the push) is
+    that candidate's: a write probe shows the server takes other writes, so it is counted
+    and REJECTED with the server's reason at the crash limit, and the candidate beside it
+    lands — it is not retried for ever, holding up the queue."""
+    mirror = remote.mirror("host-a")
+    bad = _bundled(remote, tmp_path, mirror, "t1", {"t1/SECRET": "key\n"})
+    good = _bundled(remote, tmp_path, mirror, "t2", {"t2/f.txt": "fine\n"})
+    _hook(remote, SECRET_HOOK)
+    spool = Spool(tmp_path / "spool")
+    for _ in range(MAX_CRASHES):
+        cli("serve", "--once", "--repo", str(mirror), "--spool", str(spool.root),
+            "--log-format", "json")  # fmt: skip
+        found = spool.find(bad)
+        if found is not None and found[0] == "rejected":
+            break
+    found = spool.find(bad)
+    assert found is not None and found[0] == "rejected", found
+    reason = json.loads((found[1] / REJECTION_FILE).read_text())["reason"]
+    assert "refused the push" in reason, reason
+    assert spool.find(good)[0] == "accepted"  # type: ignore[index]
+
+
+def test_a_server_that_refuses_every_write_is_the_hosts_trouble(
+    remote: RemoteWorld, tmp_path: Path
+) -> None:
+    """A server whose hook declines every push (it answers reads, takes no writes): the
+    write probe is refused too, so nothing is counted against the submission, which waits
+    in work/ and lands once the server takes writes again."""
+    mirror = remote.mirror("host-a")
+    sid = _bundled(remote, tmp_path, mirror, "t1", {"t1/f.txt": "fine\n"})
+    _hook(remote, "#!/bin/sh\necho 'read-only for maintenance' >&2\nexit 1\n")
+    spool = Spool(tmp_path / "spool")
+    for _ in range(MAX_CRASHES + 1):
+        once = cli("serve", "--once", "--repo", str(mirror), "--spool", str(spool.root),
+                   "--log-format", "json")  # fmt: skip
+        assert once.returncode == 4, once.stderr.decode()
+    assert spool.find(sid)[0] == "work"  # type: ignore[index]
+    assert spool.attempts(sid) == 0
+    (remote.canon / "hooks" / "pre-receive").unlink()
+    once = cli("serve", "--once", "--repo", str(mirror), "--spool", str(spool.root))
+    assert once.returncode == 0, once.stderr.decode()
+    assert spool.find(sid)[0] == "accepted"  # type: ignore[index]
