@@ -25,8 +25,8 @@ from integrator.review.actions import (
     Review,
     default_actor,
     expansion_lines,
+    listing,
     open_review,
-    pending,
 )
 from integrator.review.documents import show_document, show_document_of, summary_document
 from integrator.store.spool import Spool
@@ -181,7 +181,7 @@ def _codes(verdict: Verdict) -> str:
 def run_list(args: argparse.Namespace) -> int:
     logs.configure(stream=logs.STDERR)  # stdout carries the listing
     spool = Spool(args.spool).existing()
-    items = pending(spool)
+    items = listing(spool, args.repo)
     if args.json:
         print_json([summary_document(h) for h in items])
         return EXIT_OK

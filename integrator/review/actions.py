@@ -40,6 +40,7 @@ from integrator.records.held import (
     ReviewAction,
     archived_ref,
     held_ref,
+    history,
     write_record,
 )
 from integrator.store.entries import codes_of, review_record
@@ -149,6 +150,62 @@ def expansion_lines(spool: Spool, repo: Path | None = None) -> list[str]:
     ]
 
 
+_PAST = {"approve": "approved", "reject": "rejected", "requeue": "requeued", "hold": "held"}
+
+
+def decided_on_server(canonical: Canonical, sid: str) -> ReviewAction | None:
+    """The review decision of `sid` that some host recorded in git — it is no longer held
+    there and its chain ends in an approve, reject or requeue — or None while it is held
+    (or git knows nothing of it). Held records are the authority every host reads."""
+    if canonical.ref(held_ref(sid)) is not None:
+        return None
+    records = history(canonical, sid)
+    if not records:
+        return None
+    action = records[-1][1]
+    return action if action.action in ("approve", "reject", "requeue") else None
+
+
+def reconcile(spool: Spool, canonical: Canonical) -> list[str]:
+    """File under `archived/` every submission this spool still lists as held that another
+    host has decided (with that host's record as its `review.json`); their ids."""
+    done = []
+    for held in pending(spool):
+        decided = decided_on_server(canonical, held.sid)
+        if decided is None:
+            continue
+        path = spool.folder(held.folder) / held.sid
+        atomic_write(path / REVIEW_FILE, decided.to_json().encode() + b"\n")
+        spool.move(held.sid, held.folder, "archived")
+        log.info("review.decided_elsewhere", submission=held.sid, action=decided.action,
+                 actor=decided.actor, at=decided.at.isoformat())  # fmt: skip
+        done.append(held.sid)
+    return done
+
+
+def listing(spool: Spool, repo: Path | None = None) -> list[Held]:
+    """`pending`, after filing what other hosts decided (when the repository is known and
+    answers; otherwise the spool's own view, said in the log)."""
+    repo = repo or spool.repo_path()
+    if repo is not None:
+        try:
+            with Canonical(repo) as canonical:
+                canonical.refresh()
+                reconcile(spool, canonical)
+        except IntegratorError as err:
+            log.warning("review.unreconciled", error=str(err))
+    return pending(spool)
+
+
+def _decided_error(sid: str, decided: ReviewAction) -> UsageError:
+    return UsageError(
+        f"{sid} was already {_PAST.get(decided.action, decided.action)} by {decided.actor} at "
+        f"{decided.at.isoformat()}"
+        + (f" ({decided.reason})" if decided.reason else "")
+        + "; nothing changed"
+    )
+
+
 class Lander(Protocol):
     def integrate(self, contract_data: bytes, candidate: str) -> Verdict: ...
 
@@ -191,7 +248,20 @@ class Review:
         self.clock = clock
 
     def pending(self) -> list[Held]:
+        """What this spool holds, after filing what other hosts decided."""
+        self.canonical.refresh()
+        reconcile(self.spool, self.canonical)
         return pending(self.spool)
+
+    def _undecided(self, sid: str) -> Held:
+        """The held submission `sid`, read after the server: one another host approved,
+        rejected or requeued is filed as such here and refused, naming who and when."""
+        self.canonical.refresh()
+        decided = decided_on_server(self.canonical, sid)
+        if decided is not None:
+            reconcile(self.spool, self.canonical)
+            raise _decided_error(sid, decided)
+        return self.get(sid)
 
     def get(self, sid: str) -> Held:
         found = self.spool.find(sid)
@@ -234,7 +304,7 @@ class Review:
         if self.engine is None:
             raise UsageError("approve needs the integration engine")
         with self._exclusive():
-            held = self.get(sid)
+            held = self._undecided(sid)
             data = contract if contract is not None else self.live_contract(held)
             verdict = self.engine.integrate(data, held.submission.candidate)
             digest = verdict.contract_digest
@@ -247,7 +317,7 @@ class Review:
         if not reason.strip():
             raise UsageError("a rejection needs a reason")
         with self._exclusive():
-            held = self.get(sid)
+            held = self._undecided(sid)
             self._record(held, "reject", actor, reason, None, held.verdict.contract_digest)
 
     def _record(

@@ -351,3 +351,50 @@ def test_a_server_that_refuses_every_write_is_the_hosts_trouble(
     once = cli("serve", "--once", "--repo", str(mirror), "--spool", str(spool.root))
     assert once.returncode == 0, once.stderr.decode()
     assert spool.find(sid)[0] == "accepted"  # type: ignore[index]
+
+
+def test_a_review_decided_on_one_host_is_the_answer_on_every_host(
+    remote: RemoteWorld, tmp_path: Path
+) -> None:
+    """Two hosts hold the same fenced submission; a release manager rejects it on host A.
+    Host B then no longer lists it as held, and approving it there is refused with who
+    rejected it and when — the gate is not run again and nothing on the server changes."""
+    mirrors = [remote.mirror(name) for name in ("host-a", "host-b")]
+    contract = tmp_path / "c.json"
+    remote.issue(mirrors[0], "t1", ["t1/**"], contract)
+    agent = remote.agent("a1")
+    (agent / "shared" / "x").write_text("not mine\n")
+    git("commit", "-qam", "outside the contract", cwd=agent)
+    done = cli("submit", "--intake", remote.intake, "--contract", str(contract),
+               "--candidate", "HEAD", "--repo", str(agent))  # fmt: skip
+    sid = done.stdout.decode().split()[-1]
+    once = ["serve", "--once", "--intake", remote.intake, "--log-format", "json"]
+    spools = [tmp_path / "spool-a", tmp_path / "spool-b"]
+    late = subprocess.Popen(
+        [PYTHON, "-m", "integrator", *once, "--repo", str(mirrors[1]), "--spool", str(spools[1])],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env={**os.environ, **GIT_ENV, "INTEGRATOR_FAULT": "stop:before-hold"},
+    )  # fmt: skip
+    try:
+        wait_until(lambda: _stopped(late.pid), 60, "host B decided, before its hold")
+        assert cli(*once, "--repo", str(mirrors[0]), "--spool", str(spools[0])).returncode == 0
+        os.kill(late.pid, signal.SIGCONT)
+        assert late.wait(120) == 0
+    finally:
+        if late.poll() is None:
+            late.kill()
+            late.wait()
+    rejected = cli("review", "reject", sid, "--spool", str(spools[0]), "--reason", "not ours",
+                   "--actor", "alice")  # fmt: skip
+    assert rejected.returncode == 0, rejected.stderr.decode()
+    server = git("for-each-ref", "--format=%(refname) %(objectname)", "refs/integrator/",
+                 cwd=remote.canon)  # fmt: skip
+    listed = cli("review", "list", "--spool", str(spools[1]), "--json")
+    assert listed.returncode == 0, listed.stderr.decode()
+    assert json.loads(listed.stdout) == []
+    approve = cli("review", "approve", sid, "--spool", str(spools[1]), "--actor", "bob")
+    assert approve.returncode == 2, approve.stderr.decode()
+    assert b"already rejected by alice" in approve.stderr
+    assert Spool(spools[1]).find(sid)[0] == "archived"  # type: ignore[index]
+    assert git("for-each-ref", "--format=%(refname) %(objectname)", "refs/integrator/",
+               cwd=remote.canon) == server  # fmt: skip

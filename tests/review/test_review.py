@@ -282,11 +282,13 @@ def test_refused_expansion_is_listed_for_review(
 def test_only_held_candidates_can_be_reviewed(
     desk: Desk, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Approving an archived or unknown submission is a usage error, not a second landing."""
+    """Approving an archived or unknown submission is a usage error, not a second landing;
+    one already decided says who decided it, when and why."""
     assert desk.cli("reject", desk.sid, "--reason", "no") == 0
     capsys.readouterr()
     assert desk.cli("approve", desk.sid) == 2
-    assert "not held for review" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "was already rejected by" in err and "(no); nothing changed" in err
     assert desk.cli("show", "20200101T000000000000Z-00000000") == 2
 
 
