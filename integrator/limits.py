@@ -44,6 +44,8 @@ MAX_ID_CHARS = 200  # a task, attempt or submission id (one ref name component)
 BUNDLE_BYTES = 256 << 20  # a submitted bundle, unless `serve --config` sets bundle-max-bytes
 BUNDLE_HEADER_BYTES = 1 << 20  # a bundle's header (its ref list)
 MAX_BUNDLE_REFS = 64  # refs named in one bundle
+BUNDLE_NAME_CHARS = 100  # a submission's bundle file name, before `.bundle`
+TASK_TYPE_CHARS = 100  # a task file's free-form `type`
 MAX_CRASHES = 3  # unexpected failures on one submission before it is rejected with the error
 VERDICT_BYTES = 16 << 20  # a verdict document read back (spool or intake); bigger is damage
 

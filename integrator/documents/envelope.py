@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from integrator.limits import (
+    BUNDLE_NAME_CHARS,
     MAX_NESTING,
     SUBMISSION_BYTES,
     SUBMITTER_HOST_CHARS,
@@ -23,7 +24,7 @@ from integrator.limits import (
 )
 
 SUBMISSION_SCHEMA = "integrator.submission.v1"
-BUNDLE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,100}\.bundle$")
+BUNDLE_NAME_RE = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9._-]{{0,{BUNDLE_NAME_CHARS}}}\.bundle$")
 OBJECT_ID_RE = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a full commit id (fullmatch)
 
 

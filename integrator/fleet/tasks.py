@@ -32,7 +32,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from integrator import paths
 from integrator.documents.contract import Resource
 from integrator.errors import UsageError
-from integrator.limits import TASK_FILE_BYTES
+from integrator.limits import TASK_FILE_BYTES, TASK_TYPE_CHARS
 from integrator.refnames import refname_problem
 
 TASK_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -83,7 +83,7 @@ class TaskFrontMatter(BaseModel):
     model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
 
     id: TaskId = Field(description="Unique task id; also the inbox file name `<id>.md`.")
-    type: Annotated[str, Field(min_length=1, max_length=100)] = Field(
+    type: Annotated[str, Field(min_length=1, max_length=TASK_TYPE_CHARS)] = Field(
         default="task", description="Free-form kind (implementation, review, research, ...)."
     )
     owns: list[Annotated[str, AfterValidator(_owned)]] = Field(
