@@ -203,7 +203,7 @@ class Intake:
         )  # fmt: skip
         if proc.returncode != 0:
             raise InfrastructureError(
-                f"the intake refused the new verdict: {git.last_line(proc.stderr)}"
+                f"the intake refused the new verdict: {git.server_said(proc.stderr)}"
             )
         log.info("intake.republished", submission=sid, task=task_id, verdict=target)
 

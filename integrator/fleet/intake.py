@@ -17,7 +17,7 @@ from pathlib import Path
 
 from integrator import refnames
 from integrator.errors import InfrastructureError, UsageError
-from integrator.plumbing.git import run_git
+from integrator.plumbing.git import run_git, server_said
 from integrator.refnames import refname_problem
 
 SUBMISSION_FILE = "submission.json"
@@ -66,10 +66,8 @@ def push_submission(url: str, repo: Path, task_id: str, sid: str, commit: str) -
         check=False,
     )
     if proc.returncode != 0:
-        why = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise InfrastructureError(
-            f"cannot push the submission to {url}: {why[-1] if why else proc.returncode}"
-        )
+        why = server_said(proc.stderr, str(proc.returncode))
+        raise InfrastructureError(f"cannot push the submission to {url}: {why}")
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,16 @@ def last_line(stderr: bytes, default: str = "no message") -> str:
     return bounded(lines[-1]) if lines else default
 
 
+def server_said(stderr: bytes, default: str = "no message") -> str:
+    """Why a server refused: every `remote:` line (where its hooks say why) and git's own
+    last line, joined and bounded; `default` when git wrote nothing."""
+    lines = stderr.decode("utf-8", "replace").strip().splitlines()
+    said = [line[len("remote:") :].strip() for line in lines if line.startswith("remote:")]
+    said = [line for line in said if line]
+    last = lines[-1] if lines else default
+    return bounded("; ".join([*said, last]) if said and last not in said else last)
+
+
 def _spawn_args(
     args: Sequence[str],
     cwd: str | Path | None,

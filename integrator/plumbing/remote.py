@@ -33,7 +33,7 @@ from integrator.errors import (
     InfrastructureError,
     RefMovedError,
 )
-from integrator.plumbing.git import GitRun, last_line, run_git
+from integrator.plumbing.git import GitRun, last_line, run_git, server_said
 from integrator.plumbing.signing import push_option
 from integrator.plumbing.transaction import RefOp, RefUpdater
 
@@ -204,8 +204,8 @@ class RemotePush:
                 raise RefMovedError(op.ref, actual, op.old)
         message = proc.stderr.decode("utf-8", "replace").strip()
         if "hook declined" in proc.stdout.decode("utf-8", "replace") or "declined" in message:
-            raise ServerRefused(f"the server refused the push: {last_line(proc.stderr)}")
-        raise InfrastructureError(f"the push to the remote failed: {last_line(proc.stderr)}")
+            raise ServerRefused(f"the server refused the push: {server_said(proc.stderr)}")
+        raise InfrastructureError(f"the push to the remote failed: {server_said(proc.stderr)}")
 
     def _mirror(self, moves: Sequence[RefOp]) -> None:
         """Move the mirror's refs to what the server now holds (a cache: no leases)."""

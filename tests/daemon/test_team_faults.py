@@ -328,6 +328,7 @@ def test_a_candidate_the_server_refuses_is_pinned_on_it(
     assert found is not None and found[0] == "rejected", found
     reason = json.loads((found[1] / REJECTION_FILE).read_text())["reason"]
     assert "refused the push" in reason, reason
+    assert "content rule:" in reason and "holds a SECRET" in reason  # the hook's own words
     assert spool.find(good)[0] == "accepted"  # type: ignore[index]
 
 
@@ -347,6 +348,11 @@ def test_a_server_that_refuses_every_write_is_the_hosts_trouble(
         assert once.returncode == 4, once.stderr.decode()
     assert spool.find(sid)[0] == "work"  # type: ignore[index]
     assert spool.attempts(sid) == 0
+    git("config", "receive.advertisePushOptions", "true", cwd=remote.canon)
+    pushed = cli("submit", "--intake", remote.url, "--contract", str(tmp_path / "t1.json"),
+                 "--candidate", "HEAD", "--repo", str(tmp_path / "agents" / "t1"))  # fmt: skip
+    assert pushed.returncode == 4
+    assert b"read-only for maintenance" in pushed.stderr  # every remote: line is kept
     (remote.canon / "hooks" / "pre-receive").unlink()
     once = cli("serve", "--once", "--repo", str(mirror), "--spool", str(spool.root))
     assert once.returncode == 0, once.stderr.decode()
