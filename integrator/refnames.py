@@ -13,6 +13,7 @@ Kept free of the contract models, so that the write guard and the server hook lo
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 from integrator.escape import visible
@@ -76,6 +77,10 @@ def family(prefix: str) -> str:
     return prefix.removeprefix(NAMESPACE).rstrip("/")
 
 
+# A submission id, 20260601T120000123456Z-0a1b2c3d: sorts by time, then by chance; a valid
+# ref component. The spool names folders by it and the server hook refuses submit refs
+# whose last component is not one (they could never be decided).
+SUBMISSION_ID = re.compile(r"^\d{8}T\d{12}Z-[0-9a-f]{8}$")
 ODD_CATEGORIES = ("Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp")
 
 

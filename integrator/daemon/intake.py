@@ -77,6 +77,7 @@ class Intake:
         self._retry_at = 0.0
         self.unpublished: dict[str, str] = {}  # submission → why its verdict is not out yet
         self._done: set[str] = set()  # published by this daemon (their refs may still show)
+        self._unusable: set[str] = set()  # submit refs no daemon could decide, said once
 
     def _git(self, args: list[str]) -> git.GitRun:
         try:
@@ -98,7 +99,9 @@ class Intake:
         for ref, oid in git.refs_under(self.canonical.repo, refnames.INTAKE_SUBMIT).items():
             task_id, _, sid = ref.removeprefix(refnames.INTAKE_SUBMIT).partition("/")
             if refname_problem(task_id) or not ID_RE.match(sid):
-                log.warning("intake.unusable_ref", ref=ref)  # nothing to name a verdict by
+                if ref not in self._unusable:  # said once, not at every poll
+                    self._unusable.add(ref)
+                    log.warning("intake.unusable_ref", ref=ref)  # nothing to name a verdict by
                 continue
             found.append(Pending(task_id, sid, oid))
         return sorted(found, key=lambda p: p.sid)

@@ -33,7 +33,7 @@ from integrator import refnames
 from integrator.escape import visible
 from integrator.limits import HOOK_INPUT_BYTES, MAX_IDENTITY_CHARS, MAX_UPDATES
 from integrator.plumbing.signing import DEFAULT_MAX_AGE, OID, OPTION, Update, check_signature
-from integrator.refnames import ODD_CATEGORIES, fold, ref_problem, shown
+from integrator.refnames import ODD_CATEGORIES, fold, ref_problem, refname_problem, shown
 
 AUTHORITY = frozenset(
     {"queue", "claims", "claims-index", "policy", "held", "archived", "expansions", "archive"}
@@ -95,6 +95,16 @@ class HookVerdict:
         return document
 
 
+def _submit_problem(ref: str) -> str | None:
+    task, sid = ref.removeprefix(refnames.SUBMIT).split("/")
+    if refname_problem(task) is None and refnames.SUBMISSION_ID.match(sid):
+        return None
+    return (
+        f"is not {refnames.SUBMIT}<task>/<submission id> with a usable task and an id as "
+        "integrator submit makes them (YYYYMMDDTHHMMSSffffffZ-8 hex)"
+    )
+
+
 def classify(ref: str, targets: Sequence[str]) -> tuple[str, str]:
     """(rule, detail): which rule governs `ref`; the detail names the namespace or problem."""
     problem = ref_problem(ref)
@@ -107,7 +117,8 @@ def classify(ref: str, targets: Sequence[str]) -> tuple[str, str]:
             return "target", target
     if folded == refnames.ROOT or folded.startswith(refnames.NAMESPACE):
         if ref.startswith(refnames.SUBMIT) and ref.count("/") == 4:
-            return "submit", "submit"
+            unusable = _submit_problem(ref)  # it could never be decided: refused, not warned
+            return ("invalid", unusable) if unusable else ("submit", "submit")
         namespace = folded.split("/")[2] if folded.count("/") >= 2 else ""
         return ("authority" if namespace in AUTHORITY else "integrator"), namespace
     if ref.startswith("refs/heads/"):

@@ -20,7 +20,6 @@ import errno
 import fcntl
 import json
 import os
-import re
 import secrets
 import shutil
 import stat
@@ -36,6 +35,7 @@ from integrator.documents.envelope import SUBMISSION_SCHEMA
 from integrator.errors import ConfigurationError, InfrastructureError, UsageError
 from integrator.files import atomic_write, fsync_dir, write_file
 from integrator.limits import SUBMISSION_BYTES
+from integrator.refnames import SUBMISSION_ID
 from integrator.store.submitted import open_submitted, read_at_most_path, read_submitted
 
 if TYPE_CHECKING:  # the models are the daemon's; `integrator submit` writes plain JSON
@@ -75,8 +75,7 @@ def folder_for(decision: Decision | None) -> str:
     return "rejected" if decision is None else _FOLDER_OF[decision.value]
 
 
-# 20260601T120000123456Z-0a1b2c3d: sorts by time, then by chance; a valid ref component.
-ID_RE = re.compile(r"^\d{8}T\d{12}Z-[0-9a-f]{8}$")
+ID_RE = SUBMISSION_ID  # 20260601T120000123456Z-0a1b2c3d (integrator.refnames)
 
 
 def new_id(now: datetime | None = None) -> str:

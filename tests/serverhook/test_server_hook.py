@@ -109,7 +109,7 @@ def test_the_rest_of_refs_integrator_belongs_to_integrators(ref: str) -> None:
 
 def test_agents_create_submissions_once() -> None:
     """A submission ref may be created by anyone; moving or deleting it is refused."""
-    ref = "refs/integrator/submit/billing/0123abcd"
+    ref = "refs/integrator/submit/billing/20260101T000000000000Z-0123abcd"
     assert judge((Z, A, ref)).accepted
     moved, deleted = judge((A, B, ref)), judge((A, Z, ref))
     assert not moved.accepted and "a submission is written once" in moved.refs[0].reason
@@ -282,7 +282,11 @@ def test_spellings_that_share_a_file_with_authority_refs_are_refused(ref: str) -
 
 def test_an_unauthenticated_pusher_has_agent_rights() -> None:
     """With no identity (git daemon), branches and submissions pass and authority does not."""
-    verdict = judge((Z, A, "refs/heads/agent/x"), (Z, A, "refs/integrator/submit/t/s"), env={})
+    verdict = judge(
+        (Z, A, "refs/heads/agent/x"),
+        (Z, A, "refs/integrator/submit/t/20260101T000000000000Z-0123abcd"),
+        env={},
+    )
     assert verdict.accepted and verdict.identity is None
     refused = judge((A, B, "refs/heads/main"), env={})
     assert "the pusher is not authenticated" in refused.refs[0].reason
@@ -674,7 +678,12 @@ def test_install_writes_a_hook_that_guards_pushes(served: tuple[Path, Path, str]
         in refused.stderr
     )
     assert git("for-each-ref", cwd=server) == before
-    landed = push(work, server, "HEAD:refs/heads/agent/x", "HEAD:refs/integrator/submit/t/s1")
+    landed = push(
+        work,
+        server,
+        "HEAD:refs/heads/agent/x",
+        "HEAD:refs/integrator/submit/t/20260101T000000000000Z-0123abcd",
+    )
     assert landed.returncode == 0, landed.stderr
 
 
@@ -929,3 +938,23 @@ def test_symbolic_refs_are_found_for_few_and_for_many_pushed_names(tmp_path: Pat
     expected = {"refs/heads/latest": "refs/heads/main"}
     assert run.server_symrefs(repo, few) == run.server_symrefs(repo, many) == expected
     assert run.server_symrefs(repo, ["refs/heads/main"]) == {}
+
+
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "refs/integrator/submit/t/s1",  # not a submission id
+        "refs/integrator/submit/t/20260101T000000000000Z-0123ABCD",  # upper-case hex
+        "refs/integrator/submit/t/20260101T00000000000Z-0123abcd",  # a digit short
+        "refs/integrator/submit/t/20260101T000000000000Z-0123abcd.x",  # trailing text
+        "refs/integrator/submit/t.lock/20260101T000000000000Z-0123abcd",  # not a ref component
+        "refs/integrator/submit/-t../20260101T000000000000Z-0123abcd",  # '..' in the task
+    ],
+)
+def test_a_submit_ref_that_could_never_be_decided_is_refused(ref: str) -> None:
+    """A submit ref whose task or id no daemon could use is refused by the hook for everyone
+    (it would otherwise sit on the intake, warned about at every poll); a usable one passes."""
+    refused = judge((Z, A, ref), env={})
+    assert not refused.accepted, ref
+    good = judge((Z, A, "refs/integrator/submit/t/20260101T000000000000Z-0123abcd"), env={})
+    assert good.accepted

@@ -201,7 +201,10 @@ def test_agent_cannot_push_claims_or_main(http: Http) -> None:
 def test_agent_submits_and_pushes_its_own_branch(http: Http) -> None:
     """The agent's submission ref and its own branch land in one push."""
     world = make_world(http.repos, "agent", "--allow", "integrator")
-    submit, branch = "refs/integrator/submit/task/0f1e2d3c", "refs/heads/agent/task"
+    submit, branch = (
+        "refs/integrator/submit/task/20260101T000000000000Z-0123abcd",
+        "refs/heads/agent/task",
+    )
     proc = push(
         world.work, http.url("agent", "agent"), f"{world.new}:{submit}", f"{world.new}:{branch}"
     )
