@@ -404,3 +404,34 @@ def test_a_review_decided_on_one_host_is_the_answer_on_every_host(
     assert Spool(spools[1]).find(sid)[0] == "archived"  # type: ignore[index]
     assert git("for-each-ref", "--format=%(refname) %(objectname)", "refs/integrator/",
                cwd=remote.canon) == server  # fmt: skip
+
+
+def test_a_verdict_the_intake_refuses_is_exit_4_for_serve_once(
+    remote: RemoteWorld, tmp_path: Path
+) -> None:
+    """An intake that refuses the verdict push: `serve --once` exits 4 naming the
+    submission and the intake's own words (it used to exit 0 with the verdict unpublished);
+    once the intake takes it, the next run publishes it and exits 0."""
+    mirror = remote.mirror("host-a")
+    contract = tmp_path / "c.json"
+    remote.issue(mirror, "t1", ["t1/**"], contract)
+    agent = remote.agent("a1")
+    (agent / "t1" / "f.txt").write_text("agent\n")
+    git("commit", "-qam", "agent work", cwd=agent)
+    done = cli("submit", "--intake", remote.intake, "--contract", str(contract),
+               "--candidate", "HEAD", "--repo", str(agent))  # fmt: skip
+    sid = done.stdout.decode().split()[-1]
+    hook = remote.server.root / "intake.git" / "hooks" / "pre-receive"
+    hook.write_text(
+        "#!/bin/sh\nwhile read old new ref; do case $ref in refs/integrator/verdicts/*)"
+        " echo 'verdicts are frozen' >&2; exit 1;; esac; done\nexit 0\n"
+    )
+    hook.chmod(0o755)
+    once = ["serve", "--once", "--repo", str(mirror), "--spool", str(tmp_path / "spool"),
+            "--intake", remote.intake, "--log-format", "json"]  # fmt: skip
+    refused = cli(*once)
+    assert refused.returncode == 4, refused.stderr.decode()
+    assert sid.encode() in refused.stderr and b"not published" in refused.stderr
+    hook.unlink()
+    assert cli(*once).returncode == 0
+    assert remote.verdict(f"refs/integrator/verdicts/t1/{sid}")["decision"] == "ACCEPTED"
