@@ -21,8 +21,10 @@ COMMON_LINE = 16
 CANDIDATES = 8  # deleted files fully scored against each added one (those with most clues)
 
 # Documents.
-CONTRACT_BYTES = 64 << 10  # an ownership contract document
-MAX_GLOBS = 1000  # `paths` and `deny` of one contract, each
+# A real commit of git's own history touches 1,833 files: a contract must be able to name
+# a few thousand paths one by one (literal paths are matched through a set, not one by one).
+CONTRACT_BYTES = 512 << 10  # an ownership contract document (fits a submission's 1 MiB)
+MAX_GLOBS = 5000  # `paths` and `deny` of one contract, each
 MAX_RESOURCES = 256  # `resources` of one contract
 MAX_GLOB_LENGTH = 1024  # characters in one glob
 EXPANSION_BYTES = 64 << 10  # an expansion request document

@@ -121,3 +121,28 @@ def test_a_contract_with_too_many_globs_is_invalid() -> None:
     doc = contract_doc(paths=[f"p{i}" for i in range(MAX_GLOBS + 1)])
     with pytest.raises(ContractError, match=f"at most {MAX_GLOBS}"):
         parse_contract(json.dumps(doc).encode())
+
+
+def test_a_two_thousand_file_commit_can_be_claimed_path_by_path(tmp_path: Path) -> None:
+    """With the default limits a contract may name 2,000 paths one by one (a real commit of
+    git's own history touches 1,833 files), and the candidate touching all of them lands."""
+    from datetime import timedelta
+
+    from integrator.landing.engine import Integrator
+    from integrator.records.canonical import Canonical
+    from integrator.records.claims import Claims, IssueRequest
+    from tests.canon import make_canon
+
+    files = {f"pkg/module_{i:04d}.py": "x = 0\n" for i in range(2000)}
+    canon = make_canon(tmp_path, files)
+    with Canonical(canon.path) as canonical:
+        contract = Claims(canonical).issue(
+            IssueRequest(task_id="wide", paths=tuple(files), lease=timedelta(hours=1))
+        )
+        candidate = commit_files(
+            canon.path, dict.fromkeys(files, "x = 1\n"), "touch all",
+            parent=contract.base_commit, ref=None,
+        )  # fmt: skip
+        verdict = Integrator(canonical).integrate(contract.to_json().encode(), candidate)
+    assert len(contract.paths) == 2000
+    assert verdict.decision is Decision.ACCEPTED, verdict.violations[:3]
