@@ -108,6 +108,11 @@ class Filed(Document):
     schema_: str | None = Field(None, alias="schema", description="a rejection's schema")
     reason: str | None = None
     rejected_at: str | None = Field(None, alias="rejectedAt")
+    landing: dict[str, Any] | None = Field(
+        None,
+        description="where an accepted landing is now: state queued, promoted, ejected or "
+        "gone (docs/lifecycle.md); on the target only when promoted",
+    )
 
 
 class Plan(Document):

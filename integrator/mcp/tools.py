@@ -59,13 +59,18 @@ class SpoolTransport:
         return publish(Spool(self.folder), contract, candidate, repo, bundle), 0
 
     def verdict(self, submission: str, wait: float) -> Result:
-        from integrator.fleet.submit import verdict_document, wait_filed
+        from integrator.fleet.submit import landing, verdict_document, wait_filed
         from integrator.store.spool import ID_RE, Spool
 
         if not ID_RE.fullmatch(submission):
             raise UsageError(f"{submission[:80]!r} is not a submission id")
-        found = wait_filed(Spool(self.folder), submission, wait)
-        return verdict_document(submission, *found)
+        spool = Spool(self.folder)
+        found = wait_filed(spool, submission, wait)
+        doc, code = verdict_document(submission, *found)
+        where = landing(spool, submission)  # the same lifecycle `status --spool` shows
+        if where is not None:
+            doc["landing"] = where
+        return doc, code
 
 
 class AgentTools:

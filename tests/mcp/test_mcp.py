@@ -371,3 +371,31 @@ def test_agent_commands_do_not_load_the_mcp_sdk(args: list[str], stdin: bytes) -
     loaded = _modules_loaded(args, stdin)
     assert "integrator" in loaded
     assert not loaded & {"mcp", "mcp_types", "uvicorn", "starlette"}
+
+
+def test_read_verdict_carries_the_landing_as_status_does(tmp_path: Path) -> None:
+    """An accepted submission read through MCP says where its landing is — the same
+    `landing` document `status --spool --json` prints (docs/lifecycle.md)."""
+    main, worktree, spool = make_world(tmp_path)
+    (worktree / "src/a.py").write_text("changed\n")
+    git("commit", "-qam", "work", cwd=worktree)
+    tools = AgentTools(worktree, transport=SpoolTransport(spool))
+    found: dict[str, Any] = {}
+
+    async def submit(client: Client) -> None:
+        found["sid"] = structured(await client.call_tool("submit", {}))["submission"]
+
+    session(tools, submit)
+    served = cli("serve", "--repo", str(main), "--spool", str(spool), "--once", cwd=main)
+    assert served.returncode == 0, served.stderr
+
+    async def read(client: Client) -> None:
+        found["doc"] = structured(
+            await client.call_tool("read_verdict", {"submission": found["sid"]})
+        )
+
+    session(tools, read)
+    status = cli("status", "--spool", str(spool), "--submission", found["sid"], "--json")
+    assert found["doc"]["verdict"]["decision"] == "ACCEPTED"
+    assert found["doc"]["landing"] == json.loads(status.stdout)["landing"]
+    assert found["doc"]["landing"]["state"] == "promoted"  # no validation: the target follows
