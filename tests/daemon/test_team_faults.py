@@ -156,12 +156,10 @@ def _stopped(pid: int) -> bool:
     return fields[0] == "T"
 
 
-def test_daemons_deciding_one_submission_converge_without_errors(
-    remote: RemoteWorld, tmp_path: Path
-) -> None:
-    """Two hosts take the same intake submission and both fence it: the one whose hold
-    comes second finds the first one's record on the server, drops its own and exits 0 —
-    another daemon holding it first is not an error — and the server keeps one hold."""
+def _fenced_on_two_hosts(remote: RemoteWorld, tmp_path: Path) -> tuple[str, bytes]:
+    """One intake submission that both hosts decide (FENCED): host B is stopped right
+    before its hold while host A decides, holds and publishes, then B goes on. Returns the
+    submission id and B's log."""
     mirrors = [remote.mirror(name) for name in ("host-a", "host-b")]
     contract = tmp_path / "c.json"
     remote.issue(mirrors[0], "t1", ["t1/**"], contract)
@@ -190,6 +188,16 @@ def test_daemons_deciding_one_submission_converge_without_errors(
             late.kill()
             late.wait()
     assert late.returncode == 0, out.decode()
+    return sid, out
+
+
+def test_daemons_deciding_one_submission_converge_without_errors(
+    remote: RemoteWorld, tmp_path: Path
+) -> None:
+    """Two hosts take the same intake submission and both fence it: the one whose hold
+    comes second finds the first one's record on the server, drops its own and exits 0 —
+    another daemon holding it first is not an error — and the server keeps one hold."""
+    sid, out = _fenced_on_two_hosts(remote, tmp_path)
     assert b"hold.converged" in out
     records = git("log", "--format=%s", f"refs/integrator/held/{sid}", cwd=remote.canon)
     holds = [line for line in records.splitlines() if line.startswith(("hold ", "approve "))]
@@ -365,31 +373,8 @@ def test_a_review_decided_on_one_host_is_the_answer_on_every_host(
     """Two hosts hold the same fenced submission; a release manager rejects it on host A.
     Host B then no longer lists it as held, and approving it there is refused with who
     rejected it and when — the gate is not run again and nothing on the server changes."""
-    mirrors = [remote.mirror(name) for name in ("host-a", "host-b")]
-    contract = tmp_path / "c.json"
-    remote.issue(mirrors[0], "t1", ["t1/**"], contract)
-    agent = remote.agent("a1")
-    (agent / "shared" / "x").write_text("not mine\n")
-    git("commit", "-qam", "outside the contract", cwd=agent)
-    done = cli("submit", "--intake", remote.intake, "--contract", str(contract),
-               "--candidate", "HEAD", "--repo", str(agent))  # fmt: skip
-    sid = done.stdout.decode().split()[-1]
-    once = ["serve", "--once", "--intake", remote.intake, "--log-format", "json"]
+    sid, _ = _fenced_on_two_hosts(remote, tmp_path)
     spools = [tmp_path / "spool-a", tmp_path / "spool-b"]
-    late = subprocess.Popen(
-        [PYTHON, "-m", "integrator", *once, "--repo", str(mirrors[1]), "--spool", str(spools[1])],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        env={**os.environ, **GIT_ENV, "INTEGRATOR_FAULT": "stop:before-hold"},
-    )  # fmt: skip
-    try:
-        wait_until(lambda: _stopped(late.pid), 60, "host B decided, before its hold")
-        assert cli(*once, "--repo", str(mirrors[0]), "--spool", str(spools[0])).returncode == 0
-        os.kill(late.pid, signal.SIGCONT)
-        assert late.wait(120) == 0
-    finally:
-        if late.poll() is None:
-            late.kill()
-            late.wait()
     rejected = cli("review", "reject", sid, "--spool", str(spools[0]), "--reason", "not ours",
                    "--actor", "alice")  # fmt: skip
     assert rejected.returncode == 0, rejected.stderr.decode()
