@@ -10,6 +10,8 @@ import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+from integrator.limits import MAX_DURATION_DAYS
+
 Clock = Callable[[], datetime]
 
 _DURATION_PART = re.compile(r"(\d+)([smhdw])")
@@ -30,8 +32,11 @@ def parse_duration(text: str) -> timedelta:
     cleaned = text.strip().lower()
     parts = _DURATION_PART.findall(cleaned)
     if not cleaned or "".join(n + u for n, u in parts) != cleaned:
-        raise ValueError(f"{text!r} is not a duration like 30m, 2h, 1h30m or 7d")
-    return timedelta(seconds=sum(int(n) * _UNITS[u] for n, u in parts))
+        raise ValueError(f"{text[:80]!r} is not a duration like 30m, 2h, 1h30m or 7d")
+    seconds = sum(int(n) * _UNITS[u] for n, u in parts)
+    if seconds > MAX_DURATION_DAYS * 86400:  # also keeps timedelta (and datetime) in range
+        raise ValueError(f"{text[:80]!r} is longer than {MAX_DURATION_DAYS} days")
+    return timedelta(seconds=seconds)
 
 
 def parse_timestamp(text: str) -> datetime:

@@ -49,6 +49,7 @@ MAX_BUNDLE_REFS = 64  # refs named in one bundle
 BUNDLE_NAME_CHARS = 100  # a submission's bundle file name, before `.bundle`
 TASK_TYPE_CHARS = 100  # a task file's free-form `type`
 MAX_CRASHES = 3  # unexpected failures on one submission before it is rejected with the error
+MAX_DURATION_DAYS = 36_500  # a duration typed or sent (a lease, --until, --since): 100 years
 VERDICT_BYTES = 16 << 20  # a verdict document read back (spool or intake); bigger is damage
 
 # External validation reports (CI) and run output.

@@ -49,15 +49,17 @@ HEADERS = {
 
 def read_token(path: Path) -> str:
     """The review token from `path` (surrounding whitespace dropped); refused when empty,
-    short, or readable by anyone but its owner's group."""
+    short, or open to anyone but its owner (group or others: `mode & 0o077`)."""
     try:
         info = os.stat(path)
         data = path.read_bytes()[: TOKEN_MAX + 1]
     except OSError as err:
         raise ConfigurationError(f"cannot read --token-file {path}: {err.strerror}") from err
-    if info.st_mode & stat.S_IROTH:
+    if info.st_mode & 0o077:
+        who = "every user" if info.st_mode & 0o007 else "its group"
         raise ConfigurationError(
-            f"--token-file {path} is readable by every user; chmod 600 it first"
+            f"--token-file {path} is readable by {who} (mode {stat.S_IMODE(info.st_mode):o}); "
+            "chmod 600 it first"
         )
     try:
         token = data.decode("ascii").strip()

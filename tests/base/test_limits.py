@@ -146,3 +146,15 @@ def test_a_two_thousand_file_commit_can_be_claimed_path_by_path(tmp_path: Path) 
         verdict = Integrator(canonical).integrate(contract.to_json().encode(), candidate)
     assert len(contract.paths) == 2000
     assert verdict.decision is Decision.ACCEPTED, verdict.violations[:3]
+
+
+@pytest.mark.parametrize("text", ["99999999999d", "36501d", "9999999999999999999999w"])
+def test_an_absurd_duration_is_a_usage_error_not_a_traceback(text: str) -> None:
+    """A lease or age past MAX_DURATION_DAYS is refused with what the limit is, in the
+    parser every command and the MCP server share (it overflowed timedelta before)."""
+    from integrator.clock import parse_duration
+    from integrator.limits import MAX_DURATION_DAYS
+
+    with pytest.raises(ValueError, match=f"longer than {MAX_DURATION_DAYS} days"):
+        parse_duration(text)
+    assert parse_duration(f"{MAX_DURATION_DAYS}d").days == MAX_DURATION_DAYS

@@ -273,6 +273,10 @@ def test_token_rules(tmp_path: Path) -> None:
     path.write_text("  " + "k" * 20 + "\n")
     path.chmod(0o600)
     assert read_token(path) == "k" * 20
+    for mode in (0o640, 0o620, 0o610):  # any right of the group is one too many
+        path.chmod(mode)
+        with pytest.raises(ConfigurationError, match="readable by its group"):
+            read_token(path)
     path.chmod(0o644)
     with pytest.raises(ConfigurationError, match="readable by every user"):
         read_token(path)
