@@ -73,6 +73,15 @@ class SpoolTransport:
         return doc, code
 
 
+def plain(what: str, *values: str | None) -> None:
+    """UsageError when a tool argument holds a control character (a NUL in a path, a line
+    break in a task id): refused with the documented error shape before anything reads it,
+    never left to fail somewhere below with an error of its own."""
+    for value in values:
+        if value is not None and any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+            raise UsageError(f"{what} {value[:80]!r} holds a control character")
+
+
 class AgentTools:
     """The tools of one MCP server: its repository, the agent it speaks for, a transport."""
 
@@ -99,6 +108,7 @@ class AgentTools:
         """The worktree a call names (default: the server's), if it is of this repository."""
         if not given:
             return self.root
+        plain("worktree", given)
         path = Path(given)
         if not path.is_absolute() or not path.is_dir():
             raise UsageError(f"worktree {given[:200]!r} is not an absolute path to a folder")
@@ -114,6 +124,7 @@ class AgentTools:
     ) -> Result:
         from integrator.fleet.tasking import claim_document
 
+        plain("task", task)
         doc, _text = claim_document(
             self.root,
             agent=self.agent,
@@ -131,6 +142,7 @@ class AgentTools:
     def check_paths(self, paths: Sequence[str], worktree: str | None) -> Result:
         if not paths:
             raise UsageError("name at least one path to check")
+        plain("path", *paths)
         root = self.worktree(worktree)
         decision = guard.evaluate(
             list(paths),
@@ -154,6 +166,8 @@ class AgentTools:
 
         if not add_paths and not add_resources:
             raise UsageError("name what to add: add_paths and/or add_resources")
+        plain("path", *add_paths)
+        plain("resource", *add_resources)
         root = self.worktree(worktree)
         contract = bound_contract(root)
         if contract is None:
@@ -176,6 +190,7 @@ class AgentTools:
             raise ConfigurationError(
                 "this MCP server has no spool; start it with `integrator mcp --spool DIR`"
             )
+        plain("candidate", candidate)
         root = self.worktree(worktree)
         try:
             contract = (binding_dir(root) / "contract.json").read_bytes()
@@ -186,6 +201,7 @@ class AgentTools:
         return self.transport.submit(contract, candidate, root, bundle)
 
     def read_verdict(self, submission: str, wait: float) -> Result:
+        plain("submission", submission)
         if self.transport is None:
             raise ConfigurationError(
                 "this MCP server has no spool; start it with `integrator mcp --spool DIR`"

@@ -268,7 +268,8 @@ def test_a_stale_agent_is_fenced_the_same_through_mcp_and_the_cli(tmp_path: Path
 
 def test_submit_and_verdict_refuse_without_a_spool_or_a_binding(tmp_path: Path) -> None:
     """No spool configured, no contract bound, a worktree of another repository, a bad
-    submission id: each is a usage or configuration error, exit 2."""
+    submission id, a NUL or a line break in an argument, a lease past the limit: each is a
+    usage or configuration error, exit 2."""
     main, worktree, spool = make_world(tmp_path)
     other = make_repo(tmp_path / "other")
 
@@ -278,6 +279,13 @@ def test_submit_and_verdict_refuse_without_a_spool_or_a_binding(tmp_path: Path) 
             ("read_verdict", {"submission": "../../etc/passwd"}),
             ("show_contract", {"worktree": str(other)}),
             ("show_contract", {"worktree": "relative/path"}),
+            # odd values: the documented error shape, never an error of their own
+            ("show_contract", {"worktree": str(worktree) + "\u0000"}),
+            ("check_paths", {"paths": ["src/a\u0000.py"]}),
+            ("request_expansion", {"add_paths": ["docs/\u0000**"]}),
+            ("read_verdict", {"submission": "20260101T000000000000Z-0000000\n"}),
+            ("claim_task", {"lease": "99999999999d"}),
+            ("claim_task", {"task": "T\u0000", "lease": "1h"}),
         ):
             result = await client.call_tool(name, arguments)
             assert result.is_error and result.meta is not None, name
