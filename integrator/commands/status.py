@@ -70,8 +70,11 @@ def run(args: argparse.Namespace) -> int:
         where = wait_settled(spool, args.submission, left)
         found = wait_filed(spool, args.submission, 0)  # an ejection may have refiled it
     doc, code = verdict_document(args.submission, *found)
-    if args.until == "promoted" and code == EXIT_OK and (where or {}).get("state") != "promoted":
-        code = EXIT_FENCED  # accepted, but not on the target: ejected or off the queue
+    state = (where or {}).get("state")
+    if code == EXIT_OK and (
+        state == "reverted" or (args.until == "promoted" and state != "promoted")
+    ):
+        code = EXIT_FENCED  # accepted, but not on the target: reverted, ejected or off the queue
     if not args.json:
         report_document(args.submission, doc, code, rejected=found[0] == "rejected", as_json=False)
         if where is not None:

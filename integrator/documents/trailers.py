@@ -7,6 +7,7 @@ names are a stable interface.
 from __future__ import annotations
 
 TRAILER_CANDIDATE = "Integrator-Candidate"
+TRAILER_REVERTS = "Integrator-Reverts"  # a revert commit: the staging commit it undoes
 TRAILER_PREFIX = "Integrator-"
 
 

@@ -216,7 +216,7 @@ def landing(spool: Spool, sid: str) -> dict[str, object] | None:
     return whereabouts(repo, staging)
 
 
-SETTLED = ("promoted", "ejected", "gone")  # the landing states `--until promoted` ends on
+SETTLED = ("promoted", "ejected", "reverted", "gone")  # the states `--until promoted` ends on
 
 
 def wait_settled(spool: Spool, sid: str, timeout: float) -> dict[str, object] | None:

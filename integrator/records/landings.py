@@ -16,13 +16,14 @@ from typing import Literal
 import pygit2
 
 from integrator.documents.promotion import EjectionRecord
-from integrator.documents.trailers import trailers
+from integrator.documents.trailers import TRAILER_CANDIDATE, TRAILER_REVERTS, trailers
 from integrator.records import validations
 from integrator.records.canonical import Canonical
 
 TRAILER_LANDING = "Integrator-Landing"
-State = Literal["queued", "promoted", "ejected", "gone"]
+State = Literal["queued", "promoted", "ejected", "reverted", "gone"]
 _WALK = 100_000  # queue commits read back while looking for a rebuilt landing
+_REVERT_WALK = 10_000  # queue commits since a landing read back while looking for its revert
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class Whereabouts:
     commit: str | None = None  # the queue commit holding it now
     tree: str | None = None
     ejection: EjectionRecord | None = None
+    reverted_by: str | None = None  # the queue commit that landed its revert
 
     @property
     def rebuilt(self) -> bool:
@@ -47,6 +49,8 @@ class Whereabouts:
             out["tree"] = self.tree
         if self.ejection is not None:
             out["ejection"] = self.ejection.ejected.wire()
+        if self.reverted_by is not None:
+            out["revertedBy"] = self.reverted_by
         return out
 
 
@@ -113,8 +117,30 @@ def locate(canonical: Canonical, landing: str) -> Whereabouts:
     if found is None:
         return Whereabouts(landing, "gone")
     oid = str(found.id)
+    undone = reverted_by(canonical, queue, found, {landing, oid})
+    if undone is not None:
+        return Whereabouts(landing, "reverted", oid, str(found.tree_id), reverted_by=undone)
     state: State = "promoted" if _contains(repo, target, oid) else "queued"
     return Whereabouts(landing, state, oid, str(found.tree_id))
+
+
+def reverted_by(
+    canonical: Canonical, queue: str | None, landed: pygit2.Commit, names: set[str]
+) -> str | None:
+    """The queue commit since `landed` whose candidate is a revert of one of `names` (the
+    landing's name or its queue commit), or None. Reads the queue back to `landed`."""
+    repo = canonical.repo
+    commit = _commit(repo, queue) if queue is not None else None
+    for _ in range(_REVERT_WALK):
+        if commit is None or commit.id == landed.id:
+            return None
+        candidate = trailers(commit.message).get(TRAILER_CANDIDATE)
+        undoes = _commit(repo, candidate) if candidate else None
+        if undoes is not None and trailers(undoes.message).get(TRAILER_REVERTS) in names:
+            return str(commit.id)
+        parents = commit.parent_ids
+        commit = _commit(repo, str(parents[0])) if parents else None
+    return None
 
 
 def landing_name(commit: pygit2.Commit) -> str:
@@ -145,6 +171,10 @@ def describe(where: dict[str, object]) -> str:
         return f"landing: ejected from the queue ({code}); the claim names {str(landing)[:12]}"
     if state == "gone":
         return f"landing: {str(landing)[:12]} is no longer on the queue"
+    if state == "reverted":
+        return (
+            f"landing: reverted (by {str(where.get('revertedBy'))[:12]}); it is not on the target"
+        )
     how = f"as {str(commit)[:12]}" + (
         f" (rebuilt; the claim names {str(landing)[:12]})" if commit != landing else ""
     )

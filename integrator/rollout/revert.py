@@ -32,7 +32,7 @@ import structlog
 
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.submission import Submission
-from integrator.documents.trailers import TRAILER_CANDIDATE, trailers
+from integrator.documents.trailers import TRAILER_CANDIDATE, TRAILER_REVERTS, trailers
 from integrator.documents.verdict import Decision, Verdict
 from integrator.errors import ConfigurationError, IntegratorError, UsageError
 from integrator.fence.diff import recompute
@@ -57,7 +57,6 @@ from integrator.store.spool import Spool
 
 log = structlog.get_logger("integrator.revert")
 
-TRAILER_REVERTS = "Integrator-Reverts"
 _GLOB_SPECIAL = "*?[\\"
 
 

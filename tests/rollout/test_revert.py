@@ -180,3 +180,22 @@ def test_a_revert_that_does_not_land_releases_its_claim(
     again, doc2 = _revert(world, capsys, staging)
     assert doc2["generation"] == doc["generation"] + 1, doc2  # tried again: not refused
     assert again == code  # the same conflict, decided again
+
+
+def test_a_reverted_landing_is_not_reported_on_the_target(
+    world: Rollout, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Once a revert of a landing lands, `status` of the reverted submission says where it
+    is — reverted, naming the queue commit that undid it — and exits 1, not the 0 that
+    would tell its agent the change is on main."""
+    staging = world.staging("bad")
+    sid = world.sids["bad"]
+    capsys.readouterr()
+    assert main(["status", "--spool", str(world.spool.root), "--submission", sid, "--json"]) == 0
+    code, doc = _revert(world, capsys, staging)
+    assert code == 0, doc
+    status = main(["status", "--spool", str(world.spool.root), "--submission", sid, "--json"])
+    shown = json.loads(capsys.readouterr().out)
+    assert status == 1, shown
+    assert shown["landing"]["state"] == "reverted"
+    assert shown["landing"]["revertedBy"] == git("rev-parse", "main", cwd=world.repo)
