@@ -111,7 +111,12 @@ class Session:
 
 
 class Sessions:
-    """Server-side sessions in memory (a restart logs everyone out), bounded in number."""
+    """Server-side sessions in memory (a restart logs everyone out), bounded in number.
+
+    Anonymous sessions (a visitor before login: only a CSRF token for the login form) and
+    authenticated ones are kept apart, each bounded on its own: a flood of cookieless
+    requests evicts only other anonymous sessions, never the release manager's login.
+    """
 
     def __init__(
         self,
@@ -119,7 +124,8 @@ class Sessions:
         ttl: float = SESSION_TTL,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._items: OrderedDict[str, Session] = OrderedDict()
+        self._items: OrderedDict[str, Session] = OrderedDict()  # authenticated
+        self._anonymous: OrderedDict[str, Session] = OrderedDict()
         self._lock = threading.Lock()
         self.limit = limit
         self.ttl = ttl
@@ -129,22 +135,25 @@ class Sessions:
         if not sid:
             return None
         with self._lock:
-            found = self._items.get(sid)
-            if found is None:
-                return None
-            if self.clock() - found.created > self.ttl:
-                del self._items[sid]
-                return None
-            return found
+            for store in (self._items, self._anonymous):
+                found = store.get(sid)
+                if found is None:
+                    continue
+                if self.clock() - found.created > self.ttl:
+                    del store[sid]
+                    return None
+                return found
+            return None
 
     def new(self, *, authenticated: bool = False) -> Session:
         session = Session(
             secrets.token_urlsafe(32), secrets.token_urlsafe(32), authenticated, self.clock()
         )
+        store = self._items if authenticated else self._anonymous
         with self._lock:
-            self._items[session.sid] = session
-            while len(self._items) > self.limit:
-                self._items.popitem(last=False)
+            store[session.sid] = session
+            while len(store) > self.limit:
+                store.popitem(last=False)
         return session
 
     def login(self, old: Session | None) -> Session:
@@ -156,9 +165,10 @@ class Sessions:
     def drop(self, sid: str) -> None:
         with self._lock:
             self._items.pop(sid, None)
+            self._anonymous.pop(sid, None)
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._items) + len(self._anonymous)
 
 
 def csrf_matches(session: Session | None, given: str | None) -> bool:

@@ -250,8 +250,9 @@ def test_queue_rows_read_trailers_and_time_in_queue() -> None:
 
 
 def test_sessions_rotate_on_login_and_stay_bounded() -> None:
-    """Logging in replaces the session id; the store drops the oldest past its limit and
-    forgets sessions past their age."""
+    """Logging in replaces the session id; each store drops its oldest past its limit and
+    forgets sessions past their age; a flood of anonymous visitors (cookieless requests
+    each make one) never evicts the release manager's login."""
     clock = [0.0]
     sessions = Sessions(limit=2, ttl=10, clock=lambda: clock[0])
     anon = sessions.new()
@@ -259,9 +260,14 @@ def test_sessions_rotate_on_login_and_stay_bounded() -> None:
     assert logged.authenticated and logged.sid != anon.sid and sessions.get(anon.sid) is None
     assert csrf_matches(logged, logged.csrf) and not csrf_matches(logged, anon.csrf)
     assert not csrf_matches(None, logged.csrf) and not csrf_matches(logged, None)
-    sessions.new()
-    sessions.new()
-    assert len(sessions) == 2 and sessions.get(logged.sid) is None
+    visitors = [sessions.new() for _ in range(1030)]
+    assert sessions.get(logged.sid) is logged  # still logged in
+    assert sessions.get(visitors[0].sid) is None and sessions.get(visitors[-1].sid) is not None
+    assert len(sessions) == 3  # two anonymous (the limit) and the login
+    second = sessions.login(None)
+    third = sessions.login(None)
+    assert sessions.get(logged.sid) is None  # logins are bounded too (the oldest goes)
+    assert sessions.get(second.sid) is second and sessions.get(third.sid) is third
     late = sessions.new()
     clock[0] = 11
     assert sessions.get(late.sid) is None
