@@ -63,7 +63,7 @@ class InfrastructureError(IntegratorError):
     """Git, the filesystem or the mirror failed in a way worth retrying.
 
     `kind` says which part of the host failed where that is known (`disk`, `git-server`,
-    `intake`, `registry`), for the daemon's metrics; `other` where it is not."""
+    `intake`), for the daemon's metrics; `other` where it is not."""
 
     exit_code = EXIT_INFRA
 

@@ -56,8 +56,8 @@ class Metrics:
         )
         self.infrastructure_errors = Counter(
             "integrator_infrastructure_errors",
-            "Retryable failures of the host, by kind (disk, git-server, intake, registry, "
-            "other): the submissions in hand keep their place for a later attempt.",
+            "Retryable failures of the host, by kind (disk, git-server, intake, other): "
+            "the submissions in hand keep their place for a later attempt.",
             ["kind"],
             registry=self.registry,
         )

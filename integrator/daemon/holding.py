@@ -7,8 +7,8 @@ decision is a pure function of the same facts) and holds it by compare-and-swap 
 loser re-reads the server and never stacks its hold on what it finds there: a record that
 holds the same decision under the same contract is another daemon's decision of the same
 facts (`hold.converged`); any other record — another decision, or a release manager's
-approve, reject or requeue — is left as it is and said (`hold.disagreed`); a submission
-whose held ref is still absent (or was archived meanwhile) is held again, at most
+approve, reject or requeue, held or archived since — is left as it is and said
+(`hold.disagreed`); a submission git still knows nothing of is held again, at most
 `ATTEMPTS` times.
 """
 
@@ -35,12 +35,10 @@ ATTEMPTS = 3  # swaps lost in a row before the batch is retried as a whole
 def found_on_server(canonical: Canonical, sid: str, verdict: Verdict) -> str | None:
     """What another daemon or a person recorded for `sid` since this daemon read it:
     `converged` (the same decision under the same contract), `disagreed` (anything else),
-    or None when nothing is held for it (hold it)."""
-    if canonical.ref(held_ref(sid)) is None:
-        return None
+    or None when git holds no record of it, held or archived (hold it)."""
     records = history(canonical, sid)
     if not records:
-        return "disagreed"
+        return None
     action = records[-1][1]
     same = (
         action.action == "hold"

@@ -28,7 +28,7 @@ from integrator.daemon.health import Metrics
 from integrator.daemon.holding import hold
 from integrator.daemon.intake import Intake, Pending
 from integrator.daemon.notify import Notifier
-from integrator.daemon.probe import Backoff, HostProbe, Trouble, operators
+from integrator.daemon.probe import Backoff, HostProbe, operators
 from integrator.daemon.promotion import Promotion
 from integrator.daemon.settings import Settings
 from integrator.daemon.wakeup import Wakeup
@@ -57,9 +57,6 @@ from integrator.store.spool import (
 from integrator.store.submitted import copy_submitted
 
 BUNDLE_COPY = "bundle.copy"  # the daemon's copy of a submission's bundle, in its folder
-
-# An unexpected exception on one submission is retried this often, then the submission is
-# rejected with the error, so one poison candidate cannot stop the queue forever.
 
 
 class Daemon:
@@ -234,16 +231,15 @@ class Daemon:
                 self._back_off(error)
                 break
             self.last_error = None
-            self._backoff.reset()
         if self.intake is not None and not only_work:
             self.intake.publish_logged(pending)  # decided by an earlier run; republications
         if self.last_error is None:
             self._backoff.reset()
         return total
 
-    def _back_off(self, error: IntegratorError | Trouble) -> None:
+    def _back_off(self, error: IntegratorError) -> None:
         """Count the failure by kind; wait longer before the next try, said when it grows."""
-        kind = error.kind if isinstance(error, (Trouble, InfrastructureError)) else "other"
+        kind = error.kind if isinstance(error, InfrastructureError) else "other"
         self.metrics.infrastructure_errors.labels(kind).inc()
         if self._backoff.grow(self.settings.max_backoff):
             self.log.error(
@@ -409,8 +405,7 @@ class Daemon:
             if o.verdict is not None and o.verdict.decision is not Decision.ACCEPTED
         ]
         records = ObjectBuffer(self.canonical.repo)  # every hold record of the batch, one pack
-        if hold(self.canonical, held, now, objects=records):
-            self.log.info("hold.decided_elsewhere", submissions=[sid for sid, _, _ in held])
+        hold(self.canonical, held, now, objects=records)  # says what other daemons held
         if held:
             self.repacker.poke(self.canonical.repo)  # starts a child at most; never waits
         deletions = [  # quarantine refs: this repository's own, never the server's

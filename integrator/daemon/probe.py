@@ -3,9 +3,11 @@ error's text, and never counted against the submission that happened to be in ha
 
 A failure while integrating is the submission's only when every part the daemon depends
 on answers now: the local object store can be written, the canonical git server answers a
-`git ls-remote` (remote mode), and the intake does too. Anything else is the host's
+`git ls-remote` and takes a write (remote mode: a leased push to
+`refs/integrator/probe/<host>`), and the intake answers too. Anything else is the host's
 trouble: the submission keeps its place, the daemon backs off and retries, and the failure
-is counted by kind in `integrator_infrastructure_errors_total{kind=…}`.
+is counted by kind (disk, git-server, intake, other) in
+`integrator_infrastructure_errors_total{kind=…}`.
 """
 
 from __future__ import annotations
@@ -32,14 +34,14 @@ from integrator.plumbing import git
 from integrator.plumbing.remote import KEY_FILE_CONFIG, ServerRefused, push_signature, remote_refs
 from integrator.records.canonical import Canonical
 
-KINDS = ("disk", "git-server", "intake", "registry", "other")
 PROBE_EVERY = 5.0  # seconds a remote probe's answer is reused by /readyz
 PROBE_TIMEOUT = 10.0  # seconds a server has to answer a probe
 
 
 @dataclass(frozen=True)
 class Trouble:
-    """Why the host cannot work now: which part (one of `KINDS`) and what it said."""
+    """Why the host cannot work now: which part (disk, git-server, intake, other) and what
+    it said."""
 
     kind: str
     detail: str
@@ -106,7 +108,7 @@ class HostProbe:
         except OSError as err:
             return Trouble("other", f"cannot start git to write to {self.remote_url}: {err}")
         if pushed.returncode != 0:
-            why = git.last_line(pushed.stderr)
+            why = git.server_said(pushed.stderr)
             return Trouble("git-server", f"{self.remote_url} refuses writes: {why}")
         return None
 

@@ -166,35 +166,48 @@ def decided_on_server(canonical: Canonical, sid: str) -> ReviewAction | None:
     return action if action.action in ("approve", "reject", "requeue") else None
 
 
-def reconcile(spool: Spool, canonical: Canonical) -> list[str]:
-    """File under `archived/` every submission this spool still lists as held that another
-    host has decided (with that host's record as its `review.json`); their ids."""
-    done = []
-    for held in pending(spool):
+def _file_decided(spool: Spool, held: Held, decided: ReviewAction) -> None:
+    """File a submission another host decided under `archived/`, with that host's record
+    as its `review.json`."""
+    path = spool.folder(held.folder) / held.sid
+    atomic_write(path / REVIEW_FILE, decided.to_json().encode() + b"\n")
+    spool.move(held.sid, held.folder, "archived")
+    log.info("review.decided_elsewhere", submission=held.sid, action=decided.action,
+             actor=decided.actor, at=decided.at.isoformat())  # fmt: skip
+
+
+def reconciled(spool: Spool, canonical: Canonical) -> list[Held]:
+    """`pending`, after reading the server and filing what other hosts decided; when the
+    server cannot be read, the spool's own view (said in the log), never an error: a
+    listing must not go dark with the git server."""
+    items = pending(spool)
+    try:
+        canonical.refresh()
+    except IntegratorError as err:
+        log.warning("review.unreconciled", error=str(err))
+        return items
+    still = []
+    for held in items:
         decided = decided_on_server(canonical, held.sid)
         if decided is None:
-            continue
-        path = spool.folder(held.folder) / held.sid
-        atomic_write(path / REVIEW_FILE, decided.to_json().encode() + b"\n")
-        spool.move(held.sid, held.folder, "archived")
-        log.info("review.decided_elsewhere", submission=held.sid, action=decided.action,
-                 actor=decided.actor, at=decided.at.isoformat())  # fmt: skip
-        done.append(held.sid)
-    return done
+            still.append(held)
+        else:
+            _file_decided(spool, held, decided)
+    return still
 
 
 def listing(spool: Spool, repo: Path | None = None) -> list[Held]:
-    """`pending`, after filing what other hosts decided (when the repository is known and
-    answers; otherwise the spool's own view, said in the log)."""
+    """`reconciled`, opening the spool's repository (`repo`, default the one it records);
+    the spool's own view when there is none or it cannot be opened."""
     repo = repo or spool.repo_path()
-    if repo is not None:
-        try:
-            with Canonical(repo) as canonical:
-                canonical.refresh()
-                reconcile(spool, canonical)
-        except IntegratorError as err:
-            log.warning("review.unreconciled", error=str(err))
-    return pending(spool)
+    if repo is None:
+        return pending(spool)
+    try:
+        with Canonical(repo) as canonical:
+            return reconciled(spool, canonical)
+    except IntegratorError as err:
+        log.warning("review.unreconciled", error=str(err))
+        return pending(spool)
 
 
 def _decided_error(sid: str, decided: ReviewAction) -> UsageError:
@@ -249,19 +262,19 @@ class Review:
 
     def pending(self) -> list[Held]:
         """What this spool holds, after filing what other hosts decided."""
-        self.canonical.refresh()
-        reconcile(self.spool, self.canonical)
-        return pending(self.spool)
+        return reconciled(self.spool, self.canonical)
 
     def _undecided(self, sid: str) -> Held:
         """The held submission `sid`, read after the server: one another host approved,
         rejected or requeued is filed as such here and refused, naming who and when."""
         self.canonical.refresh()
         decided = decided_on_server(self.canonical, sid)
-        if decided is not None:
-            reconcile(self.spool, self.canonical)
-            raise _decided_error(sid, decided)
-        return self.get(sid)
+        if decided is None:
+            return self.get(sid)
+        found = self.spool.find(sid)
+        if found is not None and found[0] in HELD_FOLDERS:
+            _file_decided(self.spool, read_held(self.spool, found[0], sid), decided)
+        raise _decided_error(sid, decided)
 
     def get(self, sid: str) -> Held:
         found = self.spool.find(sid)
