@@ -77,7 +77,10 @@ class HostProbe:
     @classmethod
     def of(cls, canonical: Canonical, intake_url: str | None = None) -> HostProbe:
         key = canonical.push_key(KEY_FILE_CONFIG) if canonical.remote_url else None
-        host = re.sub(r"[^A-Za-z0-9_.-]", "-", socket.gethostname()).strip(".-")[:64]
+        # One plain ref component whatever the host is called (no dots: `a..b` or `x.lock`
+        # would make a ref git refuses, and a probe that can never be pushed would blame
+        # every failure on the server).
+        host = re.sub(r"[^A-Za-z0-9_-]", "-", socket.gethostname()).strip("-")[:64]
         return cls(
             git.common_dir(canonical.repo), canonical.target, canonical.remote_url,
             intake_url, key, host or "host",
