@@ -20,8 +20,9 @@ from integrator.commands._common import (
 )
 from integrator.commands._contract_rollout import register_rollout
 from integrator.documents.contract import OwnershipContract
+from integrator.errors import UsageError
 from integrator.fleet.expansion import request_expansion
-from integrator.fleet.keys import hand_out
+from integrator.fleet.keys import hand_out, tracked_tree_problem
 from integrator.limits import DEFAULT_MAX_PATCH_BYTES
 from integrator.records.archive_index import archive_ref
 from integrator.records.claims import IssueRequest
@@ -208,7 +209,20 @@ def _register_reading(inner: Any) -> None:
     listing.set_defaults(func=run_list)
 
 
+def _key_destination(args: argparse.Namespace) -> Path | None:
+    """Where the attempt key goes (--key-out, else FILE.key beside --output), checked before
+    anything is issued: a key refused afterwards would leave a live claim nobody can use."""
+    out = args.key_out or (args.output + ".key" if args.output not in (None, "-") else None)
+    if out is None:
+        return None
+    problem = tracked_tree_problem(Path(out))
+    if problem:
+        raise UsageError(problem)
+    return Path(out)
+
+
 def run_issue(args: argparse.Namespace) -> int:
+    args.key_destination = _key_destination(args)
     request = IssueRequest(
         task_id=args.task,
         paths=tuple(args.path),
@@ -240,7 +254,7 @@ def _hand_out_key(args: argparse.Namespace, contract: OwnershipContract) -> None
     key = issued_key_of(args.repo, contract)
     if key is None:
         return
-    out = args.key_out or (Path(args.output + ".key") if args.output not in (None, "-") else None)
+    out = args.key_destination
     if out is None:
         say(
             f"integrator: the attempt key is in the key store of {args.repo} (hand it to the "
@@ -248,7 +262,7 @@ def _hand_out_key(args: argparse.Namespace, contract: OwnershipContract) -> None
             err=True,
         )
         return
-    hand_out(Path(out), key)
+    hand_out(out, key)
     say(f"integrator: attempt key written to {out} (mode 0600; the agent signs with it)", err=True)
 
 
@@ -263,6 +277,7 @@ def run_renew(args: argparse.Namespace) -> int:
 
 
 def run_reclaim(args: argparse.Namespace) -> int:
+    args.key_destination = _key_destination(args)
     contract = reclaim_contract(
         args.repo, args.task, force=args.force, holder=args.holder, lease=args.lease, base=args.base
     )
@@ -272,6 +287,7 @@ def run_reclaim(args: argparse.Namespace) -> int:
 
 
 def run_expand(args: argparse.Namespace) -> int:
+    args.key_destination = _key_destination(args)
     contract = expand_contract(args.repo, read_input(args.request))
     write_output(contract.to_json(), args.output)
     _hand_out_key(args, contract)

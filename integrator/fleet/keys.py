@@ -18,12 +18,12 @@ from typing import Any
 from integrator.documents.attempt_key import AttemptKey
 from integrator.documents.digests import digest_of
 from integrator.errors import UsageError
+from integrator.fleet.bound import BINDING_DIR
 from integrator.plumbing.git import run_git
 from integrator.store.keys import KeyStore, read_key_file, store_of, write_key
 
 ENV = "INTEGRATOR_ATTEMPT_KEY"
 BOUND_KEY = "attempt-key.json"  # beside the bound contract.json in a worktree's git dir
-BINDING_DIR = "integrator"
 
 
 def _git_dirs(repo: Path) -> tuple[Path, Path] | None:
