@@ -18,6 +18,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pygit2
+
 from drills.context import Context
 from drills.procs import DrillError, Served, wait_until
 from drills.records import Contract, Decision, Result
@@ -337,7 +339,9 @@ class World:
         if not isinstance(task, str) or not isinstance(attempt, str) or type(generation) is not int:
             return None
         try:
-            return KeyStore(store_of(self.repo / ".git")).load(task, attempt, generation)
+            return KeyStore(store_of(Path(pygit2.Repository(str(self.repo)).path))).load(
+                task, attempt, generation
+            )
         except ConfigurationError:
             return None
 
