@@ -96,9 +96,10 @@ def replacement(canonical: Canonical, landing: str, queue: str) -> pygit2.Commit
     return None
 
 
-def locate(canonical: Canonical, landing: str) -> Whereabouts:
+def locate(canonical: Canonical, landing: str, *, reverts: Reverts | None = None) -> Whereabouts:
     """Where the landing its claim names `landing` is now (a rebuilt copy of it, as a
-    recovered verdict may name, stands for the landing it copies)."""
+    recovered verdict may name, stands for the landing it copies). `reverts`, when given,
+    answers `reverted_by` from one read of the queue (many landings: `Finder`)."""
     repo = canonical.repo
     named = _commit(repo, landing)
     if named is not None:
@@ -117,7 +118,11 @@ def locate(canonical: Canonical, landing: str) -> Whereabouts:
     if found is None:
         return Whereabouts(landing, "gone")
     oid = str(found.id)
-    undone = reverted_by(canonical, queue, found, {landing, oid})
+    names = {landing, oid}
+    if reverts is not None:
+        undone = reverts.reverted_by(found, names)
+    else:
+        undone = reverted_by(canonical, queue, found, names)
     if undone is not None:
         return Whereabouts(landing, "reverted", oid, str(found.tree_id), reverted_by=undone)
     state: State = "promoted" if _contains(repo, target, oid) else "queued"
@@ -141,6 +146,78 @@ def reverted_by(
         parents = commit.parent_ids
         commit = _commit(repo, str(parents[0])) if parents else None
     return None
+
+
+class Reverts:
+    """`reverted_by` for many landings of one queue: the queue's first parents read back
+    once (as far as `reverted_by` reads), each revert on it indexed by what it reverts."""
+
+    def __init__(self, canonical: Canonical, queue: str | None) -> None:
+        repo = canonical.repo
+        self._chain: list[str] = []  # queue commits, newest first
+        self._reverts: dict[str, list[int]] = {}  # reverted name → positions on the chain
+        commit = _commit(repo, queue) if queue is not None else None
+        while commit is not None and len(self._chain) < _REVERT_WALK:
+            candidate = trailers(commit.message).get(TRAILER_CANDIDATE)
+            undoes = _commit(repo, candidate) if candidate else None
+            name = trailers(undoes.message).get(TRAILER_REVERTS) if undoes is not None else None
+            if name:
+                self._reverts.setdefault(name, []).append(len(self._chain))
+            self._chain.append(str(commit.id))
+            parents = commit.parent_ids
+            commit = _commit(repo, str(parents[0])) if parents else None
+        self._position = {oid: i for i, oid in enumerate(self._chain)}
+
+    def reverted_by(self, landed: pygit2.Commit, names: set[str]) -> str | None:
+        """What `reverted_by(canonical, queue, landed, names)` answers, from the index."""
+        above = self._position.get(str(landed.id), len(self._chain))
+        found = [i for name in names for i in self._reverts.get(name, ()) if i < above]
+        return self._chain[min(found)] if found else None
+
+
+class Finder:
+    """`locate` for many landings of one repository (`integrator history`, the review
+    pages): the queue is read for reverts once, not once per landing."""
+
+    def __init__(self, canonical: Canonical) -> None:
+        self.canonical = canonical
+        self._reverts: Reverts | None = None
+
+    def locate(self, staging: str) -> Whereabouts:
+        if self._reverts is None:
+            canonical = self.canonical
+            self._reverts = Reverts(canonical, canonical.ref(canonical.queue_ref))
+        return locate(self.canonical, staging, reverts=self._reverts)
+
+    def wire(self, staging: str | None) -> dict[str, object] | None:
+        """`locate(staging).wire()`, None without a staging commit or a queue to look in."""
+        if staging is None or self.canonical.ref(self.canonical.queue_ref) is None:
+            return None
+        return self.locate(staging).wire()
+
+
+class Fetched(Canonical):
+    """A repository holding another's refs under `prefix` (what an agent fetched from the
+    canonical server into its clone): `ref("refs/X")` reads `prefix + "X"`, and only the
+    names in `fetched` (what the last fetch brought: nothing older is believed)."""
+
+    def __init__(self, path: Path, prefix: str, target: str, fetched: set[str]) -> None:
+        super().__init__(path)
+        self._prefix = prefix
+        self._target = target
+        self._fetched = fetched
+
+    @property
+    def target(self) -> str:
+        return self._target
+
+    def ref(self, name: str) -> str | None:
+        local = self._prefix + name.removeprefix("refs/")
+        if local not in self._fetched and not any(
+            local.startswith(wild) for wild in self._fetched if wild.endswith("/")
+        ):
+            return None
+        return super().ref(local)
 
 
 def landing_name(commit: pygit2.Commit) -> str:
