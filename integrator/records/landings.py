@@ -17,6 +17,7 @@ import pygit2
 
 from integrator.documents.promotion import EjectionRecord
 from integrator.documents.trailers import TRAILER_CANDIDATE, TRAILER_REVERTS, trailers
+from integrator.escape import visible
 from integrator.records import validations
 from integrator.records.canonical import Canonical
 
@@ -182,12 +183,16 @@ class Finder:
     def __init__(self, canonical: Canonical) -> None:
         self.canonical = canonical
         self._reverts: Reverts | None = None
+        self._found: dict[str, Whereabouts] = {}
 
     def locate(self, staging: str) -> Whereabouts:
-        if self._reverts is None:
-            canonical = self.canonical
-            self._reverts = Reverts(canonical, canonical.ref(canonical.queue_ref))
-        return locate(self.canonical, staging, reverts=self._reverts)
+        found = self._found.get(staging)
+        if found is None:
+            if self._reverts is None:
+                canonical = self.canonical
+                self._reverts = Reverts(canonical, canonical.ref(canonical.queue_ref))
+            found = self._found[staging] = locate(self.canonical, staging, reverts=self._reverts)
+        return found
 
     def wire(self, staging: str | None) -> dict[str, object] | None:
         """`locate(staging).wire()`, None without a staging commit or a queue to look in."""
@@ -239,13 +244,36 @@ def whereabouts(repo: Path, staging: str) -> dict[str, object] | None:
         return None
 
 
+def ejection_of(where: dict[str, object]) -> tuple[str, str]:
+    """An ejected landing's code and why (the ejection record's own words), else `-`."""
+    ejection = where.get("ejection")
+    if not isinstance(ejection, dict):
+        return "-", "-"
+    return str(ejection.get("code") or "-"), str(ejection.get("detail") or "-")
+
+
+def summary(where: dict[str, object]) -> str:
+    """A landing's state in a few words, for a list (`integrator history`, the pages)."""
+    state = str(where["state"])
+    if state == "ejected":
+        return f"ejected ({ejection_of(where)[0]})"
+    if state == "reverted":
+        return f"reverted by {str(where.get('revertedBy'))[:12]}"
+    if state == "gone":
+        return "no longer on the queue"
+    return state
+
+
 def describe(where: dict[str, object]) -> str:
     """One line for a person: where a landing is now."""
     state, commit, landing = where["state"], where.get("stagingCommit"), where["landing"]
     if state == "ejected":
-        ejection = where.get("ejection")
-        code = ejection.get("code") if isinstance(ejection, dict) else None
-        return f"landing: ejected from the queue ({code}); the claim names {str(landing)[:12]}"
+        code, detail = ejection_of(where)
+        first = detail.splitlines()[0] if detail.strip() else "-"
+        return (
+            f"landing: ejected from the queue ({code}: {visible(first[:200])}); the claim names "
+            f"{str(landing)[:12]}"
+        )
     if state == "gone":
         return f"landing: {str(landing)[:12]} is no longer on the queue"
     if state == "reverted":
