@@ -76,15 +76,19 @@ def _contains(repo: pygit2.Repository, tip: str | None, oid: str) -> bool:
 
 def replacement(canonical: Canonical, landing: str, queue: str) -> pygit2.Commit | None:
     """The commit on the queue's first-parent chain that carries `landing` (rebuilt), or
-    None. Walks back from the queue head to where the landing's own history joins it."""
+    None. Walks back from the queue head to where the landing's own history joins it; a
+    repository without the landing's own commit (an agent's clone: the landing left the
+    queue before it was ever fetched) reads back up to the walk's bound instead."""
     repo = canonical.repo
     start = _commit(repo, queue)
-    if start is None or _commit(repo, landing) is None:
+    if start is None:
         return None
-    try:
-        joined = repo.merge_base(pygit2.Oid(hex=landing), start.id)
-    except (KeyError, ValueError, pygit2.GitError):
-        joined = None
+    joined = None
+    if _commit(repo, landing) is not None:
+        try:
+            joined = repo.merge_base(pygit2.Oid(hex=landing), start.id)
+        except (KeyError, ValueError, pygit2.GitError):
+            joined = None
     stop = str(joined) if joined is not None else None
     commit: pygit2.Commit | None = start
     for _ in range(_WALK):
@@ -130,19 +134,29 @@ def locate(canonical: Canonical, landing: str, *, reverts: Reverts | None = None
     return Whereabouts(landing, state, oid, str(found.tree_id))
 
 
+def _reverts(repo: pygit2.Repository, commit: pygit2.Commit) -> str | None:
+    """What the queue commit `commit` reverts, or None: its own `Integrator-Reverts` trailer
+    (a revert's landing carries it), else its candidate's (landings made before the staging
+    commit carried it; needs the candidate's objects, which only the landing host has)."""
+    found = trailers(commit.message)
+    if TRAILER_REVERTS in found:
+        return found[TRAILER_REVERTS]
+    candidate = found.get(TRAILER_CANDIDATE)
+    undoes = _commit(repo, candidate) if candidate else None
+    return trailers(undoes.message).get(TRAILER_REVERTS) if undoes is not None else None
+
+
 def reverted_by(
     canonical: Canonical, queue: str | None, landed: pygit2.Commit, names: set[str]
 ) -> str | None:
-    """The queue commit since `landed` whose candidate is a revert of one of `names` (the
+    """The queue commit since `landed` that landed a revert of one of `names` (the
     landing's name or its queue commit), or None. Reads the queue back to `landed`."""
     repo = canonical.repo
     commit = _commit(repo, queue) if queue is not None else None
     for _ in range(_REVERT_WALK):
         if commit is None or commit.id == landed.id:
             return None
-        candidate = trailers(commit.message).get(TRAILER_CANDIDATE)
-        undoes = _commit(repo, candidate) if candidate else None
-        if undoes is not None and trailers(undoes.message).get(TRAILER_REVERTS) in names:
+        if _reverts(repo, commit) in names:
             return str(commit.id)
         parents = commit.parent_ids
         commit = _commit(repo, str(parents[0])) if parents else None
@@ -159,9 +173,7 @@ class Reverts:
         self._reverts: dict[str, list[int]] = {}  # reverted name → positions on the chain
         commit = _commit(repo, queue) if queue is not None else None
         while commit is not None and len(self._chain) < _REVERT_WALK:
-            candidate = trailers(commit.message).get(TRAILER_CANDIDATE)
-            undoes = _commit(repo, candidate) if candidate else None
-            name = trailers(undoes.message).get(TRAILER_REVERTS) if undoes is not None else None
+            name = _reverts(repo, commit)
             if name:
                 self._reverts.setdefault(name, []).append(len(self._chain))
             self._chain.append(str(commit.id))
