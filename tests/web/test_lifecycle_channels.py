@@ -167,6 +167,21 @@ def test_every_channel_reports_the_same_landing(
     assert f"[landing: reverted by {revert_landing[:12]}]" in text
     assert "[landing: ejected (VALIDATION_FAILED)]" in text
 
+    # A clone whose origin holds no queue (a fork) reading a separate intake: no server to
+    # tell the landing from, so --until promoted says so (4, naming --canonical); naming the
+    # canonical repository answers as every other channel does.
+    fork, reader = tmp_path / "fork.git", tmp_path / "reader"
+    git("clone", "-q", "--bare", world.url, str(fork), cwd=tmp_path)
+    git("clone", "-q", str(fork), str(reader), cwd=tmp_path)
+    done = cli("status", "--intake", world.intake, "--submission", sids["t2"],
+               "--repo", str(reader), "--until", "promoted")  # fmt: skip
+    assert done.returncode == 4 and b"--canonical URL" in done.stderr, done.stderr
+    code, doc = _intake_status(world, reader, sids["t2"], "--canonical", world.url)
+    assert code == 1 and doc["landing"] == seen["t2"]["spool"], doc
+    text = cli("status", "--intake", world.intake, "--submission", sids["t1"],
+               "--repo", str(agents["t1"])).stdout.decode()  # fmt: skip
+    assert "FENCED (VALIDATION_FAILED)" in text and "landing: ejected from the queue" in text
+
     server = _serve_pages(spool, lander)
     try:
         _check_pages(server, sids, seen, browser)
