@@ -230,13 +230,20 @@ def intake_landing(
     url: str, repo: Path, doc: dict[str, Any], canonical: str | None = None
 ) -> dict[str, object] | None:
     """`landing` for a verdict published on the intake at `url`: read from the canonical
-    server's refs, fetched into `repo` (`fleet.server_landing`)."""
+    server's refs, fetched into `repo` (`fleet.server_landing`). A server that cannot be
+    read is InfrastructureError (exit 4: an ACCEPTED verdict's landing is not known), except
+    beside a verdict that is not ACCEPTED (an ejection's FENCED): that one is told alone."""
     staging = staging_of(doc)
     if staging is None:
         return None
     from integrator.fleet import server_landing
 
-    return server_landing.whereabouts(url, repo, staging, canonical)
+    try:
+        return server_landing.whereabouts(url, repo, staging, canonical)
+    except InfrastructureError:
+        if doc["verdict"].get("decision") == "ACCEPTED":
+            raise
+        return None
 
 
 SETTLED = ("promoted", "ejected", "reverted", "gone")  # the states `--until promoted` ends on
