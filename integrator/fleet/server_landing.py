@@ -23,6 +23,7 @@ from integrator.plumbing.git import last_line, run_git
 
 HEADS = "refs/heads/"
 SERVER_TIMEOUT = 300.0  # seconds for one ls-remote or fetch of the landing refs
+REF_LOCK_MS = 5000  # how long a fetch waits for a private ref another agent's fetch holds
 
 
 @dataclass(frozen=True)
@@ -100,9 +101,12 @@ def fetch(found: Source, repo: Path) -> set[str]:
     ejected = refnames.intake_landing(refnames.EJECTED)
     specs.append(f"+{refnames.EJECTED}*:{ejected}*")
     fetched.add(ejected)
+    # Agents in worktrees of one clone share these refs: a fetch that finds one locked by
+    # another agent's waits for it (git retries) instead of failing at once.
     code, _, err = _git(
-        ["fetch", "--quiet", "--no-tags", "--prune", "--no-write-fetch-head",
-         "--no-auto-maintenance", "--no-recurse-submodules", found.url, *specs],
+        ["-c", f"core.filesRefLockTimeout={REF_LOCK_MS}", "fetch", "--quiet", "--no-tags",
+         "--prune", "--no-write-fetch-head", "--no-auto-maintenance", "--no-recurse-submodules",
+         found.url, *specs],
         repo,
     )  # fmt: skip
     if code != 0:

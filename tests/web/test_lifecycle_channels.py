@@ -167,6 +167,24 @@ def test_every_channel_reports_the_same_landing(
     assert f"[landing: reverted by {revert_landing[:12]}]" in text
     assert "[landing: ejected (VALIDATION_FAILED)]" in text
 
+    _other_readers(world, tmp_path, sids, agents, seen)
+
+    server = _serve_pages(spool, lander)
+    try:
+        _check_pages(server, sids, seen, browser)
+    finally:
+        os.kill(server[1].pid, signal.SIGTERM)
+        server[1].communicate(timeout=20)
+
+
+def _other_readers(
+    world: RemoteWorld,
+    tmp_path: Path,
+    sids: dict[str, str],
+    agents: dict[str, Path],
+    seen: dict[str, dict[str, dict[str, Any]]],
+) -> None:
+    """A fork's clone, agents reading at once from worktrees of one clone, the text form."""
     # A clone whose origin holds no queue (a fork) reading a separate intake: no server to
     # tell the landing from, so --until promoted says so (4, naming --canonical); naming the
     # canonical repository answers as every other channel does.
@@ -178,16 +196,29 @@ def test_every_channel_reports_the_same_landing(
     assert done.returncode == 4 and b"--canonical URL" in done.stderr, done.stderr
     code, doc = _intake_status(world, reader, sids["t2"], "--canonical", world.url)
     assert code == 1 and doc["landing"] == seen["t2"]["spool"], doc
+    # Agents in worktrees of one clone share its private refs: reads at once, each the
+    # clone's first (every private ref created by every fetch), all answer.
+    worktrees = [world.agent("shared")]
+    for n in range(5):
+        path = tmp_path / f"wt{n}"
+        git("worktree", "add", "-q", "--detach", str(path), cwd=worktrees[0])
+        worktrees.append(path)
+    argv = [sys.executable, "-m", "integrator", "status", "--intake", world.intake,
+            "--submission", sids["t0"], "--json", "--repo"]  # fmt: skip
+    env = {**os.environ, **GIT_ENV}
+    reads = [
+        subprocess.Popen(
+            [*argv, str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+        )
+        for path in worktrees
+    ]
+    for proc in reads:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err.decode()
+        assert json.loads(out)["landing"] == seen["t0"]["spool"]
     text = cli("status", "--intake", world.intake, "--submission", sids["t1"],
                "--repo", str(agents["t1"])).stdout.decode()  # fmt: skip
     assert "FENCED (VALIDATION_FAILED)" in text and "landing: ejected from the queue" in text
-
-    server = _serve_pages(spool, lander)
-    try:
-        _check_pages(server, sids, seen, browser)
-    finally:
-        os.kill(server[1].pid, signal.SIGTERM)
-        server[1].communicate(timeout=20)
 
 
 def _serve_pages(spool: Path, repo: Path) -> tuple[str, subprocess.Popen[str]]:
