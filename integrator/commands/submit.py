@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -10,6 +11,7 @@ from typing import Any
 from integrator import refnames
 from integrator.commands._common import print_json, read_input, say
 from integrator.errors import EXIT_OK, InfrastructureError, UsageError
+from integrator.fleet.keys import ENV as KEY_ENV
 from integrator.fleet.submit import (
     SETTLED,
     document_of,
@@ -56,6 +58,15 @@ def register(sub: Any) -> None:
         "--bundle", action="store_true", help="ship the commits as a bundle (another clone)"
     )
     parser.add_argument(
+        "--key",
+        type=Path,
+        metavar="FILE",
+        help="the attempt key issued with the contract, to sign the submission (default: "
+        "$INTEGRATOR_ATTEMPT_KEY, else CONTRACT.key beside the contract file, where "
+        "`contract issue -o CONTRACT` writes it, else the key bound into the worktree by "
+        "`task claim`, else the key store of --repo)",
+    )
+    parser.add_argument(
         "--wait",
         type=float,
         nargs="?",
@@ -72,15 +83,30 @@ def register(sub: Any) -> None:
     parser.set_defaults(func=run)
 
 
+def _key(args: argparse.Namespace) -> Path | None:
+    """--key, else FILE.key beside a contract FILE (where `contract issue -o` writes it)."""
+    given: Path | None = args.key
+    if given is not None or os.environ.get(KEY_ENV):
+        return given  # find_key reads the variable
+    if args.contract != "-":
+        beside = Path(args.contract + ".key")
+        if os.path.lexists(beside):
+            return beside
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
+    args.key = _key(args)
     if args.intake:
         return _to_intake(args)
     spool = Spool(args.spool)
     doc = publish(
         spool, read_input(args.contract), args.candidate, Path(args.repo), args.bundle,
-        urgent=args.urgent,
+        urgent=args.urgent, key=args.key,
     )  # fmt: skip
     sid = str(doc["submission"])
+    if "unsigned" in doc:
+        say(f"integrator: warning: {doc['unsigned']}", err=True)
     if args.wait is None:
         if args.json:
             print_json(doc)
@@ -99,11 +125,17 @@ def _to_intake(args: argparse.Namespace) -> int:
         args.candidate,
         Path(args.repo),
         urgent=bool(args.urgent),
+        key=args.key,
     )
     sid = pushed.submission
+    if pushed.unsigned:
+        say(f"integrator: warning: {pushed.unsigned}", err=True)
     if args.wait is None:
         if args.json:
-            print_json({"submission": sid, "candidate": pushed.candidate, "intake": args.intake})
+            out = {"submission": sid, "candidate": pushed.candidate, "intake": args.intake}
+            if pushed.unsigned:
+                out["unsigned"] = pushed.unsigned
+            print_json(out)
         else:
             say(sid)
         return 0

@@ -19,9 +19,11 @@ from typing import Any, TypeVar
 
 from integrator import jsontext
 from integrator.documents import envelope
+from integrator.documents.attempt_key import AttemptKey
 from integrator.documents.rules import ContractRules, rules_from_bytes
 from integrator.errors import EXIT_USAGE, ContractError, InfrastructureError
 from integrator.fleet import intake
+from integrator.fleet.keys import NoKey, find_key
 from integrator.plumbing import git
 from integrator.plumbing.bundles import create_bundle
 from integrator.store.spool import (
@@ -55,12 +57,15 @@ def _submission(
     *,
     bundle: bool,
     urgent: bool,
+    signature: dict[str, str] | None = None,
 ) -> bytes:
     """The submission document of `candidate` under the contract `document`."""
     who = submitter(repo)
     name = BUNDLE_FILE if bundle else None
     try:
-        return envelope.submission_json(document, candidate, who, now, bundle=name, urgent=urgent)
+        return envelope.submission_json(
+            document, candidate, who, now, bundle=name, urgent=urgent, signature=signature
+        )
     except ValueError as err:  # what the daemon's reader would refuse, refused here
         raise ContractError(f"contract is invalid: {err}", [str(err)]) from err
 
@@ -82,20 +87,39 @@ def _resolve(data: bytes, rev: str, repo: Path) -> tuple[ContractRules, str, Pat
 
 
 def publish(
-    spool: Spool, data: bytes, rev: str, repo: Path, bundle: bool, *, urgent: bool = False
+    spool: Spool,
+    data: bytes,
+    rev: str,
+    repo: Path,
+    bundle: bool,
+    *,
+    urgent: bool = False,
+    key: Path | None = None,
 ) -> dict[str, object]:
-    """Write one submission into the spool; the `--json` document `integrator submit`
-    prints (the MCP server's `submit` returns the same document)."""
+    """Write one submission into the spool, signed with the attempt key (`key`, or the one
+    fleet/keys.py finds); the `--json` document `integrator submit` prints (the MCP
+    server's `submit` returns the same document)."""
     rules, base, repo_path, candidate = _resolve(data, rev, repo)
+    signer = find_key(rules.document, repo_path, key)
     now = datetime.now(UTC)
     with spool.draft(now) as draft:
         if bundle:
             create_bundle(repo_path, candidate, base, draft / BUNDLE_FILE)
         submission = _submission(
-            rules.document, candidate, repo_path, now, bundle=bundle, urgent=urgent
-        )
+            rules.document, candidate, repo_path, now, bundle=bundle, urgent=urgent,
+            signature=_signed(signer, draft.name, candidate),
+        )  # fmt: skip
         sid = spool.publish(draft, submission, urgent=urgent)
-    return {"submission": sid, "candidate": candidate, "path": str(spool.folder("new") / sid)}
+    doc: dict[str, object] = {
+        "submission": sid, "candidate": candidate, "path": str(spool.folder("new") / sid)
+    }  # fmt: skip
+    if isinstance(signer, NoKey):
+        doc["unsigned"] = str(signer)
+    return doc
+
+
+def _signed(signer: AttemptKey | NoKey, sid: str, candidate: str) -> dict[str, str] | None:
+    return None if isinstance(signer, NoKey) else signer.signature(sid, candidate)
 
 
 @dataclass(frozen=True)
@@ -106,20 +130,33 @@ class Pushed:
     submission: str
     candidate: str
     repo: Path
+    unsigned: str | None = None  # why it went in unsigned (no attempt key was found)
 
 
-def to_intake(url: str, data: bytes, rev: str, repo: Path, *, urgent: bool = False) -> Pushed:
-    """Push one submission to the intake at `url`: the candidate and `submission.json` in
-    one commit under refs/integrator/submit/<task>/<id>."""
+def to_intake(
+    url: str,
+    data: bytes,
+    rev: str,
+    repo: Path,
+    *,
+    urgent: bool = False,
+    key: Path | None = None,
+) -> Pushed:
+    """Push one submission to the intake at `url`: the candidate and `submission.json`
+    (signed with the attempt key) in one commit under refs/integrator/submit/<task>/<id>."""
     rules, _, repo_path, candidate = _resolve(data, rev, repo)
+    signer = find_key(rules.document, repo_path, key)
     task_id = rules.task_id
     now = datetime.now(UTC)
     sid = new_id(now)
-    submission = _submission(rules.document, candidate, repo_path, now, bundle=False, urgent=urgent)
+    submission = _submission(
+        rules.document, candidate, repo_path, now, bundle=False, urgent=urgent,
+        signature=_signed(signer, sid, candidate),
+    )  # fmt: skip
     message = f"submission {sid} of task {task_id}\n"
     commit = intake.submission_commit(repo_path, submission, candidate, message)
     intake.push_submission(url, repo_path, task_id, sid, commit)
-    return Pushed(sid, candidate, repo_path)
+    return Pushed(sid, candidate, repo_path, str(signer) if isinstance(signer, NoKey) else None)
 
 
 def poll(

@@ -98,6 +98,7 @@ class Submitted(Document):
     candidate: str
     path: str | None = Field(None, description="the submission's folder in the spool")
     intake: str | None = Field(None, description="the intake it was pushed to")
+    unsigned: str | None = Field(None, description="why it went in without an attempt key")
 
 
 class Filed(Document):

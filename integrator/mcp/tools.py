@@ -90,8 +90,12 @@ class IntakeTransport:
         if bundle:
             raise UsageError("a bundle is for a spool; a push to the intake carries the objects")
         pushed = to_intake(self.url, contract, candidate, repo)
-        return {"submission": pushed.submission, "candidate": pushed.candidate,
-                "intake": self.url}, 0  # fmt: skip
+        doc: dict[str, Any] = {
+            "submission": pushed.submission, "candidate": pushed.candidate, "intake": self.url,
+        }  # fmt: skip
+        if pushed.unsigned:
+            doc["unsigned"] = pushed.unsigned  # as `integrator submit --intake --json` says
+        return doc, 0
 
     def verdict(self, submission: str, wait: float) -> Result:
         from integrator.fleet.submit import (
