@@ -300,7 +300,12 @@ def lifecycle_code(code: int, where: dict[str, object] | None, until: str) -> in
 
 
 def _settled(
-    look: Callable[[], dict[str, object] | None], sid: str, timeout: float
+    look: Callable[[], dict[str, object] | None],
+    sid: str,
+    timeout: float,
+    *,
+    first: float = 0.1,
+    most: float = 1.0,
 ) -> dict[str, object] | None:
     def settled() -> dict[str, object] | tuple[()] | None:
         where = look()
@@ -313,8 +318,8 @@ def _settled(
         timeout,
         f"{sid} is ACCEPTED and on the queue, but not promoted within {timeout:g} s (is a "
         "promoter running? `integrator queue status` shows what it waits on)",
-        first=0.1,
-        most=1.0,
+        first=first,
+        most=most,
     )
     return found if isinstance(found, dict) else None
 
@@ -329,5 +334,10 @@ def wait_settled_intake(
     url: str, repo: Path, sid: str, doc: dict[str, Any], timeout: float, canonical: str | None
 ) -> dict[str, object] | None:
     """`wait_settled` for a verdict `doc` published on the intake: the landing read from
-    the canonical server at every look."""
-    return _settled(lambda: intake_landing(url, repo, doc, canonical), sid, timeout)
+    the canonical server at every look (one ls-remote and one fetch: looks slow down to one
+    every 5 s, a promotion takes a validation run)."""
+
+    def look() -> dict[str, object] | None:
+        return intake_landing(url, repo, doc, canonical)
+
+    return _settled(look, sid, timeout, first=0.5, most=5.0)
