@@ -258,6 +258,9 @@ class Daemon:
             # Authority as it is now, after `names` were listed: a claim issued before a
             # submission was handed in is seen when its signature is checked.
             self.canonical.refresh()
+        except IntegratorError as err:  # nothing claimed yet: the host's, asked of the host
+            return 0, err if operators(err) else (self.probe.error(err) or err)
+        try:
             for where, name in names:
                 if self._stopping:
                     break  # stop claiming; what is in hand is integrated and filed below
