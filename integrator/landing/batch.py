@@ -37,6 +37,7 @@ from integrator.landing.proof import merge_violations
 from integrator.plumbing import git, transaction
 from integrator.plumbing.packs import commit_bytes
 from integrator.records.canonical import Canonical, signature
+from integrator.records.claims import REVERT_TASK_PREFIX
 
 
 @dataclass
@@ -368,8 +369,14 @@ def _staging_message(
     )
     # A revert's landing says what it undoes on the queue itself: a reader without the
     # candidate's objects (another host's mirror, an agent's clone) still sees the revert.
+    # Only under the revert's own task (`integrator revert` issues it): an agent's
+    # candidate that says it reverts another landing is not carried.
     reverts = trailers(candidate.message).get(TRAILER_REVERTS)
-    if reverts and OBJECT_ID_RE.fullmatch(reverts):
+    if (
+        reverts
+        and OBJECT_ID_RE.fullmatch(reverts)
+        and contract.task_id == REVERT_TASK_PREFIX + reverts[:12]
+    ):
         message += f"{TRAILER_REVERTS}: {reverts}\n"
     return message
 

@@ -20,8 +20,10 @@ from integrator.documents.trailers import TRAILER_CANDIDATE, TRAILER_REVERTS, tr
 from integrator.escape import visible
 from integrator.records import validations
 from integrator.records.canonical import Canonical
+from integrator.records.claims import REVERT_TASK_PREFIX
 
 TRAILER_LANDING = "Integrator-Landing"
+TRAILER_TASK = "Integrator-Task"
 State = Literal["queued", "promoted", "ejected", "reverted", "gone"]
 _WALK = 100_000  # queue commits read back while looking for a rebuilt landing
 _REVERT_WALK = 10_000  # queue commits since a landing read back while looking for its revert
@@ -137,13 +139,19 @@ def locate(canonical: Canonical, landing: str, *, reverts: Reverts | None = None
 def _reverts(repo: pygit2.Repository, commit: pygit2.Commit) -> str | None:
     """What the queue commit `commit` reverts, or None: its own `Integrator-Reverts` trailer
     (a revert's landing carries it), else its candidate's (landings made before the staging
-    commit carried it; needs the candidate's objects, which only the landing host has)."""
+    commit carried it; needs the candidate's objects, which only the landing host has).
+    Only a landing of the revert's own task counts (`revert-<reverted[:12]>`, issued by
+    `integrator revert`): an agent's candidate that merely says it reverts another landing
+    never marks that landing reverted."""
     found = trailers(commit.message)
-    if TRAILER_REVERTS in found:
-        return found[TRAILER_REVERTS]
-    candidate = found.get(TRAILER_CANDIDATE)
-    undoes = _commit(repo, candidate) if candidate else None
-    return trailers(undoes.message).get(TRAILER_REVERTS) if undoes is not None else None
+    name = found.get(TRAILER_REVERTS)
+    if name is None:
+        candidate = found.get(TRAILER_CANDIDATE)
+        undoes = _commit(repo, candidate) if candidate else None
+        name = trailers(undoes.message).get(TRAILER_REVERTS) if undoes is not None else None
+    if name is None or found.get(TRAILER_TASK) != REVERT_TASK_PREFIX + name[:12]:
+        return None
+    return name
 
 
 def reverted_by(

@@ -54,3 +54,30 @@ def test_a_clone_without_the_revert_commit_sees_the_revert(
             for name in (*staging.values(), landed):
                 assert finder.locate(name) == locate(canonical, name), (repo, name)
         assert whereabouts(repo, staging["a"])["state"] == "promoted"  # type: ignore[index]
+
+
+def test_a_candidate_that_says_it_reverts_another_landing_reverts_nothing(
+    tmp_path: Path,
+) -> None:
+    """An agent's candidate whose message ends in `Integrator-Reverts: <someone's landing>`
+    lands under its own task: its staging commit carries no such trailer, and the other
+    landing is still promoted, not reverted, however the queue is read."""
+    world = make_rollout(tmp_path)
+    world.submit("a", "billing", ["src/billing/**"], {"src/billing/x.py": "a\n"})
+    world.drain()
+    victim = world.staging("a")
+    contract = world.issue("search", ["src/search/**"])
+    forged = world.commit(
+        contract.base_commit,
+        {"src/search/x.py": "b\n"},
+        f"search: work\n\nIntegrator-Reverts: {victim}\n",
+    )
+    world.hand_in("b", contract.wire(), forged)
+    world.drain()
+    landed = world.staging("b")
+    assert "Integrator-Reverts" not in trailers(git("log", "-1", "--format=%B", landed,
+                                                    cwd=world.repo))  # fmt: skip
+    where = whereabouts(world.repo, victim)
+    assert where is not None and where["state"] == "promoted", where
+    with Canonical(world.repo) as canonical:
+        assert Finder(canonical).locate(victim).state == "promoted"
