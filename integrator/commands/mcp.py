@@ -45,7 +45,19 @@ def register(sub: Any) -> None:
         metavar="PATH",
         help="the agent's worktree or any checkout of the repository (default: here)",
     )
-    parser.add_argument("--spool", type=Path, metavar="DIR", help="the daemon's spool (submit)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--spool", type=Path, metavar="DIR", help="the daemon's spool (submit)")
+    where.add_argument(
+        "--intake",
+        metavar="URL",
+        help="an intake the daemons serve (submit pushes there, read_verdict reads it back)",
+    )
+    parser.add_argument(
+        "--canonical",
+        metavar="URL",
+        help="with --intake: the canonical repository read_verdict reads the landing from "
+        "(default: the clone's origin when it holds the queue, else the intake)",
+    )
     parser.add_argument(
         "--agent", metavar="NAME", help="agent identity (default: $INTEGRATOR_AGENT or host-pid)"
     )
@@ -54,20 +66,22 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from integrator.mcp.server import build_server, parse_http, serve_http
-    from integrator.mcp.tools import AgentTools, SpoolTransport
+    from integrator.mcp.tools import AgentTools, IntakeTransport, SpoolTransport, Transport
 
     transport = args.transport or ("http" if args.http else "stdio")
     if transport == "stdio" and args.http:
         raise UsageError("--http needs --transport http")
+    if args.canonical and not args.intake:
+        raise UsageError("--canonical is for --intake: a spool's daemon reads its own repository")
     bind = parse_http(args.http or "127.0.0.1:8765", allow_remote=args.allow_remote)
     spool = args.spool or (
         Path(os.environ["INTEGRATOR_SPOOL"]) if os.environ.get("INTEGRATOR_SPOOL") else None
     )
-    tools = AgentTools(
-        args.worktree.resolve(),
-        transport=SpoolTransport(spool.resolve()) if spool else None,
-        agent=args.agent,
-    )
+    worktree = args.worktree.resolve()
+    carrier: Transport | None = SpoolTransport(spool.resolve()) if spool else None
+    if args.intake:
+        carrier = IntakeTransport(args.intake, worktree, args.canonical)
+    tools = AgentTools(worktree, transport=carrier, agent=args.agent)
     server = build_server(tools)
     if transport == "stdio":
         server.run()  # stdout is the protocol channel from here on

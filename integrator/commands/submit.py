@@ -4,20 +4,26 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 from pathlib import Path
 from typing import Any
 
 from integrator import refnames
 from integrator.commands._common import print_json, read_input, say
-from integrator.errors import UsageError
+from integrator.errors import EXIT_OK, InfrastructureError, UsageError
 from integrator.fleet.keys import ENV as KEY_ENV
 from integrator.fleet.submit import (
+    SETTLED,
     document_of,
+    intake_landing,
+    landing,
+    lifecycle_code,
     publish,
     to_intake,
     verdict_document,
     wait_filed,
     wait_published,
+    wait_settled_intake,
 )
 from integrator.store.spool import Spool
 
@@ -136,18 +142,66 @@ def _to_intake(args: argparse.Namespace) -> int:
     return wait_intake(args.intake, pushed.repo, sid, args.wait, as_json=args.json)
 
 
-def wait_intake(url: str, repo: Path, sid: str, timeout: float, *, as_json: bool) -> int:
-    """Wait for the intake to publish a verdict for `sid`; print it, return its code."""
+def wait_intake(
+    url: str,
+    repo: Path,
+    sid: str,
+    timeout: float,
+    *,
+    as_json: bool,
+    until: str = "decided",
+    canonical: str | None = None,
+) -> int:
+    """Wait for the intake to publish a verdict for `sid`; print it with where its landing
+    is now (read from the canonical server), return the code they mean together."""
+    started = time.monotonic()
     found = wait_published(url, repo, sid, timeout)
     doc, code = document_of(sid, found.rejected, found.document)
-    return report_document(sid, doc, code, rejected=found.rejected, as_json=as_json)
+    where = intake_landing(url, repo, doc, canonical)
+    if until == "promoted" and code == EXIT_OK:
+        if where is None:
+            raise InfrastructureError(
+                f"{sid} is ACCEPTED, but neither the clone's origin nor the intake holds a "
+                "queue to tell where its landing is: name the canonical repository with "
+                "--canonical URL"
+            )
+        if where["state"] not in SETTLED:
+            left = max(0.0, timeout - (time.monotonic() - started))
+            where = wait_settled_intake(url, repo, sid, doc, left, canonical)
+            found = wait_published(url, repo, sid, 0)  # an ejection publishes a new verdict
+            doc, code = document_of(sid, found.rejected, found.document)
+    code = lifecycle_code(code, where, until)
+    return report_landing(sid, doc, code, where, rejected=found.rejected, as_json=as_json)
 
 
 def wait_for(spool: Spool, sid: str, timeout: float, *, as_json: bool) -> int:
     """Wait for the daemon to file `sid`; print its verdict and return its exit code."""
     folder, path = wait_filed(spool, sid, timeout)
     doc, code = verdict_document(sid, folder, path)
-    return report_document(sid, doc, code, rejected=folder == "rejected", as_json=as_json)
+    where = landing(spool, sid)
+    code = lifecycle_code(code, where, "decided")
+    return report_landing(sid, doc, code, where, rejected=folder == "rejected", as_json=as_json)
+
+
+def report_landing(
+    sid: str,
+    doc: dict[str, Any],
+    code: int,
+    where: dict[str, object] | None,
+    *,
+    rejected: bool,
+    as_json: bool,
+) -> int:
+    """`report_document`, and where the landing is now (`landing` in the JSON document,
+    one more line in the text): the same on every channel (docs/lifecycle.md)."""
+    if where is not None and as_json:
+        doc["landing"] = where
+    report_document(sid, doc, code, rejected=rejected, as_json=as_json)
+    if where is not None and not as_json:
+        from integrator.records.landings import describe
+
+        say(f"  {describe(where)}")
+    return code
 
 
 def report_document(

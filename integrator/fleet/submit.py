@@ -237,45 +237,107 @@ def document_of(
     return doc, verdict.exit_code
 
 
+def staging_of(doc: dict[str, Any]) -> str | None:
+    """The staging commit a filed or published verdict names: an ACCEPTED one's landing,
+    or the queue commit an ejected one was taken out as (FENCED VALIDATION_FAILED); None
+    for a verdict that never landed and for a rejection."""
+    verdict = doc.get("verdict")
+    staging = verdict.get("stagingCommit") if isinstance(verdict, dict) else None
+    return staging if isinstance(staging, str) else None
+
+
 def landing(spool: Spool, sid: str) -> dict[str, object] | None:
-    """Where an accepted submission's landing is now: on the queue (maybe rebuilt after an
-    ejection, under another staging commit), promoted to the target, or ejected."""
+    """Where a landed submission's landing is now: on the queue (maybe rebuilt after an
+    ejection, under another staging commit), promoted to the target, reverted, or ejected
+    (its verdict FENCED since). None when it never landed or there is no queue to look in."""
     found = filed(spool, sid)
     repo = spool.repo_path()
-    if found is None or found[0] != "accepted" or repo is None:
+    if found is None or found[0] == "rejected" or repo is None:
         return None
     doc, _ = verdict_document(sid, *found)
-    staging = doc["verdict"].get("stagingCommit")
-    if not isinstance(staging, str):
+    staging = staging_of(doc)
+    if staging is None:
         return None
     from integrator.records.landings import whereabouts
 
     return whereabouts(repo, staging)
 
 
+def intake_landing(
+    url: str, repo: Path, doc: dict[str, Any], canonical: str | None = None
+) -> dict[str, object] | None:
+    """`landing` for a verdict published on the intake at `url`: read from the canonical
+    server's refs, fetched into `repo` (`fleet.server_landing`). A server that cannot be
+    read is InfrastructureError (exit 4: an ACCEPTED verdict's landing is not known), except
+    beside a verdict that is not ACCEPTED (an ejection's FENCED): that one is told alone."""
+    staging = staging_of(doc)
+    if staging is None:
+        return None
+    from integrator.fleet import server_landing
+
+    try:
+        return server_landing.whereabouts(url, repo, staging, canonical)
+    except InfrastructureError:
+        if doc["verdict"].get("decision") == "ACCEPTED":
+            raise
+        return None
+
+
 SETTLED = ("promoted", "ejected", "reverted", "gone")  # the states `--until promoted` ends on
+OFF_TARGET = ("ejected", "reverted")  # landed once, but its change is not on the target
 
 
-def wait_settled(spool: Spool, sid: str, timeout: float) -> dict[str, object] | None:
-    """Poll until an accepted submission's landing is promoted, ejected or gone; its
-    whereabouts, or None once the submission is no longer accepted (an ejection held it:
-    its verdict is FENCED now) or there is no queue to look in."""
+def lifecycle_code(code: int, where: dict[str, object] | None, until: str) -> int:
+    """The exit code of a verdict read with its landing (docs/lifecycle.md): an ACCEPTED
+    verdict (0) is 1 when its landing was reverted or ejected since, and with `--until
+    promoted` whenever the landing is not on the target."""
+    from integrator.errors import EXIT_FENCED, EXIT_OK
 
-    def look() -> dict[str, object] | tuple[()] | None:
-        found = filed(spool, sid)
-        if found is None or found[0] != "accepted":
-            return ()  # decided otherwise since: the caller reads the verdict again
-        where = landing(spool, sid)
+    state = (where or {}).get("state")
+    if code == EXIT_OK and (state in OFF_TARGET or (until == "promoted" and state != "promoted")):
+        return EXIT_FENCED
+    return code
+
+
+def _settled(
+    look: Callable[[], dict[str, object] | None],
+    sid: str,
+    timeout: float,
+    *,
+    first: float = 0.1,
+    most: float = 1.0,
+) -> dict[str, object] | None:
+    def settled() -> dict[str, object] | tuple[()] | None:
+        where = look()
         if where is None:
-            return ()
+            return ()  # no landing (any more) to wait on: the caller reads the verdict again
         return where if where["state"] in SETTLED else None
 
-    settled = poll(
-        look,
+    found = poll(
+        settled,
         timeout,
         f"{sid} is ACCEPTED and on the queue, but not promoted within {timeout:g} s (is a "
         "promoter running? `integrator queue status` shows what it waits on)",
-        first=0.1,
-        most=1.0,
+        first=first,
+        most=most,
     )
-    return settled if isinstance(settled, dict) else None
+    return found if isinstance(found, dict) else None
+
+
+def wait_settled(spool: Spool, sid: str, timeout: float) -> dict[str, object] | None:
+    """Poll until a landed submission's landing is promoted, ejected, reverted or gone; its
+    whereabouts, or None once it has none (there is no queue to look in)."""
+    return _settled(lambda: landing(spool, sid), sid, timeout)
+
+
+def wait_settled_intake(
+    url: str, repo: Path, sid: str, doc: dict[str, Any], timeout: float, canonical: str | None
+) -> dict[str, object] | None:
+    """`wait_settled` for a verdict `doc` published on the intake: the landing read from
+    the canonical server at every look (one ls-remote and one fetch: looks slow down to one
+    every 5 s, a promotion takes a validation run)."""
+
+    def look() -> dict[str, object] | None:
+        return intake_landing(url, repo, doc, canonical)
+
+    return _settled(look, sid, timeout, first=0.5, most=5.0)

@@ -5,9 +5,10 @@ raise for the same input, so the server refuses exactly what the command line re
 Agent input is hostile: a worktree must belong to the server's repository, a submission
 id must be a spool id, paths go through the guard like any hook event.
 
-Submissions travel through a `Transport`. The spool is the one there is today; an intake
-transport (a git remote with `refs/integrator/submit/…`, for agents without the daemon's
-file system) implements the same two methods and is passed to `AgentTools` instead.
+Submissions travel through a `Transport`: the daemon's spool (`SpoolTransport`), or an
+intake (`IntakeTransport`: a git remote with `refs/integrator/submit/…`, for agents without
+the daemon's file system). Both answer `read_verdict` with the verdict and where its
+landing is now, as `status` prints them.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ class SpoolTransport:
         return publish(Spool(self.folder), contract, candidate, repo, bundle), 0
 
     def verdict(self, submission: str, wait: float) -> Result:
-        from integrator.fleet.submit import landing, verdict_document, wait_filed
+        from integrator.fleet.submit import landing, lifecycle_code, verdict_document, wait_filed
         from integrator.store.spool import ID_RE, Spool
 
         if not ID_RE.fullmatch(submission):
@@ -70,7 +71,49 @@ class SpoolTransport:
         where = landing(spool, submission)  # the same lifecycle `status --spool` shows
         if where is not None:
             doc["landing"] = where
-        return doc, code
+        return doc, lifecycle_code(code, where, "decided")
+
+
+@dataclass(frozen=True)
+class IntakeTransport:
+    """An intake (`integrator submit --intake URL` / `status --intake URL`): the candidate
+    is pushed there, the verdict read back from it, and where the landing is read from the
+    canonical server (`canonical`, else the clone's origin or the intake) into `repo`."""
+
+    url: str
+    repo: Path
+    canonical: str | None = None
+
+    def submit(self, contract: bytes, candidate: str, repo: Path, bundle: bool) -> Result:
+        from integrator.fleet.submit import to_intake
+
+        if bundle:
+            raise UsageError("a bundle is for a spool; a push to the intake carries the objects")
+        pushed = to_intake(self.url, contract, candidate, repo)
+        doc: dict[str, Any] = {
+            "submission": pushed.submission, "candidate": pushed.candidate, "intake": self.url,
+        }  # fmt: skip
+        if pushed.unsigned:
+            doc["unsigned"] = pushed.unsigned  # as `integrator submit --intake --json` says
+        return doc, 0
+
+    def verdict(self, submission: str, wait: float) -> Result:
+        from integrator.fleet.submit import (
+            document_of,
+            intake_landing,
+            lifecycle_code,
+            wait_published,
+        )
+        from integrator.store.spool import ID_RE
+
+        if not ID_RE.fullmatch(submission):
+            raise UsageError(f"{submission[:80]!r} is not a submission id")
+        found = wait_published(self.url, self.repo, submission, wait)
+        doc, code = document_of(submission, found.rejected, found.document)
+        where = intake_landing(self.url, self.repo, doc, self.canonical)  # as status --intake
+        if where is not None:
+            doc["landing"] = where
+        return doc, lifecycle_code(code, where, "decided")
 
 
 def plain(what: str, *values: str | None) -> None:
@@ -188,7 +231,8 @@ class AgentTools:
     def submit(self, candidate: str, bundle: bool, worktree: str | None) -> Result:
         if self.transport is None:
             raise ConfigurationError(
-                "this MCP server has no spool; start it with `integrator mcp --spool DIR`"
+                "this MCP server has no spool; start it with `integrator mcp --spool DIR` "
+                "(or --intake URL)"
             )
         plain("candidate", candidate)
         root = self.worktree(worktree)
@@ -204,7 +248,8 @@ class AgentTools:
         plain("submission", submission)
         if self.transport is None:
             raise ConfigurationError(
-                "this MCP server has no spool; start it with `integrator mcp --spool DIR`"
+                "this MCP server has no spool; start it with `integrator mcp --spool DIR` "
+                "(or --intake URL)"
             )
         return self.transport.verdict(submission, wait)
 
