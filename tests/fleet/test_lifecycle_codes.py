@@ -32,7 +32,9 @@ ACCEPTED, FENCED, REJECTED, REVIEW = 0, 1, 2, 3
 def test_the_code_of_a_verdict_with_its_landing(
     code: int, state: str | None, until: str, expected: int
 ) -> None:
-    where = None if state is None else {"landing": "a" * 40, "state": state}
+    where: dict[str, object] | None = (
+        None if state is None else {"landing": "a" * 40, "state": state}
+    )
     assert lifecycle_code(code, where, until) == expected
 
 
