@@ -24,6 +24,7 @@ from types import FrameType
 
 import structlog
 
+from integrator.daemon.clock_check import ClockCheck
 from integrator.daemon.health import Metrics
 from integrator.daemon.holding import hold
 from integrator.daemon.identity import submission_problem
@@ -102,6 +103,7 @@ class Daemon:
         self._wakeup = Wakeup(spool.folder("new"), self._wake)
         self._worker: MirrorWorker | None = None
         self._watchdog = self.notifier.watchdog_interval() is not None
+        self.clock_check = ClockCheck(canonical, self.settings.max_clock_skew)
         self.probe = HostProbe.of(canonical, intake.url if intake is not None else None)
         self.promotion = Promotion(
             canonical, spool, mirror, self.metrics.registry, enabled=promote,
@@ -258,6 +260,7 @@ class Daemon:
             # Authority as it is now, after `names` were listed: a claim issued before a
             # submission was handed in is seen when its signature is checked.
             self.canonical.refresh()
+            self.clock_check.check()  # leases are judged by this host's clock: is it right?
         except IntegratorError as err:  # nothing claimed yet: the host's, asked of the host
             return 0, err if operators(err) else (self.probe.error(err) or err)
         try:

@@ -30,6 +30,9 @@ class Settings:
     # 0 evaluates in the daemon (the default: on two cores workers did not pay, see
     # docs/bench.md); -1 picks one fewer than the cores available, at most 4.
     evaluation_workers: int = 0
+    # Seconds this host's clock may be behind the server's (or other hosts' records) before
+    # it refuses to judge leases (daemon/clock_check.py); remote mode only.
+    max_clock_skew: float = 300.0
 
 
 def load_settings(path: Path | None, base: Settings) -> Settings:
@@ -55,6 +58,8 @@ def load_settings(path: Path | None, base: Settings) -> Settings:
     settings = replace(base, **changes)
     if settings.poll <= 0 or settings.batch_size < 1 or settings.batch_seconds < 0:
         raise ConfigurationError(f"{path}: poll and batch-size must be positive")
+    if not 0 < settings.max_clock_skew <= 86400:
+        raise ConfigurationError(f"{path}: serve.max-clock-skew must be 1 to 86400 seconds")
     if not -1 <= settings.evaluation_workers <= 64:
         raise ConfigurationError(f"{path}: serve.evaluation-workers must be -1 (auto) to 64")
     return settings
