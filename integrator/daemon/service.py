@@ -67,6 +67,8 @@ def serve(options: ServeOptions) -> int:
         raise ConfigurationError(
             f"{options.repo} is not prepared; run `integrator init --repo {options.repo}`"
         )
+    for note in canonical.start_checkouts():  # refuses a checkout nothing keeps in step
+        log.info("checkout.kept", note=note)
     mirror = for_spool(spool.root, options.mirror, timeout=settings.mirror_timeout)
     metrics = Metrics()
     metrics.bind(
@@ -129,7 +131,11 @@ def serve(options: ServeOptions) -> int:
 
 
 def readiness(
-    canonical: Canonical, spool: Spool, mirror: Mirror, daemon: Daemon, probe: CachedProbe
+    canonical: Canonical,
+    spool: Spool,
+    mirror: Mirror,
+    daemon: Daemon,
+    probe: CachedProbe,
 ) -> dict[str, Check]:
     """What /readyz reports: each dependency (the git server and the intake asked, at most
     every few seconds), and whether integration is making progress."""
