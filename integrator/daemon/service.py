@@ -62,13 +62,13 @@ def serve(options: ServeOptions) -> int:
     log = structlog.get_logger("integrator.serve")
     spool = Spool(options.spool).ensure()
     canonical = Canonical(options.repo)
+    for note in canonical.start_checkouts():  # refuses a checkout nothing keeps in step
+        log.info("checkout.kept", note=note)
     canonical.refresh()
     if not canonical.initialized:
         raise ConfigurationError(
             f"{options.repo} is not prepared; run `integrator init --repo {options.repo}`"
         )
-    for note in canonical.start_checkouts():  # refuses a checkout nothing keeps in step
-        log.info("checkout.kept", note=note)
     mirror = for_spool(spool.root, options.mirror, timeout=settings.mirror_timeout)
     metrics = Metrics()
     metrics.bind(

@@ -152,6 +152,41 @@ def _index_info(checkout: Checkout, entries: Sequence[tuple[bytes, Entry]]) -> N
         run_git(["update-index", "-z", "--index-info"], cwd=checkout.path, input=body)
 
 
+def local_path(url: str) -> Path | None:
+    """The folder a git URL names on this host (a path, `file://`), None for any other."""
+    if url.startswith("file://"):
+        return Path(url.removeprefix("file://"))
+    if "://" in url or ":" in url.split("/", 1)[0]:
+        return None  # a server, or scp-like `host:path`
+    return Path(url)
+
+
+def server_refusal(url: str, target: str) -> str | None:
+    """Why a server on this host would refuse every push of `target`: its repository has
+    the target checked out and git's `receive.denyCurrentBranch` refuses to move it (its
+    default). None when it will take them, or when the server is not a folder here (what
+    a remote server's git does with its own checkouts cannot be seen from here)."""
+    folder = local_path(url)
+    if folder is None or not folder.is_dir():
+        return None
+    probe = run_git(["rev-parse", "--git-common-dir", "--is-bare-repository"], cwd=folder,
+                    check=False)  # fmt: skip
+    lines = probe.stdout.decode("utf-8", "surrogateescape").split()
+    if probe.returncode != 0 or len(lines) != 2:
+        return None
+    common = (folder / lines[0]).resolve()
+    found = checked_out(common, f"{HEADS}{target}", bare=lines[1] == "true")
+    deny = run_git(["config", "--get", "receive.denyCurrentBranch"], git_dir=common, check=False)
+    if not found or deny.stdout.decode().strip() in ("updateInstead", "ignore", "warn", "false"):
+        return None
+    return (
+        f"the server's repository {folder} has {target} checked out in {found[0].path}, and "
+        "git refuses pushes to a checked-out branch (receive.denyCurrentBranch): make it "
+        "bare, check out another branch there, or let git keep that checkout in step "
+        f"(git -C {folder} config receive.denyCurrentBranch updateInstead)"
+    )
+
+
 # -- the record of an update under way -------------------------------------------------------
 
 

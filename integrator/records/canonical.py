@@ -31,6 +31,7 @@ from integrator.plumbing.checkout import (
     checked_out,
     refusal,
     repair,
+    server_refusal,
 )
 from integrator.plumbing.packs import ObjectBuffer, flush_loose
 from integrator.plumbing.remote import KEY_FILE_CONFIG, RemotePush
@@ -118,8 +119,13 @@ class Canonical:
         """The work trees that have `target` (default: the target) checked out, when each
         is kept in step; ConfigurationError when one is not: a mirror's never are (its refs
         follow the server's), a canonical repository's only when it asked (`keep`, or
-        `integrator.updateCheckout`)."""
+        `integrator.updateCheckout`). A server on this host whose git would refuse every
+        push of the target, for a checkout of its own, is refused too."""
         ref = f"refs/heads/{target or self.target}"
+        if self.remote_url is not None:
+            server = server_refusal(self.remote_url, target or self.target)
+            if server is not None:
+                raise ConfigurationError(server)
         found = checked_out(git.common_dir(self.repo), ref, bare=self.repo.is_bare)
         if found and self.remote_url is not None:
             raise ConfigurationError(

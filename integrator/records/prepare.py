@@ -10,7 +10,7 @@ from integrator import refnames
 from integrator.documents.policy import default_policy_text, parse_policy
 from integrator.errors import ConfigurationError, RefMovedError, UsageError
 from integrator.plumbing import git, transaction
-from integrator.plumbing.checkout import UPDATE_CHECKOUT_CONFIG
+from integrator.plumbing.checkout import UPDATE_CHECKOUT_CONFIG, server_refusal
 from integrator.plumbing.signing import load_key
 from integrator.records.canonical import Canonical
 from integrator.records.policy_ref import write_policy_commit
@@ -140,6 +140,9 @@ def prepare_remote(
             f"{path} already mirrors {configured}, not {url}; use another folder for the mirror"
         )
     chosen = target or next((str(v) for v in repo.config.get_multivar("integrator.target")), "main")
+    server = server_refusal(url, chosen)  # a server here that refuses every landing
+    if server is not None:
+        raise ConfigurationError(server)
     for setting, key_file in (key_files or {}).items():
         load_key(key_file)
         repo.config[setting] = str(Path(key_file).resolve())

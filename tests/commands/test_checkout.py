@@ -81,6 +81,26 @@ def test_update_checkout_is_not_for_a_mirror(tmp_path: Path) -> None:
     assert not (tmp_path / "m.git").exists()
 
 
+def test_a_server_here_that_refuses_pushes_to_its_checkout_is_refused(tmp_path: Path) -> None:
+    """Remote mode: a server on this host whose work tree has main checked out would refuse
+    every landing's push (git's receive.denyCurrentBranch), so `init --remote` says so;
+    with updateInstead, git keeps that checkout in step itself, and init goes through. A
+    mirror is only a cache: `serve` refuses one whose linked worktree has main checked out."""
+    server = main_checkout(tmp_path, keep=None, name="server").path
+    mirror = tmp_path / "m.git"
+    done = run_integrator("init", "--repo", str(mirror), "--remote", str(server))
+    assert done.returncode == 2, done.stderr
+    assert "receive.denyCurrentBranch updateInstead" in done.stderr
+    git("config", "receive.denyCurrentBranch", "updateInstead", cwd=server)
+    done = run_integrator("init", "--repo", str(mirror), "--remote", str(server))
+    assert done.returncode == 0, done.stderr
+    git("worktree", "add", "-q", str(tmp_path / "mw"), "main", cwd=mirror)
+    spool = tmp_path / "spool"
+    done = run_integrator("serve", "--repo", str(mirror), "--spool", str(spool), "--once")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "only a cache" in done.stderr and str(tmp_path / "mw") in done.stderr
+
+
 def test_serve_refuses_a_checkout_made_after_init(tmp_path: Path) -> None:
     """Regression: main checked out after `init` (in the main work tree) went unnoticed by
     `serve`; it refuses to start (exit 2), naming the work tree."""
