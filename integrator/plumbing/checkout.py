@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from integrator import faults
-from integrator.errors import CheckedOutError, CheckoutDirtyError
+from integrator.errors import CheckedOutError, CheckoutDirtyError, GitError
 from integrator.files import atomic_write
 from integrator.plumbing.git import last_line, run_git
 from integrator.plumbing.transaction import RefOp, RefUpdater
@@ -59,7 +59,10 @@ def checkouts(common_dir: Path, *, bare: bool) -> list[Checkout]:
     worktrees = common_dir / "worktrees"
     if bare and not (worktrees.is_dir() and any(worktrees.iterdir())):
         return []  # no git process where there is nothing to list (the usual server)
-    out = run_git(["worktree", "list", "--porcelain", "-z"], git_dir=common_dir).stdout
+    try:
+        out = run_git(["worktree", "list", "--porcelain", "-z"], git_dir=common_dir).stdout
+    except GitError as err:  # the host's trouble: nothing may move until it can be asked
+        raise CheckoutDirtyError(f"cannot list the work trees of {common_dir}: {err}") from err
     found: list[Checkout] = []
     path: Path | None = None
     ref: str | None = None
@@ -91,18 +94,23 @@ def update(checkout: Checkout, old: str, new: str) -> None:
     `git merge --ff-only` makes it: local changes elsewhere carried over, none overwritten);
     CheckoutDirtyError, with the work tree as it was, when it cannot."""
     cwd = checkout.path
-    run_git(["update-index", "-q", "--ignore-submodules", "--refresh"], cwd=cwd, check=False)
-    taken = _take_landed(checkout, old, new)
-    proc = run_git(["read-tree", "-u", "-m", old, new], cwd=cwd, check=False)
-    if proc.returncode != 0:
+    try:  # whatever fails here is that work tree's state, never a candidate's doing
+        run_git(["update-index", "-q", "--ignore-submodules", "--refresh"], cwd=cwd, check=False)
+        taken = _take_landed(checkout, old, new)
+        proc = run_git(["read-tree", "-u", "-m", old, new], cwd=cwd, check=False)
+        why = last_line(proc.stderr)
+    except GitError as err:
+        taken, proc, why = [], None, str(err)
+    if proc is not None and proc.returncode == 0:
+        return
+    with contextlib.suppress(GitError):
         _index_info(checkout, [(path, before) for path, before, _ in taken])
-        raise CheckoutDirtyError(
-            f"{checkout.ref} is checked out in {checkout.path}, which cannot follow it from "
-            f"{old[:12]} to {new[:12]} now: {last_line(proc.stderr)}. The move waits (nothing "
-            "moved) until that work tree can take it: stash or discard the local change "
-            "there, or commit it on another branch (a commit on the target itself would "
-            "move it outside the queue)"
-        )
+    raise CheckoutDirtyError(
+        f"{checkout.ref} is checked out in {checkout.path}, which cannot follow it from "
+        f"{old[:12]} to {new[:12]} now: {why}. The move waits (nothing moved) until that "
+        "work tree can take it: stash or discard the local change there, or commit it on "
+        "another branch (a commit on the target itself would move it outside the queue)"
+    )
 
 
 Entry = tuple[str, str]  # (mode, blob) of an index entry; mode "0" removes it
@@ -205,7 +213,12 @@ def _intent(checkout: Checkout) -> Path:
 
 
 def _begin(checkout: Checkout, old: str, new: str) -> None:
-    atomic_write(_intent(checkout), f"{checkout.ref} {old} {new}\n".encode())
+    try:
+        atomic_write(_intent(checkout), f"{checkout.ref} {old} {new}\n".encode())
+    except OSError as err:
+        raise CheckoutDirtyError(
+            f"cannot record the update of {checkout.path} in its git folder: {err.strerror}"
+        ) from err
 
 
 def _end(checkout: Checkout) -> None:
@@ -258,7 +271,6 @@ class KeptCheckouts:
         self.repo = repo  # as the user names it, for messages
         self.bare = bare
         self.keep = keep
-        self.repaired: list[str] = []  # what `repair` did, for the caller's log
         self.transactions = 0
 
     def checkouts(self, ref: str) -> list[Checkout]:
@@ -273,9 +285,7 @@ class KeptCheckouts:
         for checkout in found:
             if not self.keep:
                 raise refusal(checkout, self.repo)
-            done = repair(checkout, at)
-            if done is not None:
-                self.repaired.append(done)
+            repair(checkout, at)
         return found
 
     def apply(self, ops: Sequence[RefOp], *, on_prepared: Callable[[], None] | None = None) -> None:
