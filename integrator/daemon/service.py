@@ -131,11 +131,7 @@ def serve(options: ServeOptions) -> int:
 
 
 def readiness(
-    canonical: Canonical,
-    spool: Spool,
-    mirror: Mirror,
-    daemon: Daemon,
-    probe: CachedProbe,
+    canonical: Canonical, spool: Spool, mirror: Mirror, daemon: Daemon, probe: CachedProbe
 ) -> dict[str, Check]:
     """What /readyz reports: each dependency (the git server and the intake asked, at most
     every few seconds), and whether integration is making progress."""
