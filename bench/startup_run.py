@@ -228,7 +228,7 @@ def _stdlib_repository(work: Path) -> tuple[Path, str, str, str]:
 
 def gate_phase(work: Path, rounds: int = ROUNDS) -> tuple[Timing, int]:
     repo, base, candidate, folder = _stdlib_repository(work)
-    _checked(_integrator("init", "--repo", str(repo), cwd=repo))
+    _checked(_integrator("init", "--repo", str(repo), "--update-checkout", cwd=repo))
     contract = work / "contract.json"
     _checked(_integrator("contract", "issue", "--repo", str(repo), "--task", "stdlib-edit",
                          "--path", f"{folder}/**", "--base", base, "--lease", "2h",

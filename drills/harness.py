@@ -62,6 +62,9 @@ class World:
         self.daemons: list[Served] = []
         self._seq = 0
         git("init", "-q", "-b", "main", str(self.repo), cwd=self.root)
+        # Commits are written without a work tree: declared bare, no checkout of main is
+        # left behind by the landings (integrator init refuses one it does not keep in step).
+        git("config", "core.bare", "true", cwd=self.repo)
         # Every ref update is logged, the queue's too: the reflog is evidence for the races.
         git("config", "core.logAllRefUpdates", "always", cwd=self.repo)
         base = make_commit(self.repo, files, parent=None, message="base")

@@ -91,12 +91,20 @@ def _contract_bytes(contract: ContractInput) -> bytes:
     return contract
 
 
-def init(repo: str | Path, *, target: str | None = None, policy: str | None = None) -> Preparation:
+def init(
+    repo: str | Path,
+    *,
+    target: str | None = None,
+    policy: str | None = None,
+    update_checkout: bool = False,
+) -> Preparation:
     """Prepare a canonical repository (queue ref, policy ref, settings); idempotent.
 
-    `policy` is a policy document (TOML text); the default policy when omitted.
+    `policy` is a policy document (TOML text); the default policy when omitted. A work
+    tree that has the target checked out is refused (a ConfigurationError) unless
+    `update_checkout` keeps it in step with every move of the target.
     """
-    return prepare(repo, target=target, policy_text=policy)
+    return prepare(repo, target=target, policy_text=policy, update_checkout=update_checkout)
 
 
 def gate(

@@ -77,6 +77,21 @@ class QueuePausedError(InfrastructureError):
     lost, submissions wait; retry once the queue is resumed."""
 
 
+class CheckedOutError(ConfigurationError):
+    """A branch integrator would move is checked out in a work tree of the canonical
+    repository, which did not ask for its checkouts to be kept in step
+    (`integrator init --update-checkout`): the message names the work tree and the ways out."""
+
+
+class CheckoutDirtyError(InfrastructureError):
+    """A work tree kept in step with the target cannot take a move of it now (a local
+    change the move would overwrite, an untracked file in the way, git's index lock held):
+    nothing moved, nothing is decided or lost; retry once it can."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="checkout")
+
+
 class GitError(InfrastructureError):
     """A git command or object lookup failed."""
 

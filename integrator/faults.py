@@ -7,6 +7,8 @@ SIGSTOP (a pause another process can exploit, resumed with SIGCONT). Points:
 - `after-check`: the candidate passed the gate, nothing written yet;
 - `before-transaction`: staging and consumed-claim commits written, no ref touched;
 - `after-prepare`: the ref transaction is prepared (refs locked), not committed;
+- `after-checkout`: the same, and a work tree kept in step with the target already
+  updated to the new commit;
 - `after-commit`: the ref transaction committed, nothing reported yet;
 - `after-push`: (remote mode) the server applied an atomic push, the mirror not yet moved;
 - `before-publish`: (intake) a verdict is filed in the spool, not yet published;
@@ -38,6 +40,7 @@ POINTS = (
     "after-check",
     "before-transaction",
     "after-prepare",
+    "after-checkout",
     "after-commit",
     "after-push",
     "before-publish",

@@ -15,7 +15,7 @@ from integrator.records.canonical import Canonical
 from integrator.records.claims import Claims, IssueRequest
 from integrator.records.prepare import prepare
 from tests.factories import NOW
-from tests.gitutil import Spec, commit_files, git, make_repo
+from tests.gitutil import Spec, commit_files, declare_bare, git, make_repo
 
 
 @dataclass
@@ -72,7 +72,7 @@ class Canon:
 def make_canon(
     tmp_path: Path, files: Mapping[str, Spec] | None = None, *, policy: str | None = None
 ) -> Canon:
-    path = make_repo(tmp_path / "canon")
+    path = declare_bare(make_repo(tmp_path / "canon"))
     commit_files(
         path,
         files

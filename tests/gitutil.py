@@ -43,6 +43,18 @@ def make_repo(path: Path, *, bare: bool = False, branch: str = "main") -> Path:
     return path
 
 
+def declare_bare(path: Path) -> Path:
+    """Declare the repository at `path` bare (`core.bare=true`; its folder stays `.git`).
+
+    The fixtures write commits with a private index (`commit_files`) and never check
+    anything out: as a non-bare repository with HEAD on main, such a repository is a
+    checkout whose index and files stay behind every landing, which `integrator init`
+    refuses. Declared bare, it is what it always was used as.
+    """
+    git("config", "core.bare", "true", cwd=path)
+    return path
+
+
 def commit_files(  # noqa: PLR0912 — one branch per kind of entry a test writes
     repo: Path,
     files: Mapping[str, Spec],
@@ -84,8 +96,8 @@ def commit_files(  # noqa: PLR0912 — one branch per kind of entry a test write
     else:
         run("read-tree", "--empty")
     for path, spec in files.items():
-        if spec is None:
-            run("update-index", "--force-remove", "--", path)
+        if spec is None:  # mode 0 removes it (--force-remove would need a work tree)
+            run("update-index", "--index-info", input=f"0 {'0' * 40}\t{path}\n".encode())
             continue
         mode = "100644"
         content: str | bytes

@@ -23,7 +23,7 @@ from integrator.records.claims import Claims, IssueRequest
 from integrator.records.prepare import prepare
 from integrator.store.spool import VERDICT_FILE, Spool
 from tests.daemon_world import Served, key_for, spawn_integrator, submission
-from tests.gitutil import commit_files, git, make_repo, run_integrator_raw
+from tests.gitutil import commit_files, declare_bare, git, make_repo, run_integrator_raw
 
 PYTHON = sys.executable
 MARKER = "BROKEN"
@@ -191,7 +191,7 @@ class PromotionWorld:
 
 
 def make_world(tmp_path: Path, validation: str | None) -> PromotionWorld:
-    repo = make_repo(tmp_path / "canon")
+    repo = declare_bare(make_repo(tmp_path / "canon"))
     files = {f"t{i}/f.txt": f"t{i}\n" for i in range(TASKS + 4)}
     files["ci/check.sh"] = CHECK_SCRIPT
     files["ci/flaky.sh"] = FLAKY_SCRIPT

@@ -10,13 +10,13 @@ import pytest
 
 import integrator
 from integrator import api
-from tests.gitutil import commit_files, git, make_repo
+from tests.gitutil import commit_files, declare_bare, git, make_repo
 
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """A prepared canonical repository with two folders."""
-    path = make_repo(tmp_path / "canon")
+    path = declare_bare(make_repo(tmp_path / "canon"))
     commit_files(
         path, {"billing/a.py": "a = 1\n", "docs/i.md": "# i\n"}, "base", ref="refs/heads/main"
     )

@@ -17,7 +17,7 @@ import pytest
 
 from integrator.records.prepare import prepare
 from tests.factories import task_file
-from tests.gitutil import commit_files, make_repo
+from tests.gitutil import commit_files, git, make_repo
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -27,10 +27,12 @@ _BLOCK = re.compile(
 
 
 def _canonical_repository(folder: Path) -> None:
-    """A prepared repository (the main checkout) with a branch `agent` changing billing/."""
+    """A prepared repository (the main checkout, kept in step with main) with a branch
+    `agent` changing billing/."""
     make_repo(folder)
     base = commit_files(folder, {"billing/a.py": "a = 1\n", "docs/i.md": "# i\n"}, "base")
-    prepare(folder, target="main")
+    git("reset", "-q", "--hard", cwd=folder)
+    prepare(folder, target="main", update_checkout=True)
     commit_files(
         folder, {"billing/a.py": "a = 2\n"}, "billing", parent=base, ref="refs/heads/agent"
     )

@@ -19,10 +19,14 @@ def register(sub: Any) -> None:
         "init",
         help="prepare a canonical repository (queue ref, policy ref, durable settings)",
         description=(
-            "Prepare a canonical repository, bare or not: create the queue ref "
+            "Prepare a canonical repository: create the queue ref "
             f"{refnames.QUEUE}<target> at the target's head, the policy ref "
             f"{refnames.POLICY} (default or --policy FILE), and durable git settings "
             "(core.fsync covering refs and objects). Running it again changes nothing. "
+            "A repository whose work tree (or a linked worktree) has the target checked "
+            "out is refused unless --update-checkout keeps that checkout in step: landings "
+            "then wait while it has changes and update its index and files when it is clean "
+            "(as git's receive.denyCurrentBranch=updateInstead). "
             "With --remote URL the canonical repository is on a git server: --repo names a "
             "local bare mirror (created when missing, only a cache), and the refs are "
             "created on the server in one atomic push."
@@ -31,6 +35,13 @@ def register(sub: Any) -> None:
     add_repo(parser)
     parser.add_argument("--target", help="the canonical branch (default: HEAD's branch, or main)")
     parser.add_argument("--policy", type=Path, help="policy TOML for a new policy ref")
+    parser.add_argument(
+        "--update-checkout",
+        action="store_true",
+        help="keep work trees that have the target checked out in step with it (records "
+        "integrator.updateCheckout=true): a move of the target waits while such a work tree "
+        "has tracked or staged changes and updates its index and files when it is clean",
+    )
     parser.add_argument(
         "--remote",
         metavar="URL",
@@ -62,6 +73,12 @@ def run(args: argparse.Namespace) -> int:
         except OSError as err:
             raise ConfigurationError(f"cannot read policy {args.policy}: {err.strerror}") from err
     keys = {KEY_FILE_CONFIG: args.remote_key_file, INTAKE_KEY_FILE_CONFIG: args.intake_key_file}
+    if args.remote and args.update_checkout:
+        raise UsageError(
+            "--update-checkout is for a canonical repository on this host, not a mirror: "
+            "a work tree of the server's repository is kept in step by the server's git "
+            "(receive.denyCurrentBranch=updateInstead)"
+        )
     if args.remote:
         prepared = prepare_remote(
             args.repo,
@@ -73,9 +90,15 @@ def run(args: argparse.Namespace) -> int:
     elif any(keys.values()):
         raise UsageError("--remote-key-file and --intake-key-file need --remote")
     else:
-        prepared = prepare(args.repo, target=args.target, policy_text=policy_text)
+        prepared = prepare(
+            args.repo,
+            target=args.target,
+            policy_text=policy_text,
+            update_checkout=args.update_checkout,
+        )
     with Canonical(args.repo) as canonical:
         state = canonical.policy_state()
+        keeps = canonical.keeps_checkout
     actions = list(prepared.actions) or ["nothing to do: already initialized"]
     if args.json:
         print_json(
@@ -86,6 +109,7 @@ def run(args: argparse.Namespace) -> int:
                 "queueRef": prepared.queue_ref,
                 "policyGeneration": state.generation,
                 "policyDigest": state.digest,
+                "updateCheckout": keeps,
                 "actions": actions,
             }
         )

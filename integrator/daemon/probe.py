@@ -24,6 +24,7 @@ from typing import TypeGuard
 
 from integrator import refnames
 from integrator.errors import (
+    CheckoutDirtyError,
     ConfigurationError,
     InfrastructureError,
     IntegratorError,
@@ -139,12 +140,15 @@ class HostProbe:
 
 
 def operators(err: BaseException) -> TypeGuard[IntegratorError]:
-    """What the operator or the host must fix (a ref lock, a pause, the configuration),
-    retried as it is — but not a server's refusal of one push (`ServerRefused`), which
-    `HostProbe.error` pins on the host or on the candidate."""
+    """What the operator or the host must fix (a ref lock, a pause, the configuration, a
+    checkout of the target that has changes), retried as it is — but not a server's refusal
+    of one push (`ServerRefused`), which `HostProbe.error` pins on the host or on the
+    candidate."""
     if isinstance(err, ServerRefused):
         return False
-    return isinstance(err, (RefLockedError, QueuePausedError, ConfigurationError))
+    return isinstance(
+        err, (RefLockedError, QueuePausedError, ConfigurationError, CheckoutDirtyError)
+    )
 
 
 class CachedProbe:

@@ -62,6 +62,8 @@ def serve(options: ServeOptions) -> int:
     log = structlog.get_logger("integrator.serve")
     spool = Spool(options.spool).ensure()
     canonical = Canonical(options.repo)
+    for note in canonical.start_checkouts():  # refuses a checkout nothing keeps in step
+        log.info("checkout.kept", note=note)
     canonical.refresh()
     if not canonical.initialized:
         raise ConfigurationError(

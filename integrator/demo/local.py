@@ -47,6 +47,8 @@ def act_one(demo: Demo) -> None:
     _decisions_table(demo, sids)
     demo.say("5. What landed, and where to look next")
     print(demo.git("log", "--oneline", "main", cwd=canonical))
+    print(f"{DIM}$ git -C canonical status --short   # the checkout followed each landing{RESET}")
+    print(demo.git("status", "--short", cwd=canonical) or "   (clean)")
     print(f"{DIM}$ git log --oneline {refnames.CLAIMS}search{RESET}")
     print(demo.git("log", "--oneline", f"{refnames.CLAIMS}search", cwd=canonical))
     print(demo.run("integrator", "review", "list", "--spool", "spool").rstrip())
@@ -55,14 +57,14 @@ def act_one(demo: Demo) -> None:
 def _prepare(demo: Demo) -> Path:
     canonical = demo.root / "canonical"
     canonical.mkdir()
-    demo.say("1. A canonical repository, prepared for integration")
+    demo.say("1. A canonical repository (a checkout of main, kept in step), prepared")
     demo.git("init", "-q", "-b", "main", cwd=canonical)
     for path, content in PROJECT.items():
         (canonical / path).parent.mkdir(parents=True, exist_ok=True)
         (canonical / path).write_text(content)
     demo.git("add", "-A", cwd=canonical)
     demo.git("commit", "-qm", "initial project", cwd=canonical)
-    print(demo.run("integrator", "init", "--repo", "canonical").rstrip())
+    print(demo.run("integrator", "init", "--repo", "canonical", "--update-checkout").rstrip())
     return canonical
 
 

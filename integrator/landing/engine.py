@@ -123,6 +123,10 @@ class Integrator:
                 f"{control.at.isoformat()}: {control.reason or 'no reason given'} "
                 "(integrator queue resume)"
             )
+        if self.canonical.policy_state().policy.integration.target_follows_queue:
+            # A landing that would be refused for a checkout of the target is refused
+            # before anything is evaluated or written; the transaction checks again.
+            self.canonical.hold_for_checkout()
         results: list[Verdict | None] = [None] * len(items)
         pending: list[tuple[int, Complete]] = []
 

@@ -367,10 +367,15 @@ def repo_identity(repo: pygit2.Repository, rev: str = "HEAD") -> str | None:
     return "sha256:" + hashlib.sha256(seed).hexdigest()
 
 
-def durable(repo: pygit2.Repository) -> bool:
-    for value in repo.config.get_multivar("integrator.durable"):
+def config_flag(repo: pygit2.Repository, key: str) -> bool:
+    """A boolean setting of `repo`'s config, as git reads one (false when unset)."""
+    for value in repo.config.get_multivar(key):
         return str(value).lower() in ("true", "yes", "1", "on")
     return False
+
+
+def durable(repo: pygit2.Repository) -> bool:
+    return config_flag(repo, "integrator.durable")
 
 
 # ctypes, hashlib and tempfile are imported where they are used: the write guard imports this

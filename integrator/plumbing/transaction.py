@@ -59,8 +59,9 @@ def delete(ref: str, old: str) -> RefOp:
 
 
 class RefWriter(Protocol):
-    """What a caller that moves refs holds: this module's `RefUpdater` (a local transaction)
-    or `remote.RemotePush` (one atomic push with a lease per ref), the same to its caller.
+    """What a caller that moves refs holds: this module's `RefUpdater` (a local transaction;
+    `checkout.KeptCheckouts` wraps it for a branch checked out in a work tree) or
+    `remote.RemotePush` (one atomic push with a lease per ref), the same to its caller.
 
     `apply(ops)` is one all-or-nothing transaction of `update(ref, new, old)` (old None:
     create), `delete(ref, old)` and `verify(ref, old)` ops: it returns once every op holds,
@@ -71,7 +72,8 @@ class RefWriter(Protocol):
       unchanged ref is not sent), so remotely it is dropped: what it guards must be covered
       by a ref the same transaction moves (a landing consumes the claim it fences on).
     - `on_prepared` runs locally with every ref locked and every old value checked, just
-      before the commit; remotely just before the push is sent, with nothing locked yet.
+      before the commit (an exception it raises aborts the transaction); remotely just
+      before the push is sent, with nothing locked yet.
     - `set` and `drop` (cache verbs, no expected value) are for a mirror's local refs: a
       push leases every ref it moves, so remotely `set` would be pushed as a creation.
     - Other failures: locally RefLockedError (a `.lock` in the way) or GitError; remotely
@@ -151,7 +153,12 @@ class RefUpdater:
         self._say(proc, body, None)
         self._say(proc, "prepare\n", "prepare: ok")
         if on_prepared is not None:
-            on_prepared()
+            try:
+                on_prepared()
+            except BaseException:
+                # Its refusal aborts the transaction: nothing moved, the locks are released.
+                self._say(proc, "abort\n", "abort: ok")
+                raise
         self._say(proc, "commit\n", "commit: ok")
         self.transactions += 1
 

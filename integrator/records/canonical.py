@@ -24,6 +24,15 @@ from integrator.documents.policy import (
 )
 from integrator.errors import ConfigurationError
 from integrator.plumbing import git, transaction
+from integrator.plumbing.checkout import (
+    UPDATE_CHECKOUT_CONFIG,
+    Checkout,
+    KeptCheckouts,
+    checked_out,
+    refusal,
+    repair,
+    server_refusal,
+)
 from integrator.plumbing.packs import ObjectBuffer, flush_loose
 from integrator.plumbing.remote import KEY_FILE_CONFIG, RemotePush
 from integrator.plumbing.signing import load_key
@@ -46,6 +55,7 @@ class Canonical:
         self._claims: dict[str, Claim] = {}
         self._policies: dict[str, PolicyState] = {}
         self._updater: transaction.RefUpdater | None = None
+        self._kept: KeptCheckouts | None = None
         self._bulk_updater: transaction.RefUpdater | None = None
         self._remote: RemotePush | None = None
         # Claims whose ref the server rewrote (task → (last seen, now)); see `refresh`.
@@ -80,9 +90,72 @@ class Canonical:
 
     @property
     def updater(self) -> transaction.RefWriter:
-        """Where authority refs move: one `update-ref --stdin` transaction here, or in
+        """Where authority refs move: one `update-ref --stdin` transaction here (never
+        leaving a work tree that has the target checked out behind: `kept_updater`), or in
         remote mode one atomic push to the server with a lease per moved ref."""
-        return self.remote or self.local_updater
+        return self.remote or self.kept_updater
+
+    @property
+    def keeps_checkout(self) -> bool:
+        """Whether work trees that have the target checked out are kept in step with it
+        (`integrator init --update-checkout`)."""
+        return git.config_flag(self.repo, UPDATE_CHECKOUT_CONFIG)
+
+    @property
+    def kept_updater(self) -> KeptCheckouts:
+        """The local updater, refusing (or, opted in, keeping in step) checked-out branches."""
+        if self._kept is None:
+            self._kept = KeptCheckouts(
+                self.local_updater, git.common_dir(self.repo), bare=self.repo.is_bare,
+                keep=self.keeps_checkout, repo=self.path,
+            )  # fmt: skip
+        return self._kept
+
+    def target_checkouts(self) -> list[Checkout]:
+        """The work trees of this repository that have the target checked out."""
+        return self.kept_updater.checkouts(self.target_ref)
+
+    def refuse_checkouts(self, target: str | None = None, *, keep: bool = False) -> list[Checkout]:
+        """The work trees that have `target` (default: the target) checked out, when each
+        is kept in step; ConfigurationError when one is not: a mirror's never are (its refs
+        follow the server's), a canonical repository's only when it asked (`keep`, or
+        `integrator.updateCheckout`). A server on this host whose git would refuse every
+        push of the target, for a checkout of its own, is refused too."""
+        ref = f"refs/heads/{target or self.target}"
+        if self.remote_url is not None:
+            server = server_refusal(self.remote_url, target or self.target)
+            if server is not None:
+                raise ConfigurationError(server)
+        found = checked_out(git.common_dir(self.repo), ref, bare=self.repo.is_bare)
+        if found and self.remote_url is not None:
+            raise ConfigurationError(
+                f"{found[0].path} has {ref} checked out, but {self.path} is a mirror of "
+                f"{self.remote_url}, only a cache whose refs follow the server's. Check out "
+                f"another branch there (git -C {found[0].path} switch --detach), or clone "
+                "the server for a checkout of your own"
+            )
+        if found and not (keep or self.keeps_checkout):
+            raise refusal(found[0], self.path)
+        return found
+
+    def start_checkouts(self) -> list[str]:
+        """What `integrator serve` does at start with work trees that have the target
+        checked out: refuses them as `refuse_checkouts` does, else repairs each (an update
+        a crash interrupted); one line for each that it keeps in step, or repaired."""
+        notes: list[str] = []
+        at = self.ref(self.target_ref)
+        for checkout in self.refuse_checkouts():
+            notes.append(
+                repair(checkout, at) or f"keeps {checkout.path} in step with {self.target}"
+            )
+        return notes
+
+    def hold_for_checkout(self) -> None:
+        """Raise now when the target cannot move because of a work tree that has it
+        checked out (CheckedOutError, CheckoutDirtyError), before anything is written for
+        a move the transaction would refuse anyway; in remote mode, nothing."""
+        if self.remote is None:
+            self.kept_updater.check(self.target_ref, self.ref(self.target_ref))
 
     def record(self, buffer: ObjectBuffer, ops: list[transaction.RefOp]) -> None:
         """Write a one-off record's objects (loose: a pack of three would pile up), make them
@@ -146,6 +219,7 @@ class Canonical:
                 updater.close()
         self._updater = self._bulk_updater = None
         self._remote = None
+        self._kept = None
 
     def __enter__(self) -> Canonical:
         return self

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from integrator import refnames
 from integrator.documents.policy import default_policy_text, parse_policy
-from integrator.errors import ConfigurationError, RefMovedError
+from integrator.errors import ConfigurationError, RefMovedError, UsageError
 from integrator.plumbing import git, transaction
+from integrator.plumbing.checkout import UPDATE_CHECKOUT_CONFIG, server_refusal
 from integrator.plumbing.signing import load_key
 from integrator.records.canonical import Canonical
 from integrator.records.policy_ref import write_policy_commit
@@ -23,18 +24,31 @@ class Preparation:
 
 
 def prepare(
-    path: str | Path, *, target: str | None = None, policy_text: str | None = None
+    path: str | Path,
+    *,
+    target: str | None = None,
+    policy_text: str | None = None,
+    update_checkout: bool = False,
 ) -> Preparation:
     """Create what integration needs in the repository at `path`; a second run changes nothing.
 
-    Everything that can refuse (another target, another policy, a shallow clone) is checked
+    Everything that can refuse (another target, another policy, a shallow clone, a work
+    tree that has the target checked out and is not to be kept in step with it) is checked
     before anything is written, so a refused run leaves the repository as it was.
+    `update_checkout` records that such work trees are kept in step (`integrator.updateCheckout`).
     """
     with Canonical(path) as canonical:
+        if canonical.remote is not None and update_checkout:
+            raise UsageError(
+                "--update-checkout is for a canonical repository on this host: a mirror is "
+                "only a cache (a work tree of the server's repository is kept in step by the "
+                "server's git: receive.denyCurrentBranch=updateInstead)"
+            )
+        target = target or canonical.target
+        canonical.refuse_checkouts(target, keep=update_checkout)
         canonical.refresh()
         repo = canonical.repo
         configured = next((str(v) for v in repo.config.get_multivar("integrator.target")), None)
-        target = target or canonical.target
         if configured is not None and configured != target:
             raise ConfigurationError(
                 f"{path} is already prepared for target {configured}, not {target}; to move "
@@ -70,6 +84,8 @@ def prepare(
         git.set_config(repo, git.DURABLE_CONFIG)
         repo.config["integrator.target"] = target
         actions: list[str] = []
+        if update_checkout and not canonical.keeps_checkout:
+            actions += _keep_checkouts(canonical, target)
         if identity is not None:
             repo.config["integrator.repoId"] = identity
             actions.append(f"recorded repository identity {identity}")
@@ -86,6 +102,14 @@ def prepare(
             git.sync_objects(repo)
             canonical.updater.apply(ops)
         return Preparation(target, queue_ref, tuple(actions))
+
+
+def _keep_checkouts(canonical: Canonical, target: str) -> list[str]:
+    """Record that work trees checking out `target` are kept in step; what that means now."""
+    canonical.repo.config[UPDATE_CHECKOUT_CONFIG] = "true"
+    actions = [f"work trees that check out {target} are kept in step with it"]
+    actions += [f"keeps {c.path} in step with {target}" for c in canonical.target_checkouts()]
+    return actions
 
 
 def prepare_remote(
@@ -116,12 +140,16 @@ def prepare_remote(
             f"{path} already mirrors {configured}, not {url}; use another folder for the mirror"
         )
     chosen = target or next((str(v) for v in repo.config.get_multivar("integrator.target")), "main")
+    server = server_refusal(url, chosen)  # a server here that refuses every landing
+    if server is not None:
+        raise ConfigurationError(server)
     for setting, key_file in (key_files or {}).items():
         load_key(key_file)
         repo.config[setting] = str(Path(key_file).resolve())
     repo.config["integrator.remote"] = url
     repo.config["integrator.target"] = chosen
     with Canonical(path) as canonical:
+        canonical.refuse_checkouts(chosen)  # before a fetch refuses it
         canonical.refresh()
         assert canonical.remote is not None
         if canonical.ref(canonical.target_ref) is None:

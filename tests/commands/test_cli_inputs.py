@@ -12,7 +12,7 @@ from integrator.fleet.assignments import Fleet
 from integrator.fleet.taskqueue import Queue
 from integrator.limits import DETAILS_BYTES
 from tests.factories import contract_doc, task_file
-from tests.gitutil import commit_files, git, make_repo
+from tests.gitutil import commit_files, declare_bare, git, make_repo
 
 SID = "20260601T120000000000Z-0a1b2c3d"
 
@@ -140,7 +140,7 @@ def test_history_of_a_missing_spool_is_a_usage_error(
 @pytest.fixture
 def prepared(tmp_path: Path) -> Path:
     """A repository with branches main and other, initialized for target main."""
-    repo = make_repo(tmp_path / "repo")
+    repo = declare_bare(make_repo(tmp_path / "repo"))
     commit_files(repo, {"a": "a"}, "base")
     git("branch", "other", cwd=repo)
     assert main(["init", "--repo", str(repo), "--target", "main"]) == 0

@@ -25,7 +25,7 @@ import pytest
 
 import integrator
 from integrator.report.formats import render
-from tests.gitutil import commit_files, make_repo
+from tests.gitutil import commit_files, declare_bare, make_repo
 from tests.report.test_formats import CASES, Scenario, build_scenario, check_sarif, constructed
 
 pytestmark = pytest.mark.e2e
@@ -155,7 +155,7 @@ def test_multitool_config_enables_the_github_rules(tmp_path: Path) -> None:
 def daemon(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
     """`integrator serve --http 127.0.0.1:0` on a real spool holding an accepted and a
     fenced submission; stopped by its PID."""
-    repo = make_repo(tmp_path / "repo")
+    repo = declare_bare(make_repo(tmp_path / "repo"))
     commit_files(repo, {"src/a.py": "a = 1\n"}, "root")
     integrator.init(repo, target="main")
     contracts = []

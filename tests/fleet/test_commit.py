@@ -167,7 +167,7 @@ def gated(tmp_path: Path) -> tuple[Path, dict[str, Path]]:
     repo = make_repo(tmp_path / "repo")
     commit_files(repo, {"src/a/old.py": "old\n", "src/b/y.py": "y\n", "docs/x.md": "x\n"}, "init")
     git("reset", "-q", "--hard", cwd=repo)
-    prepare(repo)
+    prepare(repo, update_checkout=True)  # a fleet's main checkout, on main
     queue = Queue.find(repo)
     queue.add(task_file("A", ["src/a/**"]))
     queue.add(task_file("B", ["src/b/**"]))
@@ -211,7 +211,8 @@ def test_gated_commit_is_a_candidate_on_the_contract_base(
 
 def test_gated_commits_of_two_tasks_both_land(gated: tuple[Path, dict[str, Path]]) -> None:
     """Each task's candidate holds its own change only, so both pass the gate and land in
-    either order; the canonical branch moves only through the queue."""
+    either order; the canonical branch moves only through the queue, and the shared
+    checkout (on main, kept in step) follows it without losing the edit nobody landed."""
     from tests.gitutil import run_integrator
 
     repo, contracts = gated
@@ -232,6 +233,9 @@ def test_gated_commits_of_two_tasks_both_land(gated: tuple[Path, dict[str, Path]
     )
     assert git("show", "main:src/b/y.py", cwd=repo) == "changed"
     assert git("show", "main:src/a/new.py", cwd=repo) == "new"
+    # The shared checkout is on main, kept in step: what landed is its own again, and the
+    # stray edit nobody landed is still there, unstaged.
+    assert git("status", "--porcelain", "--untracked-files=no", cwd=repo) == "M docs/x.md"
 
 
 def test_gated_commit_without_a_live_claim_is_refused(

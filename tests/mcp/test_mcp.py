@@ -41,7 +41,7 @@ def make_world(tmp_path: Path) -> tuple[Path, Path, Path]:
     main = make_repo(tmp_path / "repo")
     commit_files(main, {"src/a.py": "a\n", "docs/x.md": "x\n"}, "init")
     git("reset", "-q", "--hard", cwd=main)
-    prepare(main)
+    prepare(main, update_checkout=True)  # a fleet's main checkout, on main
     queue = Queue.find(main)
     queue.init()
     (queue.root / "workspaces.toml").write_text(

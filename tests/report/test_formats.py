@@ -48,7 +48,7 @@ from integrator.report.common import CONTRACT_STANDIN
 from integrator.report.formats import FORMATS, contract_in_worktree, render
 from integrator.report.junit import render_junit
 from integrator.report.sarif import FINGERPRINT_KEY, LINE_HASH_KEY, SRCROOT
-from tests.gitutil import commit_files, make_repo
+from tests.gitutil import commit_files, git, make_repo
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / ".." / "shared" / "vendor" / "formats"
@@ -280,7 +280,8 @@ def build_scenario(tmp: Path) -> Scenario:
     """One canonical work tree with claims for every case in CASES."""
     repo = make_repo(tmp / "work")
     commit_files(repo, {"README.md": "# r\n", "src/a.py": "a = 1\n"}, "root")
-    integrator.init(repo, target="main")
+    git("reset", "-q", "--hard", cwd=repo)
+    integrator.init(repo, target="main", update_checkout=True)
     s = Scenario(repo, tmp / "elsewhere")
     s.outside.mkdir()
 

@@ -39,7 +39,7 @@ from integrator.records.prepare import prepare
 from integrator.store.mirror import for_spool
 from integrator.store.spool import Spool
 from tests.daemon_world import key_for
-from tests.gitutil import GIT_ENV, Spec, commit_files, make_repo
+from tests.gitutil import GIT_ENV, Spec, commit_files, declare_bare, make_repo
 
 ROOT = Path(__file__).resolve().parents[2]
 # The screenshots in docs/review/ are taken by these tests: `make screenshots` runs them
@@ -96,7 +96,7 @@ def _submit(
 
 def build_desk(root: Path) -> Desk:
     """Eight agents' candidates, drained once by the daemon; one more waits in new/."""
-    repo = make_repo(root / "canonical")
+    repo = declare_bare(make_repo(root / "canonical"))
     commit_files(repo, PROJECT, "initial project", ref="refs/heads/main")
     prepare(repo, target="main")
     spool = Spool(root / "spool").ensure()
