@@ -45,7 +45,11 @@ def register(sub: Any) -> None:
         metavar="PATH",
         help="the agent's worktree or any checkout of the repository (default: here)",
     )
-    parser.add_argument("--spool", type=Path, metavar="DIR", help="the daemon's spool (submit)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--spool", type=Path, metavar="DIR", help="the daemon's spool (submit)")
+    where.add_argument(
+        "--intake", metavar="URL", help="an intake the daemons serve (submit through a push)"
+    )
     parser.add_argument(
         "--agent", metavar="NAME", help="agent identity (default: $INTEGRATOR_AGENT or host-pid)"
     )
@@ -54,7 +58,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from integrator.mcp.server import build_server, parse_http, serve_http
-    from integrator.mcp.tools import AgentTools, SpoolTransport
+    from integrator.mcp.tools import AgentTools, IntakeTransport, SpoolTransport, Transport
 
     transport = args.transport or ("http" if args.http else "stdio")
     if transport == "stdio" and args.http:
@@ -63,11 +67,12 @@ def run(args: argparse.Namespace) -> int:
     spool = args.spool or (
         Path(os.environ["INTEGRATOR_SPOOL"]) if os.environ.get("INTEGRATOR_SPOOL") else None
     )
-    tools = AgentTools(
-        args.worktree.resolve(),
-        transport=SpoolTransport(spool.resolve()) if spool else None,
-        agent=args.agent,
-    )
+    chosen: Transport | None = None
+    if args.intake:
+        chosen = IntakeTransport(args.intake)
+    elif spool:
+        chosen = SpoolTransport(spool.resolve())
+    tools = AgentTools(args.worktree.resolve(), transport=chosen, agent=args.agent)
     server = build_server(tools)
     if transport == "stdio":
         server.run()  # stdout is the protocol channel from here on

@@ -8,10 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from integrator import refnames
-from integrator.commands._common import print_json, say
+from integrator.commands._common import print_json, read_input, say
 from integrator.commands.submit import report_document, wait_intake
+from integrator.documents.rules import rules_from_bytes
 from integrator.errors import EXIT_FENCED, EXIT_OK, InfrastructureError, UsageError
+from integrator.fleet.intake import check_filed
 from integrator.fleet.submit import landing, verdict_document, wait_filed, wait_settled
+from integrator.plumbing.git import rev_parse_commit
 from integrator.store.spool import Spool
 
 
@@ -29,6 +32,22 @@ def register(sub: Any) -> None:
     where.add_argument("--intake", metavar="URL", help="the intake the submission was pushed to")
     where.add_argument("--spool", type=Path, metavar="DIR", help="the spool it was written to")
     parser.add_argument("--submission", required=True, metavar="ID", help="the submission id")
+    parser.add_argument(
+        "--task",
+        metavar="TASK",
+        help="the task it was submitted under (a submission is its task and its id: required "
+        "with --intake, unless --contract names it)",
+    )
+    parser.add_argument(
+        "--contract",
+        metavar="FILE",
+        help="the contract it was submitted with (gives --task), - for stdin",
+    )
+    parser.add_argument(
+        "--candidate",
+        metavar="REV",
+        help="the candidate commit submitted (in --repo): a verdict on another is an error",
+    )
     parser.add_argument(
         "--repo", default=".", metavar="PATH", help="a repository to fetch into (default: here)"
     )
@@ -53,12 +72,25 @@ def run(args: argparse.Namespace) -> int:
             "--until promoted reads the queue and the target, which the intake does not carry: "
             "use --spool on a daemon's host, or status --intake for the verdict"
         )
+    task_id = _task(args)
+    repo = Path(args.repo).resolve()
+    candidate = rev_parse_commit(repo, args.candidate) if args.candidate else None
     if args.intake:
-        repo = Path(args.repo).resolve()
-        return wait_intake(args.intake, repo, args.submission, args.wait, as_json=args.json)
+        if task_id is None:
+            raise UsageError(
+                "status --intake needs the submission's task: a submission is its task and "
+                "its id (refs/integrator/verdicts/<task>/<id>); give --task TASK or --contract "
+                "FILE (the contract it was submitted with)"
+            )
+        return wait_intake(
+            args.intake, repo, task_id, args.submission, args.wait, candidate=candidate,
+            as_json=args.json,
+        )  # fmt: skip
     spool = Spool(args.spool).existing()
     started = time.monotonic()
     found = wait_filed(spool, args.submission, args.wait)
+    if task_id is not None or candidate is not None:
+        check_filed(*found, sid=args.submission, task_id=task_id, candidate=candidate)
     where = landing(spool, args.submission)
     if args.until == "promoted" and found[0] == "accepted":
         if where is None:
@@ -86,3 +118,14 @@ def run(args: argparse.Namespace) -> int:
         doc["landing"] = where
     print_json(doc)
     return code
+
+
+def _task(args: argparse.Namespace) -> str | None:
+    """The task `--task` or the `--contract` names (both: they must agree)."""
+    task_id: str | None = args.task
+    if args.contract is not None:
+        named = rules_from_bytes(read_input(args.contract)).task_id
+        if task_id is not None and task_id != named:
+            raise UsageError(f"--task {task_id!r} is not the contract's task {named!r}")
+        task_id = named
+    return task_id

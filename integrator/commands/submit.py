@@ -8,6 +8,7 @@ from typing import Any
 
 from integrator import refnames
 from integrator.commands._common import print_json, read_input, say
+from integrator.documents.rules import rules_from_bytes
 from integrator.errors import UsageError
 from integrator.fleet.submit import (
     document_of,
@@ -87,13 +88,8 @@ def run(args: argparse.Namespace) -> int:
 def _to_intake(args: argparse.Namespace) -> int:
     if args.bundle:
         raise UsageError("--bundle is for a spool; a push to the intake carries the objects")
-    pushed = to_intake(
-        args.intake,
-        read_input(args.contract),
-        args.candidate,
-        Path(args.repo),
-        urgent=bool(args.urgent),
-    )
+    data = read_input(args.contract)
+    pushed = to_intake(args.intake, data, args.candidate, Path(args.repo), urgent=bool(args.urgent))
     sid = pushed.submission
     if args.wait is None:
         if args.json:
@@ -101,12 +97,26 @@ def _to_intake(args: argparse.Namespace) -> int:
         else:
             say(sid)
         return 0
-    return wait_intake(args.intake, pushed.repo, sid, args.wait, as_json=args.json)
+    task_id = rules_from_bytes(data).task_id  # what to_intake pushed under (it parsed it too)
+    return wait_intake(
+        args.intake, pushed.repo, task_id, sid, args.wait, candidate=pushed.candidate,
+        as_json=args.json,
+    )  # fmt: skip
 
 
-def wait_intake(url: str, repo: Path, sid: str, timeout: float, *, as_json: bool) -> int:
-    """Wait for the intake to publish a verdict for `sid`; print it, return its code."""
-    found = wait_published(url, repo, sid, timeout)
+def wait_intake(
+    url: str,
+    repo: Path,
+    task_id: str,
+    sid: str,
+    timeout: float,
+    *,
+    candidate: str | None = None,
+    as_json: bool,
+) -> int:
+    """Wait for the intake to publish a verdict for submission `sid` of task `task_id` (on
+    `candidate`, when known); print it, return its code."""
+    found = wait_published(url, repo, task_id, sid, timeout, candidate=candidate)
     doc, code = document_of(sid, found.rejected, found.document)
     return report_document(sid, doc, code, rejected=found.rejected, as_json=as_json)
 

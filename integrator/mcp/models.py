@@ -96,7 +96,8 @@ class Submitted(Document):
 
     submission: str
     candidate: str
-    path: str
+    path: str | None = Field(None, description="the submission's folder in the spool")
+    intake: str | None = Field(None, description="the intake it was pushed to")
 
 
 class Filed(Document):
