@@ -16,7 +16,6 @@ Only git processes here (no libgit2): agents call this in tight loops.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,27 +103,37 @@ def check_verdict(
 ) -> None:
     """ForeignVerdictError unless `document` (a verdict, or a rejection when `rejected`)
     can be the answer to submission `sid` of task `task_id` on `candidate` (each checked
-    when known): a rejection names the submission it rejects; a verdict names its
-    candidate, and its task when the contract could be read."""
-    try:
-        doc = jsontext.loads(document)
-    except ValueError:
-        doc = None
-    if not isinstance(doc, dict):
-        raise ForeignVerdictError(f"{where} holds no verdict document")
+    when known): a rejection names the submission it rejects; a verdict is one (the
+    model reads it), names its candidate, and its task when the contract could be read."""
     if rejected:
+        try:
+            doc = jsontext.loads(document)
+        except ValueError:
+            doc = None
+        if not isinstance(doc, dict) or not isinstance(doc.get("reason"), str):
+            raise ForeignVerdictError(f"{where} holds no rejection document")
         if doc.get("submission") != sid:
             raise ForeignVerdictError(f"{where} rejects another submission than {sid}")
         return
-    named, task = doc.get("candidate"), doc.get("taskId")
-    if candidate is not None and named != candidate:
+    from pydantic import ValidationError  # only when reading a verdict: submit starts light
+
+    from integrator.documents.verdict import Verdict
+
+    try:
+        verdict = Verdict.model_validate_json(document)
+    except ValidationError as err:
         raise ForeignVerdictError(
-            f"{where} is the verdict on candidate {_shown(named)}, not on {candidate}, the one "
-            "submitted: another submission used this id; submit again (it gets a new id)"
+            f"{where} holds no verdict document ({err.error_count()} errors)"
+        ) from None
+    if candidate is not None and verdict.candidate != candidate:
+        raise ForeignVerdictError(
+            f"{where} is the verdict on candidate {_shown(verdict.candidate)}, not on "
+            f"{candidate}, the one submitted: another submission used this id; submit again "
+            "(it gets a new id)"
         )
-    if task_id is not None and task is not None and task != task_id:
+    if task_id is not None and verdict.task_id is not None and verdict.task_id != task_id:
         raise ForeignVerdictError(
-            f"{where} is the verdict on a submission of task {_shown(task)}, not of "
+            f"{where} is the verdict on a submission of task {_shown(verdict.task_id)}, not of "
             f"{task_id}: another submission used this id; submit again (it gets a new id)"
         )
 
@@ -141,11 +150,12 @@ def check_filed(
     )
 
 
-def _shown(value: object) -> str:
+def _shown(value: str | None) -> str:
     """A value read from a published document, as an error may name it (bounded; the CLI
     escapes what it prints)."""
-    text = value if isinstance(value, str) else json.dumps(value)
-    return repr(text[:100] + ("…" if len(text) > 100 else ""))
+    if value is None:
+        return "(none)"
+    return repr(value[:100] + ("…" if len(value) > 100 else ""))
 
 
 def find_verdict(
