@@ -64,7 +64,10 @@ log = structlog.get_logger("integrator.intake")
 
 ORIGIN_FILE = "intake.json"  # in the daemon's folder of a submission taken from the intake
 REPUBLISH_FILE = "intake-republish.json"  # in the spool: verdicts to publish again
-REMEMBERED = 200_000  # document blobs remembered for deduplication (then forgotten at once)
+# In the spool: one file per document blob taken from the intake, naming the ref it was
+# taken as, so a document is imported once however many refs or runs bring it.
+TAKEN_DIR = "intake-taken"
+REMEMBERED = 200_000  # document blobs kept in memory (then forgotten at once; the files stay)
 
 __all__ = ["ORIGIN_FILE", "REPUBLISH_FILE", "Intake", "Pending"]
 
@@ -94,7 +97,7 @@ class Intake:
         self.unpublished: dict[str, str] = {}
         self._done: set[Pending] = set()  # answered by this daemon (their refs may still show)
         self._ours: dict[str, Pending] = {}  # spool id → the submission ref the folder is
-        self._blobs: dict[str, Pending] = {}  # document blob → the ref it was taken as
+        self._blobs: dict[str, str] = {}  # document blob → `<task>/<id>` it was taken as
         self._seen: dict[Pending, int] = {}  # ref → the poll that first saw it
         self._polls = 0
         self._unusable: set[str] = set()  # submit refs no daemon could decide, said once
@@ -283,13 +286,14 @@ class Intake:
                 break
             found = measured.get(item.commit) or admission.measure(self.canonical.repo, item.commit)
             measured[item.commit] = found
-            first = self._blobs.get(found.blob) if found.blob else None
-            if found.problem is None and (first is None or first == item) and found.size > budget:
+            first = self._taken_as(found.blob) if found.problem is None else None
+            duplicate = first is not None and first != item.name
+            if found.problem is None and not duplicate and found.size > budget:
                 continue  # its document waits for the next poll's budget
             count -= 1
             if found.problem is not None:
                 refused.append((item, found.problem))
-            elif first is not None and first != item:
+            elif duplicate:
                 refused.append((item, admission.DUPLICATE))
             else:
                 budget -= found.size
@@ -318,12 +322,26 @@ class Intake:
         if named is not None and named != item.task_id:
             return admission.WRONG_TASK, 0
         self._ours[item.sid] = item
-        self._blobs[found.blob] = item
+        self._blobs[found.blob] = item.name
         if held is not None:
             return None, 0  # imported before (by this daemon or an earlier run of it)
+        # Durable before the import: a later run (or a restart) knows the document too.
+        (self.spool.root / TAKEN_DIR).mkdir(exist_ok=True)
+        atomic_write(self.spool.root / TAKEN_DIR / found.blob, item.name.encode(), sync=False)
         with self.spool.draft(sid=item.sid) as draft:
             self.spool.publish(draft, data)
         return None, 1
+
+    def _taken_as(self, blob: str) -> str | None:
+        """The `<task>/<id>` a document blob was taken into this spool as, if it was."""
+        known = self._blobs.get(blob)
+        if known is None:
+            try:
+                known = read_at_most_path(self.spool.root / TAKEN_DIR / blob, 1024).decode()
+            except (OSError, UnicodeDecodeError):
+                return None
+            self._blobs[blob] = known
+        return known
 
     def _refuse(self, refused: list[tuple[Pending, str]]) -> None:
         """Answer each refused ref with a rejection at its own verdict ref (and delete it):

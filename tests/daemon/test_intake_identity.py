@@ -81,8 +81,9 @@ def test_an_id_reused_under_another_task_is_never_answered_with_the_other_verdic
     _once(remote, remote.mirror("host"), tmp_path / "spool")
 
     assert _intake(remote, SUBMIT) == {}  # both answered
-    mine, theirs = remote.verdict(f"{VERDICTS}t1/{sid}"), remote.verdict(
-        f"{VERDICTS}{attacker_task}/{sid}"
+    mine, theirs = (
+        remote.verdict(f"{VERDICTS}t1/{sid}"),
+        remote.verdict(f"{VERDICTS}{attacker_task}/{sid}"),
     )
     first_is_attacker = attacker_task < "t1"  # a poll takes one id once; ties go by task
     decided, refused = (theirs, mine) if first_is_attacker else (mine, theirs)

@@ -201,8 +201,15 @@ def test_status_waits_for_the_verdict(remote: RemoteWorld, tmp_path: Path) -> No
     sid = _submit(remote, agent, contract)
     assert (
         cli(
-            "status", "--intake", remote.intake, "--submission", sid, "--task", "t1",
-            "--repo", str(agent),
+            "status",
+            "--intake",
+            remote.intake,
+            "--submission",
+            sid,
+            "--task",
+            "t1",
+            "--repo",
+            str(agent),
         ).returncode
         == 4
     )
