@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         if task_id is None:
             raise UsageError(
                 "status --intake needs the submission's task: a submission is its task and "
-                "its id (refs/integrator/verdicts/<task>/<id>); give --task TASK or --contract "
+                f"its id ({refnames.VERDICTS}<task>/<id>); give --task TASK or --contract "
                 "FILE (the contract it was submitted with)"
             )
         return wait_intake(

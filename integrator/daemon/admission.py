@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import pygit2
 
-from integrator import jsontext
+from integrator import jsontext, refnames
 from integrator.fleet.intake import SUBMISSION_FILE
 from integrator.limits import SUBMISSION_BYTES
 
@@ -36,7 +36,7 @@ DUPLICATE = (
 )
 WRONG_TASK = (
     "its contract is of another task than the ref names: a submission goes to "
-    "refs/integrator/submit/<the contract's taskId>/<id>"
+    f"{refnames.SUBMIT}<the contract's taskId>/<id>"
 )
 
 
