@@ -20,6 +20,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pygit2
+
 from bench.workload import CHANGELOG, Shape, Workload
 from integrator.documents.policy import default_policy_text
 from integrator.documents.submission import Submission, Submitter
@@ -27,6 +29,7 @@ from integrator.files import write_file
 from integrator.records.canonical import Canonical
 from integrator.records.claims import Claims, IssueRequest
 from integrator.records.prepare import prepare
+from integrator.store.keys import KeyStore, store_of
 from integrator.store.spool import SUBMISSION_FILE, Spool, new_id
 
 LEASE = timedelta(days=1)
@@ -94,8 +97,11 @@ def stale_contract(repo: Path, task_id: str, paths: tuple[str, ...], base: str) 
     return doc
 
 
-def write_submissions(spool: Spool, items: list[tuple[dict[str, Any], str]]) -> list[str]:
-    """Publish (contract, candidate) pairs into `new/` in order, Maildir-style.
+def write_submissions(
+    spool: Spool, items: list[tuple[dict[str, Any], str]], repo: Path
+) -> list[str]:
+    """Publish (contract, candidate) pairs into `new/` in order, Maildir-style, each signed
+    with the attempt key `repo` issued its contract with (as `integrator submit` signs).
 
     Unlike `Spool.publish` this does not fsync each file: the producer is not what is
     measured, and four fsyncs per submission would make a 10,000-submission flood take
@@ -105,9 +111,11 @@ def write_submissions(spool: Spool, items: list[tuple[dict[str, Any], str]]) -> 
     spool.ensure()
     tmp, new = spool.folder("tmp"), spool.folder("new")
     sids: list[str] = []
+    store = KeyStore(store_of(Path(pygit2.Repository(str(repo)).path)))
     for i, (contract, candidate) in enumerate(items):
         now = EPOCH + timedelta(microseconds=i)
         sid = new_id(now)
+        key = store.load(contract["taskId"], contract["attemptId"], contract["ownershipGeneration"])
         submission = Submission.model_validate(
             {
                 "schema": "integrator.submission.v1",
@@ -115,6 +123,7 @@ def write_submissions(spool: Spool, items: list[tuple[dict[str, Any], str]]) -> 
                 "candidate": candidate,
                 "submitter": SUBMITTER,
                 "submittedAt": now,
+                "signature": key.signature(sid, candidate) if key is not None else None,
             }
         )
         draft = tmp / sid

@@ -81,7 +81,7 @@ def prepare_fleet(
     repo = prepare_copy(workload, work / "integrator.git", shared_changelog=shared)
     contracts = issue_contracts(repo, cs.shapes[:count], workload.base)
     spool = Spool(work / "spool")
-    write_submissions(spool, list(zip(contracts, cs.oids[:count], strict=True)))
+    write_submissions(spool, list(zip(contracts, cs.oids[:count], strict=True)), repo)
     return repo, spool
 
 
@@ -168,7 +168,7 @@ def prepare_stale(workload: Workload, submissions: int, work: Path) -> tuple[Pat
     contract = stale_contract(repo, "bench-stale", ("d0/**",), workload.base)
     spool = Spool(work / "spool")
     candidate = workload.sets["fleet"].oids[0]
-    write_submissions(spool, [(contract, candidate)] * submissions)
+    write_submissions(spool, [(contract, candidate)] * submissions, repo)
     return repo, spool
 
 

@@ -77,7 +77,7 @@ def _prepare(
     cs = workload.sets["fleet"]
     contracts = issue_contracts(repo, cs.shapes[:count], workload.base)
     spool = Spool(work / "spool")
-    write_submissions(spool, list(zip(contracts, cs.oids[:count], strict=True)))
+    write_submissions(spool, list(zip(contracts, cs.oids[:count], strict=True)), repo)
     return repo, spool
 
 

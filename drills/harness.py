@@ -18,12 +18,17 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pygit2
+
 from drills.context import Context
 from drills.procs import DrillError, Served, wait_until
 from drills.records import Contract, Decision, Result
 from drills.repo import MAIN, QUEUE, Spec, environment, first_parent_chain, git, make_commit, rev
+from integrator.documents.attempt_key import AttemptKey
 from integrator.documents.submission import Submission
+from integrator.errors import ConfigurationError
 from integrator.records.canonical import Canonical
+from integrator.store.keys import KeyStore, store_of
 from integrator.store.spool import DECIDED, VERDICT_FILE, Spool
 
 PY = sys.executable
@@ -322,9 +327,23 @@ class World:
                 "submittedAt": datetime.now(UTC),
             }
         )
-        sid = self.spool.submit(submission)
+        sid = self.spool.submit(submission, key=self.key_for(doc))
         self.published.append(sid)
         return sid
+
+    def key_for(self, doc: Mapping[str, Any]) -> AttemptKey | None:
+        """The attempt key `contract issue` put in the canonical's key store for `doc`
+        (None for a contract no claim issued: the drills' forgeries go in unsigned)."""
+        task, attempt = doc.get("taskId"), doc.get("attemptId")
+        generation = doc.get("ownershipGeneration")
+        if not isinstance(task, str) or not isinstance(attempt, str) or type(generation) is not int:
+            return None
+        try:
+            return KeyStore(store_of(Path(pygit2.Repository(str(self.repo)).path))).load(
+                task, attempt, generation
+            )
+        except ConfigurationError:
+            return None
 
     def _serve_argv(self, *args: str) -> list[str]:
         return [

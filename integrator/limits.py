@@ -43,6 +43,7 @@ SUBMITTER_USER_CHARS = 200  # the submitter's self-reported user name
 SUBMITTER_HOST_CHARS = 255  # ... host name
 SUBMITTER_REPO_CHARS = 4096  # ... repository path
 MAX_ID_CHARS = 200  # a task, attempt or submission id (one ref name component)
+SIGNATURE_FIELD_CHARS = 200  # the key or value of a submission's signature (both ≈ 90)
 BUNDLE_BYTES = 256 << 20  # a submitted bundle, unless `serve --config` sets bundle-max-bytes
 BUNDLE_HEADER_BYTES = 1 << 20  # a bundle's header (its ref list)
 MAX_BUNDLE_REFS = 64  # refs named in one bundle

@@ -53,6 +53,9 @@ OUTGOING = NAMESPACE + "outgoing/"  # OUTGOING + <bundle>: what a clone bundles 
 INTAKE = NAMESPACE + "intake/"  # what was fetched from an intake:
 INTAKE_SUBMIT = INTAKE + "submit/"  # ... submissions, in the daemon's mirror
 INTAKE_VERDICTS = INTAKE + "verdicts/"  # ... verdicts, in an agent's repository
+# ... and the canonical server's queue, target and ejection records, in an agent's repository
+# (INTAKE_LANDING + the server's name without `refs/`: `intake/landing/heads/main`).
+INTAKE_LANDING = INTAKE + "landing/"
 SEEN = NAMESPACE + "seen/"  # what a mirror last saw:
 SEEN_CLAIMS = SEEN + "claims/"  # ... SEEN_CLAIMS + <task>: the claim commit
 
@@ -65,6 +68,12 @@ def claim(task_id: str) -> str:
 def queue(target: str) -> str:
     """The queue ref of a target branch."""
     return QUEUE + target
+
+
+def intake_landing(ref: str) -> str:
+    """Where an agent's repository keeps the server's `ref` it fetched to tell where a
+    landing is (`refs/heads/main` → `refs/integrator/intake/landing/heads/main`)."""
+    return INTAKE_LANDING + ref.removeprefix("refs/")
 
 
 def archive(kind: str) -> str:

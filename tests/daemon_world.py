@@ -16,10 +16,13 @@ from typing import Any
 import pygit2
 import pytest
 
-from integrator.documents.submission import Submission
+from integrator.documents.attempt_key import AttemptKey
+from integrator.documents.submission import Submission, SubmissionSignature
 from integrator.documents.verdict import Verdict
+from integrator.errors import ConfigurationError
 from integrator.records.canonical import Canonical
 from integrator.records.claims import Claims, IssueRequest
+from integrator.store.keys import KeyStore, store_of, write_key
 from integrator.store.spool import VERDICT_FILE, Spool
 from tests.canon import make_canon
 from tests.gitutil import GIT_ENV, git
@@ -133,7 +136,8 @@ class World:
 
     def submit(self, task: str, files: dict[str, str] | None = None) -> str:
         data, oid = self.candidate(task, files)
-        return self.spool.submit(submission(json.loads(data), oid))
+        contract = json.loads(data)
+        return self.spool.submit(submission(contract, oid), key=key_for(self.repo, contract))
 
     def serve(self, *args: str, env: dict[str, str] | None = None, name: str = "serve") -> Served:
         return spawn_integrator(
@@ -164,6 +168,41 @@ class World:
         path = self.tmp / "integrator.toml"
         path.write_text(text)
         return path
+
+
+def key_for(repo: Path, contract: Mapping[str, Any]) -> AttemptKey | None:
+    """The attempt key the canonical repository at `repo` issued `contract` with (what an
+    agent signs its submission with); None when it holds none for it."""
+    task, attempt = contract.get("taskId"), contract.get("attemptId")
+    generation = contract.get("ownershipGeneration")
+    if not isinstance(task, str) or not isinstance(attempt, str) or type(generation) is not int:
+        return None
+    store = KeyStore(store_of(Path(pygit2.Repository(str(repo)).path)))
+    try:
+        return store.load(task, attempt, generation)
+    except ConfigurationError:
+        return None
+
+
+def signed(repo: Path, document: Submission, sid: str) -> Submission:
+    """`document` signed for submission id `sid` with the key `repo` issued its contract
+    with (unchanged when it holds none)."""
+    key = key_for(repo, document.contract)
+    if key is None:
+        return document
+    signature = SubmissionSignature.model_validate(key.signature(sid, document.candidate))
+    return document.model_copy(update={"signature": signature})
+
+
+def hand_over(repo: Path, data: bytes, path: Path) -> Path:
+    """Write the contract `data` to `path` and its attempt key beside it (`path`.key, where
+    `contract issue -o` puts it and `integrator submit` looks): what a coordinator hands an
+    agent."""
+    path.write_bytes(data)
+    key = key_for(repo, json.loads(data))
+    if key is not None:
+        write_key(Path(f"{path}.key"), key)
+    return path
 
 
 def submission(contract: dict[str, Any], candidate: str) -> Submission:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from integrator.documents import envelope
+from integrator.documents.attempt_key import parse_key
 from integrator.fleet import intake
 from tests.gitutil import git
 
@@ -17,10 +18,18 @@ SUBMIT = "refs/integrator/submit/"
 VERDICTS = "refs/integrator/verdicts/"
 
 
-def submission_document(contract: dict[str, Any], candidate: str) -> bytes:
-    """A well-formed submission.json of `candidate` under `contract`."""
+def submission_document(
+    contract: dict[str, Any], candidate: str, *, key: Path | None = None, sid: str | None = None
+) -> bytes:
+    """A well-formed submission.json of `candidate` under `contract`, signed for id `sid`
+    with the attempt key in file `key` when given (the pusher's own, valid key)."""
     who = envelope.submitter("mallory", "elsewhere")
-    return envelope.submission_json(contract, candidate, who, datetime.now(UTC))
+    signature = None
+    if key is not None and sid is not None:
+        signature = parse_key(key.read_bytes()).signature(sid, candidate)
+    return envelope.submission_json(
+        contract, candidate, who, datetime.now(UTC), signature=signature
+    )
 
 
 def submission_commit(repo: Path, document: bytes, parent: str) -> str:

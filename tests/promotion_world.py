@@ -22,7 +22,7 @@ from integrator.records.canonical import Canonical
 from integrator.records.claims import Claims, IssueRequest
 from integrator.records.prepare import prepare
 from integrator.store.spool import VERDICT_FILE, Spool
-from tests.daemon_world import Served, spawn_integrator, submission
+from tests.daemon_world import Served, key_for, spawn_integrator, submission
 from tests.gitutil import commit_files, git, make_repo, run_integrator_raw
 
 PYTHON = sys.executable
@@ -124,7 +124,7 @@ class PromotionWorld:
         doc = submission(contract, oid)
         if urgent:
             doc = doc.model_copy(update={"urgent": True})
-        sid = self.spool.submit(doc)
+        sid = self.spool.submit(doc, key=key_for(self.repo, contract))
         self.sids[task] = sid
         return sid
 

@@ -21,7 +21,7 @@ from integrator.records.claims import Claims, IssueRequest
 from integrator.store.mirror import for_spool
 from integrator.store.spool import VERDICT_FILE, Spool
 from tests.canon import Canon, make_canon
-from tests.daemon_world import submission
+from tests.daemon_world import key_for, submission
 from tests.gitutil import Spec
 
 FILES: dict[str, Spec] = {
@@ -117,7 +117,7 @@ class Rollout:
         return self.hand_in(label, contract.wire(), candidate)
 
     def hand_in(self, label: str, contract: dict[str, object], candidate: str) -> str:
-        sid = self.spool.submit(submission(contract, candidate))
+        sid = self.spool.submit(submission(contract, candidate), key=key_for(self.repo, contract))
         self.sids[label] = sid
         self.candidates[label] = candidate
         return sid

@@ -19,7 +19,10 @@ from integrator.commands._common import (
     write_output,
 )
 from integrator.commands._contract_rollout import register_rollout
+from integrator.documents.contract import OwnershipContract
+from integrator.errors import UsageError
 from integrator.fleet.expansion import request_expansion
+from integrator.fleet.keys import hand_out, tracked_tree_problem
 from integrator.limits import DEFAULT_MAX_PATCH_BYTES
 from integrator.records.archive_index import archive_ref
 from integrator.records.claims import IssueRequest
@@ -27,6 +30,7 @@ from integrator.records.contract_views import (
     dismiss_request,
     expand_contract,
     issue_contract,
+    issued_key_of,
     list_contracts,
     reclaim_contract,
     renew_contract,
@@ -77,6 +81,12 @@ def _register_issue(inner: Any) -> None:
     issue.add_argument("--worktree", help="worktree id the contract is bound to")
     issue.add_argument("--force-shared", action="store_true", help="allow overlap with live claims")
     issue.add_argument("-o", "--output", metavar="FILE", help="write the contract here")
+    issue.add_argument(
+        "--key-out",
+        metavar="FILE",
+        help="write the attempt key issued with the contract here (mode 0600; default: "
+        "FILE.key beside --output, refused inside a git work tree that does not ignore it)",
+    )
     issue.set_defaults(func=run_issue)
 
 
@@ -127,6 +137,12 @@ def _register_changes(inner: Any) -> None:
     reclaim.add_argument("--lease", type=duration, default=timedelta(minutes=30))
     reclaim.add_argument("--base", help="base for the new attempt (default: the queue head)")
     reclaim.add_argument("-o", "--output", metavar="FILE", help="write the new contract here")
+    reclaim.add_argument(
+        "--key-out",
+        metavar="FILE",
+        help="write the attempt key issued with the contract here (mode 0600; default: "
+        "FILE.key beside --output, refused inside a git work tree that does not ignore it)",
+    )
     reclaim.set_defaults(func=run_reclaim)
 
     expand = inner.add_parser(
@@ -142,6 +158,12 @@ def _register_changes(inner: Any) -> None:
     add_repo(expand)
     expand.add_argument("--request", required=True, metavar="FILE", help="expansion request JSON")
     expand.add_argument("-o", "--output", metavar="FILE", help="write the new contract here")
+    expand.add_argument(
+        "--key-out",
+        metavar="FILE",
+        help="write the attempt key issued with the contract here (mode 0600; default: "
+        "FILE.key beside --output, refused inside a git work tree that does not ignore it)",
+    )
     expand.set_defaults(func=run_expand)
 
     dismiss = inner.add_parser(
@@ -187,7 +209,20 @@ def _register_reading(inner: Any) -> None:
     listing.set_defaults(func=run_list)
 
 
+def _key_destination(args: argparse.Namespace) -> Path | None:
+    """Where the attempt key goes (--key-out, else FILE.key beside --output), checked before
+    anything is issued: a key refused afterwards would leave a live claim nobody can use."""
+    out = args.key_out or (args.output + ".key" if args.output not in (None, "-") else None)
+    if out is None:
+        return None
+    problem = tracked_tree_problem(Path(out))
+    if problem:
+        raise UsageError(problem)
+    return Path(out)
+
+
 def run_issue(args: argparse.Namespace) -> int:
+    args.key_destination = _key_destination(args)
     request = IssueRequest(
         task_id=args.task,
         paths=tuple(args.path),
@@ -208,7 +243,27 @@ def run_issue(args: argparse.Namespace) -> int:
             err=True,
         )
     write_output(contract.to_json(), args.output)
+    if registered:
+        _hand_out_key(args, contract)
     return 0
+
+
+def _hand_out_key(args: argparse.Namespace, contract: OwnershipContract) -> None:
+    """Write the attempt key issued with `contract` where the agent gets it: --key-out,
+    else beside the contract file (`FILE.key`); said on stderr either way."""
+    key = issued_key_of(args.repo, contract)
+    if key is None:
+        return
+    out = args.key_destination
+    if out is None:
+        say(
+            f"integrator: the attempt key is in the key store of {args.repo} (hand it to the "
+            "agent with the contract: --key-out FILE writes a copy)",
+            err=True,
+        )
+        return
+    hand_out(out, key)
+    say(f"integrator: attempt key written to {out} (mode 0600; the agent signs with it)", err=True)
 
 
 def run_renew(args: argparse.Namespace) -> int:
@@ -222,16 +277,20 @@ def run_renew(args: argparse.Namespace) -> int:
 
 
 def run_reclaim(args: argparse.Namespace) -> int:
+    args.key_destination = _key_destination(args)
     contract = reclaim_contract(
         args.repo, args.task, force=args.force, holder=args.holder, lease=args.lease, base=args.base
     )
     write_output(contract.to_json(), args.output)
+    _hand_out_key(args, contract)
     return 0
 
 
 def run_expand(args: argparse.Namespace) -> int:
+    args.key_destination = _key_destination(args)
     contract = expand_contract(args.repo, read_input(args.request))
     write_output(contract.to_json(), args.output)
+    _hand_out_key(args, contract)
     return 0
 
 

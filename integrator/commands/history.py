@@ -10,6 +10,7 @@ from typing import Any
 from integrator.commands._common import print_json, say
 from integrator.daemon import logs
 from integrator.errors import EXIT_OK, InfrastructureError, UsageError
+from integrator.store.entries import MirrorRecord
 from integrator.store.mirror import REGISTRY_FILE, for_spool
 from integrator.store.spool import Spool
 
@@ -21,11 +22,19 @@ def register(sub: Any) -> None:
         description="Read the registry mirror (SQLite). With --spool, records still waiting "
         "in the spool's backlog are mirrored first, so the answer is complete when the "
         "registry is reachable. The mirror is a copy for people and dashboards; git holds "
-        "the authority.",
+        "the authority. Each accepted submission's row carries where its landing is now "
+        "(queued, promoted, ejected, reverted: read from git, as `status` reads it).",
     )
     parser.add_argument("--spool", type=Path, metavar="DIR", help="the daemon's spool")
     parser.add_argument(
         "--mirror", type=Path, metavar="FILE", help=f"the registry (default DIR/{REGISTRY_FILE})"
+    )
+    parser.add_argument(
+        "--repo",
+        type=Path,
+        metavar="PATH",
+        help="the canonical repository (or mirror) whose queue tells where each accepted "
+        "submission's landing is now (default: the one the spool's daemon serves)",
     )
     parser.add_argument("--task", metavar="T", help="only this task")
     parser.add_argument("--limit", type=int, metavar="N", help="only the newest N records")
@@ -58,16 +67,50 @@ def run(args: argparse.Namespace) -> int:
             raise InfrastructureError(f"cannot read the registry: {err}") from err
     finally:
         mirror.close()
+    repo = args.repo or Spool(root).repo_path()
+    where = landings_of(repo, records) if repo is not None else {}
     if args.json:
-        print_json([r.wire() for r in records])
+        print_json([_wire(r, where.get(r.key)) for r in records])
         return EXIT_OK
+    from integrator.records.landings import summary
+
     for r in records:
         what = r.action or r.kind
         outcome = r.decision or "-"
         codes = ",".join(dict.fromkeys(r.codes)) or "-"
+        found = where.get(r.key)
         say(
             f"{r.at.isoformat(timespec='seconds')}  {r.submission}  {what:<8} {outcome:<8} "
             f"{r.task_id or '-':<16} gen {r.generation if r.generation is not None else '-':<3} "
             f"{codes}" + (f"  {r.reason}" if r.reason else "")
-        )
+            + (f"  [landing: {summary(found)}]" if found is not None else "")
+        )  # fmt: skip
     return EXIT_OK
+
+
+def _wire(record: MirrorRecord, where: dict[str, object] | None) -> dict[str, Any]:
+    doc = record.wire()
+    if where is not None:
+        doc["landing"] = where
+    return doc
+
+
+def landings_of(repo: Path, records: list[MirrorRecord]) -> dict[str, dict[str, object]]:
+    """Record key → where its landing is now, for each record of an ACCEPTED decision (or
+    approval) that names a staging commit: `records.landings.locate`, as `status` reads it.
+    Nothing when the repository cannot be read (the history is still worth printing)."""
+    from integrator.errors import IntegratorError
+    from integrator.records.canonical import Canonical
+    from integrator.records.landings import Finder
+
+    landed = [r for r in records if r.decision == "ACCEPTED" and r.staging_commit is not None]
+    if not landed:
+        return {}
+    try:
+        with Canonical(repo) as canonical:
+            finder = Finder(canonical)
+            found = {r.key: finder.wire(r.staging_commit) for r in landed}
+    except IntegratorError as err:
+        say(f"integrator: warning: cannot tell where landings are: {err}", err=True)
+        return {}
+    return {key: where for key, where in found.items() if where is not None}

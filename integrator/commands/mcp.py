@@ -48,7 +48,15 @@ def register(sub: Any) -> None:
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--spool", type=Path, metavar="DIR", help="the daemon's spool (submit)")
     where.add_argument(
-        "--intake", metavar="URL", help="an intake the daemons serve (submit through a push)"
+        "--intake",
+        metavar="URL",
+        help="an intake the daemons serve (submit pushes there, read_verdict reads it back)",
+    )
+    parser.add_argument(
+        "--canonical",
+        metavar="URL",
+        help="with --intake: the canonical repository read_verdict reads the landing from "
+        "(default: the clone's origin when it holds the queue, else the intake)",
     )
     parser.add_argument(
         "--agent", metavar="NAME", help="agent identity (default: $INTEGRATOR_AGENT or host-pid)"
@@ -63,16 +71,17 @@ def run(args: argparse.Namespace) -> int:
     transport = args.transport or ("http" if args.http else "stdio")
     if transport == "stdio" and args.http:
         raise UsageError("--http needs --transport http")
+    if args.canonical and not args.intake:
+        raise UsageError("--canonical is for --intake: a spool's daemon reads its own repository")
     bind = parse_http(args.http or "127.0.0.1:8765", allow_remote=args.allow_remote)
     spool = args.spool or (
         Path(os.environ["INTEGRATOR_SPOOL"]) if os.environ.get("INTEGRATOR_SPOOL") else None
     )
-    chosen: Transport | None = None
+    worktree = args.worktree.resolve()
+    carrier: Transport | None = SpoolTransport(spool.resolve()) if spool else None
     if args.intake:
-        chosen = IntakeTransport(args.intake)
-    elif spool:
-        chosen = SpoolTransport(spool.resolve())
-    tools = AgentTools(args.worktree.resolve(), transport=chosen, agent=args.agent)
+        carrier = IntakeTransport(args.intake, worktree, args.canonical)
+    tools = AgentTools(worktree, transport=carrier, agent=args.agent)
     server = build_server(tools)
     if transport == "stdio":
         server.run()  # stdout is the protocol channel from here on

@@ -8,12 +8,18 @@ from pathlib import Path
 from typing import Any
 
 from integrator import refnames
-from integrator.commands._common import print_json, read_input, say
-from integrator.commands.submit import report_document, wait_intake
+from integrator.commands._common import read_input
+from integrator.commands.submit import report_landing, wait_intake
 from integrator.documents.rules import rules_from_bytes
-from integrator.errors import EXIT_FENCED, EXIT_OK, InfrastructureError, UsageError
+from integrator.errors import InfrastructureError, UsageError
 from integrator.fleet.intake import check_filed
-from integrator.fleet.submit import landing, verdict_document, wait_filed, wait_settled
+from integrator.fleet.submit import (
+    landing,
+    lifecycle_code,
+    verdict_document,
+    wait_filed,
+    wait_settled,
+)
 from integrator.plumbing.git import rev_parse_commit
 from integrator.store.spool import Spool
 
@@ -59,19 +65,20 @@ def register(sub: Any) -> None:
         choices=("decided", "promoted"),
         default="decided",
         help="decided (default): the verdict; promoted: also wait (within --wait) until the "
-        "landing is on the target: exit 0 promoted, 1 ejected or no longer on the queue "
-        "(spool only)",
+        "landing is on the target: exit 0 promoted, 1 ejected, reverted or no longer on the "
+        "queue",
+    )
+    parser.add_argument(
+        "--canonical",
+        metavar="URL",
+        help="with --intake: the canonical repository, whose queue and target tell where the "
+        "landing is (default: the clone's origin when it holds the queue, else the intake)",
     )
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.until == "promoted" and args.intake:
-        raise UsageError(
-            "--until promoted reads the queue and the target, which the intake does not carry: "
-            "use --spool on a daemon's host, or status --intake for the verdict"
-        )
     task_id = _task(args)
     repo = Path(args.repo).resolve()
     candidate = rev_parse_commit(repo, args.candidate) if args.candidate else None
@@ -84,8 +91,10 @@ def run(args: argparse.Namespace) -> int:
             )
         return wait_intake(
             args.intake, repo, task_id, args.submission, args.wait, candidate=candidate,
-            as_json=args.json,
+            as_json=args.json, until=args.until, canonical=args.canonical,
         )  # fmt: skip
+    if args.canonical:
+        raise UsageError("--canonical is for --intake: a spool's daemon reads its own repository")
     spool = Spool(args.spool).existing()
     started = time.monotonic()
     found = wait_filed(spool, args.submission, args.wait)
@@ -99,25 +108,13 @@ def run(args: argparse.Namespace) -> int:
                 "tell where its landing is"
             )
         left = max(0.0, args.wait - (time.monotonic() - started))
-        where = wait_settled(spool, args.submission, left)
+        wait_settled(spool, args.submission, left)
         found = wait_filed(spool, args.submission, 0)  # an ejection may have refiled it
+        where = landing(spool, args.submission)
     doc, code = verdict_document(args.submission, *found)
-    state = (where or {}).get("state")
-    if code == EXIT_OK and (
-        state == "reverted" or (args.until == "promoted" and state != "promoted")
-    ):
-        code = EXIT_FENCED  # accepted, but not on the target: reverted, ejected or off the queue
-    if not args.json:
-        report_document(args.submission, doc, code, rejected=found[0] == "rejected", as_json=False)
-        if where is not None:
-            from integrator.records.landings import describe
-
-            say(f"  {describe(where)}")
-        return code
-    if where is not None:
-        doc["landing"] = where
-    print_json(doc)
-    return code
+    code = lifecycle_code(code, where, args.until)
+    rejected = found[0] == "rejected"
+    return report_landing(args.submission, doc, code, where, rejected=rejected, as_json=args.json)
 
 
 def _task(args: argparse.Namespace) -> str | None:

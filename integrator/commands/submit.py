@@ -3,20 +3,28 @@
 from __future__ import annotations
 
 import argparse
+import os
+import time
 from pathlib import Path
 from typing import Any
 
 from integrator import refnames
 from integrator.commands._common import print_json, read_input, say
 from integrator.documents.rules import rules_from_bytes
-from integrator.errors import UsageError
+from integrator.errors import EXIT_OK, InfrastructureError, UsageError
+from integrator.fleet.keys import ENV as KEY_ENV
 from integrator.fleet.submit import (
+    SETTLED,
     document_of,
+    intake_landing,
+    landing,
+    lifecycle_code,
     publish,
     to_intake,
     verdict_document,
     wait_filed,
     wait_published,
+    wait_settled_intake,
 )
 from integrator.store.spool import Spool
 
@@ -51,6 +59,15 @@ def register(sub: Any) -> None:
         "--bundle", action="store_true", help="ship the commits as a bundle (another clone)"
     )
     parser.add_argument(
+        "--key",
+        type=Path,
+        metavar="FILE",
+        help="the attempt key issued with the contract, to sign the submission (default: "
+        "$INTEGRATOR_ATTEMPT_KEY, else CONTRACT.key beside the contract file, where "
+        "`contract issue -o CONTRACT` writes it, else the key bound into the worktree by "
+        "`task claim`, else the key store of --repo)",
+    )
+    parser.add_argument(
         "--wait",
         type=float,
         nargs="?",
@@ -67,15 +84,30 @@ def register(sub: Any) -> None:
     parser.set_defaults(func=run)
 
 
+def _key(args: argparse.Namespace) -> Path | None:
+    """--key, else FILE.key beside a contract FILE (where `contract issue -o` writes it)."""
+    given: Path | None = args.key
+    if given is not None or os.environ.get(KEY_ENV):
+        return given  # find_key reads the variable
+    if args.contract != "-":
+        beside = Path(args.contract + ".key")
+        if os.path.lexists(beside):
+            return beside
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
+    args.key = _key(args)
     if args.intake:
         return _to_intake(args)
     spool = Spool(args.spool)
     doc = publish(
         spool, read_input(args.contract), args.candidate, Path(args.repo), args.bundle,
-        urgent=args.urgent,
+        urgent=args.urgent, key=args.key,
     )  # fmt: skip
     sid = str(doc["submission"])
+    if "unsigned" in doc:
+        say(f"integrator: warning: {doc['unsigned']}", err=True)
     if args.wait is None:
         if args.json:
             print_json(doc)
@@ -89,11 +121,18 @@ def _to_intake(args: argparse.Namespace) -> int:
     if args.bundle:
         raise UsageError("--bundle is for a spool; a push to the intake carries the objects")
     data = read_input(args.contract)
-    pushed = to_intake(args.intake, data, args.candidate, Path(args.repo), urgent=bool(args.urgent))
+    pushed = to_intake(
+        args.intake, data, args.candidate, Path(args.repo), urgent=bool(args.urgent), key=args.key
+    )
     sid = pushed.submission
+    if pushed.unsigned:
+        say(f"integrator: warning: {pushed.unsigned}", err=True)
     if args.wait is None:
         if args.json:
-            print_json({"submission": sid, "candidate": pushed.candidate, "intake": args.intake})
+            out = {"submission": sid, "candidate": pushed.candidate, "intake": args.intake}
+            if pushed.unsigned:
+                out["unsigned"] = pushed.unsigned
+            print_json(out)
         else:
             say(sid)
         return 0
@@ -113,19 +152,61 @@ def wait_intake(
     *,
     candidate: str | None = None,
     as_json: bool,
+    until: str = "decided",
+    canonical: str | None = None,
 ) -> int:
     """Wait for the intake to publish a verdict for submission `sid` of task `task_id` (on
-    `candidate`, when known); print it, return its code."""
+    `candidate`, when known: a verdict on another is an error); print it with where its
+    landing is now (read from the canonical server), return the code they mean together."""
+    started = time.monotonic()
     found = wait_published(url, repo, task_id, sid, timeout, candidate=candidate)
     doc, code = document_of(sid, found.rejected, found.document)
-    return report_document(sid, doc, code, rejected=found.rejected, as_json=as_json)
+    where = intake_landing(url, repo, doc, canonical)
+    if until == "promoted" and code == EXIT_OK:
+        if where is None:
+            raise InfrastructureError(
+                f"{sid} is ACCEPTED, but neither the clone's origin nor the intake holds a "
+                "queue to tell where its landing is: name the canonical repository with "
+                "--canonical URL"
+            )
+        if where["state"] not in SETTLED:
+            left = max(0.0, timeout - (time.monotonic() - started))
+            where = wait_settled_intake(url, repo, sid, doc, left, canonical)
+            # an ejection publishes a new verdict
+            found = wait_published(url, repo, task_id, sid, 0, candidate=candidate)
+            doc, code = document_of(sid, found.rejected, found.document)
+    code = lifecycle_code(code, where, until)
+    return report_landing(sid, doc, code, where, rejected=found.rejected, as_json=as_json)
 
 
 def wait_for(spool: Spool, sid: str, timeout: float, *, as_json: bool) -> int:
     """Wait for the daemon to file `sid`; print its verdict and return its exit code."""
     folder, path = wait_filed(spool, sid, timeout)
     doc, code = verdict_document(sid, folder, path)
-    return report_document(sid, doc, code, rejected=folder == "rejected", as_json=as_json)
+    where = landing(spool, sid)
+    code = lifecycle_code(code, where, "decided")
+    return report_landing(sid, doc, code, where, rejected=folder == "rejected", as_json=as_json)
+
+
+def report_landing(
+    sid: str,
+    doc: dict[str, Any],
+    code: int,
+    where: dict[str, object] | None,
+    *,
+    rejected: bool,
+    as_json: bool,
+) -> int:
+    """`report_document`, and where the landing is now (`landing` in the JSON document,
+    one more line in the text): the same on every channel (docs/lifecycle.md)."""
+    if where is not None and as_json:
+        doc["landing"] = where
+    report_document(sid, doc, code, rejected=rejected, as_json=as_json)
+    if where is not None and not as_json:
+        from integrator.records.landings import describe
+
+        say(f"  {describe(where)}")
+    return code
 
 
 def report_document(

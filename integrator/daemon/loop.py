@@ -26,6 +26,7 @@ import structlog
 
 from integrator.daemon.health import Metrics
 from integrator.daemon.holding import hold
+from integrator.daemon.identity import submission_problem
 from integrator.daemon.intake import Intake, Pending
 from integrator.daemon.notify import Notifier
 from integrator.daemon.probe import Backoff, HostProbe, operators
@@ -254,6 +255,12 @@ class Daemon:
         error: IntegratorError | None = None
         deadline = time.monotonic() + self.settings.batch_seconds
         try:
+            # Authority as it is now, after `names` were listed: a claim issued before a
+            # submission was handed in is seen when its signature is checked.
+            self.canonical.refresh()
+        except IntegratorError as err:  # nothing claimed yet: the host's, asked of the host
+            return 0, err if operators(err) else (self.probe.error(err) or err)
+        try:
             for where, name in names:
                 if self._stopping:
                     break  # stop claiming; what is in hand is integrated and filed below
@@ -295,6 +302,12 @@ class Daemon:
         bundle = False
         try:
             submission, raw = self.spool.load(claimed.path)
+            unsigned = submission_problem(self.canonical, sid, submission)
+            if unsigned is not None:  # before the bundle is imported or anything computed
+                return Outcome(
+                    sid=sid, verdict=None, reason=unsigned, raw=raw,
+                    latency=time.perf_counter() - started, bundle=False,
+                )  # fmt: skip
             if submission.bundle is not None:
                 bundle = True
                 self._import(claimed, submission.bundle, submission.candidate)

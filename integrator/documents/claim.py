@@ -52,6 +52,9 @@ class ClaimView:
     reason: str | None = None
     grants: tuple[Grant, ...] = ()
     event: str = ""  # what made this claim commit: issue, renew, consume, revoke, …
+    # The public half of the key issued with this contract (ed25519:…): submissions under
+    # it must carry its signature. None on a claim written before attempt keys existed.
+    attempt_key: str | None = None
 
 
 # The event of a revocation `policy set` made. Only integrator writes it: an agent's own
@@ -69,8 +72,10 @@ def claim_state(
     candidate: str | None = None,
     reason: str | None = None,
     grants: Sequence[Grant] = (),
+    attempt_key: str | None = None,
 ) -> dict[str, object]:
-    """The `claim.json` document of one claim event (`grants` carried from event to event)."""
+    """The `claim.json` document of one claim event (`grants` and `attempt_key` carried
+    from event to event while the contract stays the same)."""
     doc: dict[str, object] = {
         "schema": CLAIM_SCHEMA,
         "event": event,
@@ -90,6 +95,8 @@ def claim_state(
         doc["reason"] = reason
     if grants:
         doc["grants"] = [g.wire() for g in grants]
+    if attempt_key:
+        doc["attemptKey"] = attempt_key
     return doc
 
 
@@ -140,6 +147,7 @@ def view_from_state(doc: dict[str, object]) -> ClaimView:
         reason=optional("reason"),
         grants=_grants(doc.get("grants", [])),
         event=optional("event") or "",
+        attempt_key=optional("attemptKey"),
     )
 
 

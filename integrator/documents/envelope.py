@@ -62,6 +62,7 @@ def submission_json(
     *,
     bundle: str | None = None,
     urgent: bool = False,
+    signature: dict[str, str] | None = None,
 ) -> bytes:
     """The document's bytes, as the model's `to_json` writes them. ValueError for what the
     daemon's reader would refuse: a candidate or bundle name the model does not admit, a
@@ -81,6 +82,8 @@ def submission_json(
     }
     if bundle is not None:
         document["bundle"] = bundle
+    if signature is not None:
+        document["signature"] = signature
     if urgent:
         document["urgent"] = True
     if _too_deep(contract):

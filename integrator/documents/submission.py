@@ -14,9 +14,15 @@ from pydantic import AfterValidator, AwareDatetime, Field
 
 from integrator.documents.contract import Model, ObjectId
 from integrator.documents.envelope import BUNDLE_NAME_RE, SUBMISSION_SCHEMA
-from integrator.limits import SUBMITTER_HOST_CHARS, SUBMITTER_REPO_CHARS, SUBMITTER_USER_CHARS
+from integrator.limits import (
+    MAX_ID_CHARS,
+    SIGNATURE_FIELD_CHARS,
+    SUBMITTER_HOST_CHARS,
+    SUBMITTER_REPO_CHARS,
+    SUBMITTER_USER_CHARS,
+)
 
-__all__ = ["SUBMISSION_SCHEMA", "Submission", "Submitter"]
+__all__ = ["SUBMISSION_SCHEMA", "Submission", "SubmissionSignature", "Submitter"]
 
 
 def _bundle_name(value: str) -> str:
@@ -32,6 +38,15 @@ class Submitter(Model):
     host: Annotated[str, Field(min_length=1, max_length=SUBMITTER_HOST_CHARS)]
     pid: Annotated[int, Field(ge=0)] | None = None
     repo: Annotated[str, Field(max_length=SUBMITTER_REPO_CHARS)] | None = None
+
+
+class SubmissionSignature(Model):
+    """The attempt key's signature over one submission (documents/attempt_key.py): which
+    submission id it was made for, the public key that made it, and the signature."""
+
+    submission: Annotated[str, Field(min_length=1, max_length=MAX_ID_CHARS)]
+    key: Annotated[str, Field(min_length=1, max_length=SIGNATURE_FIELD_CHARS)]
+    value: Annotated[str, Field(min_length=1, max_length=SIGNATURE_FIELD_CHARS)]
 
 
 class Submission(Model):
@@ -53,6 +68,12 @@ class Submission(Model):
         default=None,
         description="A git bundle in the submission folder holding the candidate, for agents "
         "that do not share the canonical object store.",
+    )
+    signature: SubmissionSignature | None = Field(
+        default=None,
+        description="The signature by the attempt key issued with the contract over (task, "
+        "attempt, generation, contract digest, submission id, candidate). Required when the "
+        "claim recorded a key for the contract.",
     )
     urgent: bool | None = Field(
         default=None,

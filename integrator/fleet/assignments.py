@@ -44,6 +44,7 @@ from integrator.fleet.workspace import (
     worktree_id,
 )
 from integrator.plumbing import git
+from integrator.records.attempt_keys import stored_key
 from integrator.records.canonical import Canonical
 from integrator.records.claims import Claims, IssueRequest, overlaps_with_live
 
@@ -196,7 +197,7 @@ class Fleet:
                 "claimedFile": str(claimed),
                 "since": since,
             }
-            bind(worktree, contract, record)
+            bind(worktree, contract, record, stored_key(canonical, contract))
             return Assignment(task, agent, claimed, how, writeset, worktree, contract)
         except BaseException:
             if contract is not None:

@@ -19,9 +19,11 @@ from typing import Any, TypeVar
 
 from integrator import jsontext
 from integrator.documents import envelope
+from integrator.documents.attempt_key import AttemptKey
 from integrator.documents.rules import ContractRules, rules_from_bytes
 from integrator.errors import EXIT_USAGE, ContractError, InfrastructureError
 from integrator.fleet import intake
+from integrator.fleet.keys import NoKey, find_key
 from integrator.plumbing import git
 from integrator.plumbing.bundles import create_bundle
 from integrator.store.spool import (
@@ -55,12 +57,15 @@ def _submission(
     *,
     bundle: bool,
     urgent: bool,
+    signature: dict[str, str] | None = None,
 ) -> bytes:
     """The submission document of `candidate` under the contract `document`."""
     who = submitter(repo)
     name = BUNDLE_FILE if bundle else None
     try:
-        return envelope.submission_json(document, candidate, who, now, bundle=name, urgent=urgent)
+        return envelope.submission_json(
+            document, candidate, who, now, bundle=name, urgent=urgent, signature=signature
+        )
     except ValueError as err:  # what the daemon's reader would refuse, refused here
         raise ContractError(f"contract is invalid: {err}", [str(err)]) from err
 
@@ -82,20 +87,39 @@ def _resolve(data: bytes, rev: str, repo: Path) -> tuple[ContractRules, str, Pat
 
 
 def publish(
-    spool: Spool, data: bytes, rev: str, repo: Path, bundle: bool, *, urgent: bool = False
+    spool: Spool,
+    data: bytes,
+    rev: str,
+    repo: Path,
+    bundle: bool,
+    *,
+    urgent: bool = False,
+    key: Path | None = None,
 ) -> dict[str, object]:
-    """Write one submission into the spool; the `--json` document `integrator submit`
-    prints (the MCP server's `submit` returns the same document)."""
+    """Write one submission into the spool, signed with the attempt key (`key`, or the one
+    fleet/keys.py finds); the `--json` document `integrator submit` prints (the MCP
+    server's `submit` returns the same document)."""
     rules, base, repo_path, candidate = _resolve(data, rev, repo)
+    signer = find_key(rules.document, repo_path, key)
     now = datetime.now(UTC)
     with spool.draft(now) as draft:
         if bundle:
             create_bundle(repo_path, candidate, base, draft / BUNDLE_FILE)
         submission = _submission(
-            rules.document, candidate, repo_path, now, bundle=bundle, urgent=urgent
-        )
+            rules.document, candidate, repo_path, now, bundle=bundle, urgent=urgent,
+            signature=_signed(signer, draft.name, candidate),
+        )  # fmt: skip
         sid = spool.publish(draft, submission, urgent=urgent)
-    return {"submission": sid, "candidate": candidate, "path": str(spool.folder("new") / sid)}
+    doc: dict[str, object] = {
+        "submission": sid, "candidate": candidate, "path": str(spool.folder("new") / sid)
+    }  # fmt: skip
+    if isinstance(signer, NoKey):
+        doc["unsigned"] = str(signer)
+    return doc
+
+
+def _signed(signer: AttemptKey | NoKey, sid: str, candidate: str) -> dict[str, str] | None:
+    return None if isinstance(signer, NoKey) else signer.signature(sid, candidate)
 
 
 @dataclass(frozen=True)
@@ -106,20 +130,33 @@ class Pushed:
     submission: str
     candidate: str
     repo: Path
+    unsigned: str | None = None  # why it went in unsigned (no attempt key was found)
 
 
-def to_intake(url: str, data: bytes, rev: str, repo: Path, *, urgent: bool = False) -> Pushed:
-    """Push one submission to the intake at `url`: the candidate and `submission.json` in
-    one commit under refs/integrator/submit/<task>/<id>."""
+def to_intake(
+    url: str,
+    data: bytes,
+    rev: str,
+    repo: Path,
+    *,
+    urgent: bool = False,
+    key: Path | None = None,
+) -> Pushed:
+    """Push one submission to the intake at `url`: the candidate and `submission.json`
+    (signed with the attempt key) in one commit under refs/integrator/submit/<task>/<id>."""
     rules, _, repo_path, candidate = _resolve(data, rev, repo)
+    signer = find_key(rules.document, repo_path, key)
     task_id = rules.task_id
     now = datetime.now(UTC)
     sid = new_id(now)
-    submission = _submission(rules.document, candidate, repo_path, now, bundle=False, urgent=urgent)
+    submission = _submission(
+        rules.document, candidate, repo_path, now, bundle=False, urgent=urgent,
+        signature=_signed(signer, sid, candidate),
+    )  # fmt: skip
     message = f"submission {sid} of task {task_id}\n"
     commit = intake.submission_commit(repo_path, submission, candidate, message)
     intake.push_submission(url, repo_path, task_id, sid, commit)
-    return Pushed(sid, candidate, repo_path)
+    return Pushed(sid, candidate, repo_path, str(signer) if isinstance(signer, NoKey) else None)
 
 
 def poll(
@@ -203,45 +240,107 @@ def document_of(
     return doc, verdict.exit_code
 
 
+def staging_of(doc: dict[str, Any]) -> str | None:
+    """The staging commit a filed or published verdict names: an ACCEPTED one's landing,
+    or the queue commit an ejected one was taken out as (FENCED VALIDATION_FAILED); None
+    for a verdict that never landed and for a rejection."""
+    verdict = doc.get("verdict")
+    staging = verdict.get("stagingCommit") if isinstance(verdict, dict) else None
+    return staging if isinstance(staging, str) else None
+
+
 def landing(spool: Spool, sid: str) -> dict[str, object] | None:
-    """Where an accepted submission's landing is now: on the queue (maybe rebuilt after an
-    ejection, under another staging commit), promoted to the target, or ejected."""
+    """Where a landed submission's landing is now: on the queue (maybe rebuilt after an
+    ejection, under another staging commit), promoted to the target, reverted, or ejected
+    (its verdict FENCED since). None when it never landed or there is no queue to look in."""
     found = filed(spool, sid)
     repo = spool.repo_path()
-    if found is None or found[0] != "accepted" or repo is None:
+    if found is None or found[0] == "rejected" or repo is None:
         return None
     doc, _ = verdict_document(sid, *found)
-    staging = doc["verdict"].get("stagingCommit")
-    if not isinstance(staging, str):
+    staging = staging_of(doc)
+    if staging is None:
         return None
     from integrator.records.landings import whereabouts
 
     return whereabouts(repo, staging)
 
 
+def intake_landing(
+    url: str, repo: Path, doc: dict[str, Any], canonical: str | None = None
+) -> dict[str, object] | None:
+    """`landing` for a verdict published on the intake at `url`: read from the canonical
+    server's refs, fetched into `repo` (`fleet.server_landing`). A server that cannot be
+    read is InfrastructureError (exit 4: an ACCEPTED verdict's landing is not known), except
+    beside a verdict that is not ACCEPTED (an ejection's FENCED): that one is told alone."""
+    staging = staging_of(doc)
+    if staging is None:
+        return None
+    from integrator.fleet import server_landing
+
+    try:
+        return server_landing.whereabouts(url, repo, staging, canonical)
+    except InfrastructureError:
+        if doc["verdict"].get("decision") == "ACCEPTED":
+            raise
+        return None
+
+
 SETTLED = ("promoted", "ejected", "reverted", "gone")  # the states `--until promoted` ends on
+OFF_TARGET = ("ejected", "reverted")  # landed once, but its change is not on the target
 
 
-def wait_settled(spool: Spool, sid: str, timeout: float) -> dict[str, object] | None:
-    """Poll until an accepted submission's landing is promoted, ejected or gone; its
-    whereabouts, or None once the submission is no longer accepted (an ejection held it:
-    its verdict is FENCED now) or there is no queue to look in."""
+def lifecycle_code(code: int, where: dict[str, object] | None, until: str) -> int:
+    """The exit code of a verdict read with its landing (docs/lifecycle.md): an ACCEPTED
+    verdict (0) is 1 when its landing was reverted or ejected since, and with `--until
+    promoted` whenever the landing is not on the target."""
+    from integrator.errors import EXIT_FENCED, EXIT_OK
 
-    def look() -> dict[str, object] | tuple[()] | None:
-        found = filed(spool, sid)
-        if found is None or found[0] != "accepted":
-            return ()  # decided otherwise since: the caller reads the verdict again
-        where = landing(spool, sid)
+    state = (where or {}).get("state")
+    if code == EXIT_OK and (state in OFF_TARGET or (until == "promoted" and state != "promoted")):
+        return EXIT_FENCED
+    return code
+
+
+def _settled(
+    look: Callable[[], dict[str, object] | None],
+    sid: str,
+    timeout: float,
+    *,
+    first: float = 0.1,
+    most: float = 1.0,
+) -> dict[str, object] | None:
+    def settled() -> dict[str, object] | tuple[()] | None:
+        where = look()
         if where is None:
-            return ()
+            return ()  # no landing (any more) to wait on: the caller reads the verdict again
         return where if where["state"] in SETTLED else None
 
-    settled = poll(
-        look,
+    found = poll(
+        settled,
         timeout,
         f"{sid} is ACCEPTED and on the queue, but not promoted within {timeout:g} s (is a "
         "promoter running? `integrator queue status` shows what it waits on)",
-        first=0.1,
-        most=1.0,
+        first=first,
+        most=most,
     )
-    return settled if isinstance(settled, dict) else None
+    return found if isinstance(found, dict) else None
+
+
+def wait_settled(spool: Spool, sid: str, timeout: float) -> dict[str, object] | None:
+    """Poll until a landed submission's landing is promoted, ejected, reverted or gone; its
+    whereabouts, or None once it has none (there is no queue to look in)."""
+    return _settled(lambda: landing(spool, sid), sid, timeout)
+
+
+def wait_settled_intake(
+    url: str, repo: Path, sid: str, doc: dict[str, Any], timeout: float, canonical: str | None
+) -> dict[str, object] | None:
+    """`wait_settled` for a verdict `doc` published on the intake: the landing read from
+    the canonical server at every look (one ls-remote and one fetch: looks slow down to one
+    every 5 s, a promotion takes a validation run)."""
+
+    def look() -> dict[str, object] | None:
+        return intake_landing(url, repo, doc, canonical)
+
+    return _settled(look, sid, timeout, first=0.5, most=5.0)

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from integrator import jsontext
+from integrator.documents.attempt_key import AttemptKey
 from integrator.documents.contract import OwnershipContract, parse_contract
 from integrator.errors import (
     ConfigurationError,
@@ -42,9 +43,11 @@ from integrator.errors import (
 from integrator.files import atomic_write
 from integrator.fleet.bound import binding_record as read_binding_record
 from integrator.fleet.bound import checkout_of
+from integrator.fleet.keys import BOUND_KEY
 from integrator.fleet.tasks import Task
 from integrator.plumbing import git
 from integrator.refnames import refname_problem
+from integrator.store.keys import write_key
 
 WORKSPACES_FILE = "workspaces.toml"
 TREES_DIR = ".trees"
@@ -336,8 +339,14 @@ def binding_dir(worktree: Path) -> Path:
     return checkout_of(worktree).binding_dir
 
 
-def bind(worktree: Path, contract: OwnershipContract, record: dict[str, str]) -> Path:
-    """Bind `contract` to `worktree`; refuses a contract naming another worktree."""
+def bind(
+    worktree: Path,
+    contract: OwnershipContract,
+    record: dict[str, str],
+    key: AttemptKey | None = None,
+) -> Path:
+    """Bind `contract` (and the attempt key issued with it, 0600) to `worktree`; refuses a
+    contract naming another worktree."""
     wid = worktree_id(worktree)
     if wid is None or contract.worktree_id != wid:
         raise ConfigurationError(
@@ -351,6 +360,10 @@ def bind(worktree: Path, contract: OwnershipContract, record: dict[str, str]) ->
         ("contract.json", contract.to_json() + "\n"),
     ):
         atomic_write(folder / name, text.encode("utf-8"), sync=False)
+    if key is not None:
+        write_key(folder / BOUND_KEY, key)
+    else:
+        (folder / BOUND_KEY).unlink(missing_ok=True)  # never an earlier task's key
     return folder / "contract.json"
 
 
@@ -372,6 +385,6 @@ def unbind(worktree: Path, task_id: str) -> bool:
     if not worktree.exists() or binding_record(worktree).get("task") != task_id:
         return False
     folder = binding_dir(worktree)
-    for name in ("contract.json", "binding.json"):
+    for name in ("contract.json", "binding.json", BOUND_KEY):
         (folder / name).unlink(missing_ok=True)
     return True

@@ -23,7 +23,8 @@ import pygit2
 from integrator import faults, refnames
 from integrator.documents.claim import Claim
 from integrator.documents.contract import OwnershipContract
-from integrator.documents.trailers import staging_message
+from integrator.documents.envelope import OBJECT_ID_RE
+from integrator.documents.trailers import TRAILER_REVERTS, staging_message, trailers
 from integrator.documents.verdict import Code, Decision, Verdict, Violation
 from integrator.errors import ConfigurationError, RefMovedError
 from integrator.fence.checks import recovered_verdict
@@ -36,6 +37,7 @@ from integrator.landing.proof import merge_violations
 from integrator.plumbing import git, transaction
 from integrator.plumbing.packs import commit_bytes
 from integrator.records.canonical import Canonical, signature
+from integrator.records.claims import REVERT_TASK_PREFIX
 
 
 @dataclass
@@ -355,7 +357,7 @@ def _staging_message(
     contract: OwnershipContract, candidate: pygit2.Commit, policy_digest: str
 ) -> str:
     summary = candidate.message.splitlines()[0] if candidate.message.strip() else "candidate"
-    return staging_message(
+    message = staging_message(
         summary,
         candidate=str(candidate.id),
         task_id=contract.task_id,
@@ -365,6 +367,18 @@ def _staging_message(
         policy_digest=policy_digest,
         base=contract.base_commit,
     )
+    # A revert's landing says what it undoes on the queue itself: a reader without the
+    # candidate's objects (another host's mirror, an agent's clone) still sees the revert.
+    # Only under the revert's own task (`integrator revert` issues it): an agent's
+    # candidate that says it reverts another landing is not carried.
+    reverts = trailers(candidate.message).get(TRAILER_REVERTS)
+    if (
+        reverts
+        and OBJECT_ID_RE.fullmatch(reverts)
+        and contract.task_id == REVERT_TASK_PREFIX + reverts[:12]
+    ):
+        message += f"{TRAILER_REVERTS}: {reverts}\n"
+    return message
 
 
 def _moved(ref: str, now_oid: str | None, then_oid: str | None) -> Violation:

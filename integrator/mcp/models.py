@@ -92,12 +92,13 @@ class GuardDecision(Document):
 
 
 class Submitted(Document):
-    """`integrator submit --json`."""
+    """`integrator submit --json`: the spool folder it went to, or the intake."""
 
     submission: str
     candidate: str
     path: str | None = Field(None, description="the submission's folder in the spool")
     intake: str | None = Field(None, description="the intake it was pushed to")
+    unsigned: str | None = Field(None, description="why it went in without an attempt key")
 
 
 class Filed(Document):
@@ -111,8 +112,9 @@ class Filed(Document):
     rejected_at: str | None = Field(None, alias="rejectedAt")
     landing: dict[str, Any] | None = Field(
         None,
-        description="where an accepted landing is now: state queued, promoted, ejected or "
-        "gone (docs/lifecycle.md); on the target only when promoted",
+        description="where a landed submission's landing is now: state queued, promoted, "
+        "ejected, reverted (revertedBy) or gone (docs/lifecycle.md); on the target only when "
+        "promoted",
     )
 
 

@@ -6,10 +6,12 @@ Agent input is hostile: a worktree must belong to the server's repository, a sub
 id must be a spool id, paths go through the guard like any hook event.
 
 Submissions travel through a `Transport`: the daemon's spool (`SpoolTransport`), or an
-intake (`IntakeTransport`: a git remote the daemons serve, for agents without the daemon's
-file system). A submission is its task and its id: `read_verdict` reads the verdict of the
-task the server submitted it under (else the one named, else the bound contract's), and a
-verdict on another candidate than the one this server submitted is an error.
+intake (`IntakeTransport`: a git remote with `refs/integrator/submit/…`, for agents without
+the daemon's file system). Both answer `read_verdict` with the verdict and where its
+landing is now, as `status` prints them. A submission is its task and its id: `read_verdict`
+reads the verdict of the task the server submitted it under (else the one named, else the
+bound contract's), and a verdict on another candidate than the one this server submitted
+is an error.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ class Transport(Protocol):
     def submit(self, contract: bytes, candidate: str, repo: Path, bundle: bool) -> Result: ...
 
     def verdict(
-        self, submission: str, wait: float, task: str | None, candidate: str | None, repo: Path
+        self, submission: str, wait: float, task: str | None, candidate: str | None
     ) -> Result: ...
 
 
@@ -64,10 +66,10 @@ class SpoolTransport:
         return publish(Spool(self.folder), contract, candidate, repo, bundle), 0
 
     def verdict(
-        self, submission: str, wait: float, task: str | None, candidate: str | None, repo: Path
+        self, submission: str, wait: float, task: str | None, candidate: str | None
     ) -> Result:
         from integrator.fleet.intake import check_filed
-        from integrator.fleet.submit import landing, verdict_document, wait_filed
+        from integrator.fleet.submit import landing, lifecycle_code, verdict_document, wait_filed
         from integrator.store.spool import Spool
 
         _submission_id(submission)
@@ -78,32 +80,41 @@ class SpoolTransport:
         where = landing(spool, submission)  # the same lifecycle `status --spool` shows
         if where is not None:
             doc["landing"] = where
-        return doc, code
+        return doc, lifecycle_code(code, where, "decided")
 
 
 @dataclass(frozen=True)
 class IntakeTransport:
-    """An intake the daemons serve (`integrator submit --intake` / `status --intake`): the
-    candidate goes out in one push, the verdict is read back from the intake."""
+    """An intake (`integrator submit --intake URL` / `status --intake URL`): the candidate
+    is pushed there, the verdict read back from it, and where the landing is read from the
+    canonical server (`canonical`, else the clone's origin or the intake) into `repo`."""
 
     url: str
+    repo: Path
+    canonical: str | None = None
 
     def submit(self, contract: bytes, candidate: str, repo: Path, bundle: bool) -> Result:
         from integrator.fleet.submit import to_intake
 
         if bundle:
-            raise UsageError("bundle is for a spool; a push to the intake carries the objects")
+            raise UsageError("a bundle is for a spool; a push to the intake carries the objects")
         pushed = to_intake(self.url, contract, candidate, repo)
-        return {
-            "submission": pushed.submission,
-            "candidate": pushed.candidate,
-            "intake": self.url,
-        }, 0
+        doc: dict[str, Any] = {
+            "submission": pushed.submission, "candidate": pushed.candidate, "intake": self.url,
+        }  # fmt: skip
+        if pushed.unsigned:
+            doc["unsigned"] = pushed.unsigned  # as `integrator submit --intake --json` says
+        return doc, 0
 
     def verdict(
-        self, submission: str, wait: float, task: str | None, candidate: str | None, repo: Path
+        self, submission: str, wait: float, task: str | None, candidate: str | None
     ) -> Result:
-        from integrator.fleet.submit import document_of, wait_published
+        from integrator.fleet.submit import (
+            document_of,
+            intake_landing,
+            lifecycle_code,
+            wait_published,
+        )
 
         _submission_id(submission)
         if task is None:
@@ -111,8 +122,12 @@ class IntakeTransport:
                 "a submission on an intake is its task and its id: name the task (no contract "
                 "is bound to this worktree, and this server did not submit it)"
             )
-        found = wait_published(self.url, repo, task, submission, wait, candidate=candidate)
-        return document_of(submission, found.rejected, found.document)
+        found = wait_published(self.url, self.repo, task, submission, wait, candidate=candidate)
+        doc, code = document_of(submission, found.rejected, found.document)
+        where = intake_landing(self.url, self.repo, doc, self.canonical)  # as status --intake
+        if where is not None:
+            doc["landing"] = where
+        return doc, lifecycle_code(code, where, "decided")
 
 
 def _submission_id(submission: str) -> None:
@@ -240,8 +255,8 @@ class AgentTools:
     def submit(self, candidate: str, bundle: bool, worktree: str | None) -> Result:
         if self.transport is None:
             raise ConfigurationError(
-                "this MCP server has no spool or intake; start it with `integrator mcp --spool DIR` "
-                "(or `--intake URL`)"
+                "this MCP server has no spool; start it with `integrator mcp --spool DIR` "
+                "(or --intake URL)"
             )
         plain("candidate", candidate)
         root = self.worktree(worktree)
@@ -267,8 +282,8 @@ class AgentTools:
         plain("task", task)
         if self.transport is None:
             raise ConfigurationError(
-                "this MCP server has no spool or intake; start it with `integrator mcp --spool DIR` "
-                "(or `--intake URL`)"
+                "this MCP server has no spool; start it with `integrator mcp --spool DIR` "
+                "(or --intake URL)"
             )
         known = self.submitted.get(submission)
         candidate = None
@@ -281,7 +296,7 @@ class AgentTools:
             task, candidate = known
         elif task is None:
             task = self._bound_task()
-        return self.transport.verdict(submission, wait, task, candidate, self.root)
+        return self.transport.verdict(submission, wait, task, candidate)
 
     def _bound_task(self) -> str | None:
         from integrator.documents.rules import rules_from_bytes

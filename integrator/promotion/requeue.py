@@ -28,6 +28,7 @@ from integrator.limits import (
     VERDICT_BYTES,
 )
 from integrator.promotion.reflect import OWNERSHIP_FILE
+from integrator.records.attempt_keys import stored_key
 from integrator.records.canonical import Canonical
 from integrator.records.claims import Claims
 from integrator.review.actions import Review
@@ -103,7 +104,7 @@ def requeue(
                 "urgent": True if urgent else None,
             }
         )
-        new_sid = review.spool.submit(submission)
+        new_sid = review.spool.submit(submission, key=stored_key(canonical, contract))
         note = (
             f"{reason} (requeued as {new_sid} under attempt {contract.attempt_id}, generation "
             f"{contract.ownership_generation})"

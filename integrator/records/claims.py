@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from integrator import faults, jsontext, refnames
+from integrator.documents.attempt_key import AttemptKey, new_key
 from integrator.documents.claim import Claim, claim_state
 from integrator.documents.contract import OwnershipContract, parse_contract
 from integrator.documents.rules import CONTRACT_SCHEMA
@@ -33,6 +34,7 @@ from integrator.limits import DEFAULT_MAX_PATCH_BYTES
 from integrator.plumbing import git, transaction
 from integrator.plumbing.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 from integrator.records.archive_index import archived_claim, record_tip
+from integrator.records.attempt_keys import key_store
 from integrator.records.canonical import Canonical, signature
 from integrator.records.pause import refuse_if_paused
 
@@ -282,9 +284,11 @@ class Claims:
         generation = previous.view.generation + 1 if previous else 1
         policy = self.canonical.ref(refnames.POLICY)
         contract = build_contract(self.canonical, request, generation, now)
+        key = issued_key_for(contract)
         state = claim_state(
-            contract, state="live", lease_expires_at=contract.lease.expires_at, event="issue"
-        )
+            contract, state="live", lease_expires_at=contract.lease.expires_at, event="issue",
+            attempt_key=key.public,
+        )  # fmt: skip
         parent = previous.oid if previous else None
         commit = write_claim_commit(self.canonical, contract, state, parent, now)
 
@@ -298,6 +302,7 @@ class Claims:
 
         event = f"issue {request.task_id} generation {generation}"
         self.go_live(request.task_id, commit, expected, event, check, policy=policy)
+        key_store(self.canonical).save(key)
         return contract
 
     def renew(self, task_id: str, until: datetime) -> Claim:
@@ -326,6 +331,7 @@ class Claims:
             lease_expires_at=until,
             event="renew",
             grants=claim.view.grants,
+            attempt_key=claim.view.attempt_key,
         )
         commit = write_claim_commit(self.canonical, claim.contract, state, claim.oid, now)
         self._cas(task_id, commit, claim.oid)
@@ -363,6 +369,7 @@ class Claims:
         )
         policy = self.canonical.ref(refnames.POLICY)
         contract = build_contract(self.canonical, request, claim.view.generation + 1, now)
+        key = issued_key_for(contract)
         state = claim_state(
             contract,
             state="live",
@@ -370,6 +377,7 @@ class Claims:
             event="reclaim",
             reason=f"took over from attempt {old.attempt_id} (generation {old.ownership_generation})",
             grants=claim.view.grants,
+            attempt_key=key.public,
         )
         commit = write_claim_commit(self.canonical, contract, state, claim.oid, now)
 
@@ -381,6 +389,7 @@ class Claims:
 
         event = f"reclaim {task_id} generation {contract.ownership_generation}"
         self.go_live(task_id, commit, claim.oid, event, check, policy=policy)
+        key_store(self.canonical).save(key)
         return contract
 
     def revoke(self, task_id: str, reason: str = "revoked by the coordinator") -> Claim:
@@ -403,6 +412,7 @@ class Claims:
             event=event,
             reason=reason,
             grants=claim.view.grants,
+            attempt_key=claim.view.attempt_key,
         )
         return write_claim_commit(self.canonical, claim.contract, state, claim.oid, now)
 
@@ -424,10 +434,18 @@ class Claims:
             staging_commit=staging,
             candidate=candidate,
             grants=claim.view.grants,
+            attempt_key=claim.view.attempt_key,
         )
         return write_claim_commit(
             self.canonical, claim.contract, state, claim.oid, now, objects=objects
         )
+
+
+def issued_key_for(contract: OwnershipContract) -> AttemptKey:
+    """A new key pair for `contract` (its public half goes into the claim commit)."""
+    return new_key(
+        contract.task_id, contract.attempt_id, contract.ownership_generation, contract.digest
+    )
 
 
 def history(canonical: Canonical, task_id: str) -> list[tuple[str, dict[str, object], str]]:

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from integrator.clock import parse_duration, parse_timestamp
+from integrator.documents.attempt_key import AttemptKey
 from integrator.documents.claim import Claim
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.expansion import parse_request
@@ -19,6 +20,7 @@ from integrator.records.archive_index import (
     archived_count,
     archived_entries,
 )
+from integrator.records.attempt_keys import stored_key
 from integrator.records.canonical import Canonical
 from integrator.records.claims import (
     Claims,
@@ -61,6 +63,12 @@ def issue_contract(
         if canonical.initialized:
             return Claims(canonical).issue(request, force_shared=force_shared), True
         return build_contract(canonical, request, 1, canonical.clock()), False
+
+
+def issued_key_of(repo: str | Path, contract: OwnershipContract) -> AttemptKey | None:
+    """The private attempt key `repo` issued `contract` with (from its key store)."""
+    with Canonical(repo) as canonical:
+        return stored_key(canonical, contract)
 
 
 def renew_contract(repo: str | Path, task_id: str, until: str) -> tuple[Claim, datetime]:

@@ -30,11 +30,13 @@ from integrator.errors import (
 from integrator.plumbing import git, transaction
 from integrator.plumbing.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 from integrator.records.archive_index import archived_entries
+from integrator.records.attempt_keys import key_store
 from integrator.records.canonical import Canonical, signature
 from integrator.records.claims import (
     Claims,
     IssueRequest,
     build_contract,
+    issued_key_for,
     overlaps_with_live,
     write_claim_commit,
 )
@@ -200,6 +202,7 @@ class Expansions:
         )
         policy = self.canonical.ref(refnames.POLICY)
         contract = build_contract(self.canonical, new_request, view.generation + 1, now)
+        key = issued_key_for(contract)
         state = claim_state(
             contract,
             state="live",
@@ -215,6 +218,7 @@ class Expansions:
                     request.workspace_head or old.base_commit,
                 ),
             ),
+            attempt_key=key.public,
         )
         commit = write_claim_commit(self.canonical, contract, state, claim.oid, now)
 
@@ -253,6 +257,7 @@ class Expansions:
         self.claims.go_live(
             request.task_id, commit, claim.oid, event, check, close_pending, policy=policy
         )
+        key_store(self.canonical).save(key)
         return contract
 
     def _refuse(

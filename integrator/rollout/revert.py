@@ -46,6 +46,7 @@ from integrator.limits import (
 )
 from integrator.paths import PathMatcher, glob_problem, unsafe_reason
 from integrator.plumbing import git
+from integrator.records.attempt_keys import stored_key
 from integrator.records.canonical import Canonical
 from integrator.records.claims import (
     REVERT_TASK_PREFIX,
@@ -245,6 +246,7 @@ def revert_landing(
                 except IntegratorError as err:  # no longer live, or the server: the verdict stands
                     log.warning("revert.claim_kept", task=done.contract.task_id, error=str(err))
             return Reverted(done, verdict=verdict)
+        key = stored_key(canonical, done.contract)  # issued just now, here
     into = Spool(spool).existing()
     submission = Submission.model_validate(
         {
@@ -255,4 +257,4 @@ def revert_landing(
             "submittedAt": datetime.now(UTC),
         }
     )
-    return Reverted(done, spool=into, submission=into.submit(submission))
+    return Reverted(done, spool=into, submission=into.submit(submission, key=key))

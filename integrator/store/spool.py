@@ -41,6 +41,7 @@ from integrator.store.submitted import open_submitted, read_at_most_path, read_s
 if TYPE_CHECKING:  # the models are the daemon's; `integrator submit` writes plain JSON
     from pydantic import ValidationError
 
+    from integrator.documents.attempt_key import AttemptKey
     from integrator.documents.submission import Submission
     from integrator.documents.verdict import Decision
 
@@ -252,9 +253,19 @@ class Spool:
         fsync_dir(target.parent)
         return draft.name
 
-    def submit(self, submission: Submission, now: datetime | None = None) -> str:
-        """Publish a submission that carries no bundle; returns its id."""
+    def submit(
+        self, submission: Submission, now: datetime | None = None, *, key: AttemptKey | None = None
+    ) -> str:
+        """Publish a submission that carries no bundle; returns its id. With `key` (the
+        attempt key issued with its contract) it is signed for the id it gets here."""
         with self.draft(now) as draft:
+            if key is not None:
+                from integrator.documents.submission import SubmissionSignature
+
+                signature = key.signature(draft.name, submission.candidate)
+                submission = submission.model_copy(
+                    update={"signature": SubmissionSignature.model_validate(signature)}
+                )
             return self.publish(draft, submission)
 
     def sweep_tmp(self, older_than: float = TMP_MAX_AGE) -> list[str]:

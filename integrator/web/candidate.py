@@ -21,6 +21,7 @@ from integrator.records.marks import FalsePositive
 from integrator.review.actions import FileDiff, Held
 from integrator.web.views import (
     ExpansionRow,
+    LandingView,
     codes_of,
     expansion_row,
     is_legacy,
@@ -157,6 +158,7 @@ class CandidateView:
     diff: DiffView
     legacy: bool = False
     false_positive: str | None = None
+    landing: LandingView | None = None  # held after it landed: where that landing is now
 
 
 def mode(value: int) -> str:
@@ -333,6 +335,7 @@ def candidate_view(
     expansions: Sequence[ExpansionEntry] = (),
     omitted: str | None = None,
     mark: FalsePositive | None = None,
+    landing: LandingView | None = None,
 ) -> CandidateView:
     """Everything the Candidate page shows, from what was read for it."""
     v = held.verdict
@@ -366,6 +369,7 @@ def candidate_view(
         diff=diff_view(files, sum(f.size for f in files), omitted),
         legacy=is_legacy(v),
         false_positive=mark_line(mark),
+        landing=landing,
     )
 
 

@@ -27,6 +27,7 @@ from integrator.records import claims
 from integrator.records.canonical import Canonical
 from integrator.records.expansions import expansions
 from integrator.records.held import history
+from integrator.records.landings import Finder
 from integrator.records.marks import FalsePositive, read_marks
 from integrator.records.marks import history as marks_history
 from integrator.review.actions import FileDiff, Held, Review, pending
@@ -67,6 +68,19 @@ def real_folder(path: Path) -> bool:
         return stat.S_ISDIR(os.lstat(path).st_mode)
     except OSError:
         return False
+
+
+def landing_of(finder: Finder, staging: str | None) -> views.LandingView | None:
+    """Where the landing `staging` names is now (`records.landings.locate`, as `status`
+    reads it), None without one or when it cannot be read (the page is still worth it)."""
+    if staging is None:
+        return None
+    try:
+        where = finder.wire(staging)
+    except (IntegratorError, KeyError, ValueError, pygit2.GitError) as err:
+        log.warning("web.landing_unreadable", staging=staging, error=str(err))
+        return None
+    return views.landing_view(where) if where is not None else None
 
 
 # -- the Candidate page ----------------------------------------------------------------------
@@ -120,6 +134,7 @@ def candidate_page(review: Review, sid: str) -> candidate_views.CandidateView:
         expansions=requests,
         omitted=omitted,
         mark=_mark(canonical, held.sid),
+        landing=landing_of(Finder(canonical), held.verdict.staging_commit),
     )
 
 
@@ -162,7 +177,14 @@ def held_page(spool: Spool, canonical: Canonical, filters: views.Filters) -> vie
     marks = {}
     with contextlib.suppress(IntegratorError, KeyError, ValueError):
         marks = read_marks(canonical)
-    return views.held_page(pending(spool), filters, datetime.now(UTC), requests, marks)
+    items = pending(spool)
+    finder = Finder(canonical)
+    landings = {}
+    for held in items:  # held after landing: its landing was ejected (or rebuilt away)
+        found = landing_of(finder, held.verdict.staging_commit)
+        if found is not None:
+            landings[held.sid] = found
+    return views.held_page(items, filters, datetime.now(UTC), requests, marks, landings)
 
 
 # -- the Queue page --------------------------------------------------------------------------
@@ -186,20 +208,33 @@ def _waiting(spool: Spool, folder: str, now: datetime) -> tuple[list[views.Waiti
     return rows, len(names)
 
 
-def _landed_sids(spool: Spool) -> dict[str, str]:
-    """Staging commit → submission id, from the newest accepted/ verdicts."""
-    out: dict[str, str] = {}
-    for sid in reversed(spool.entries("accepted")[-ACCEPTED_SCAN:]):
-        data = read_small(spool.folder("accepted") / sid / VERDICT_FILE)
-        if data is None:
-            continue
-        try:
-            staging = jsontext.loads(data).get("stagingCommit")
-        except (ValueError, AttributeError):
-            continue
-        if isinstance(staging, str):
-            out.setdefault(staging, sid)
-    return out
+@dataclass(frozen=True)
+class Landed:
+    """A filed submission whose verdict names a staging commit (it landed)."""
+
+    sid: str
+    folder: str
+    staging: str
+    task: object
+
+
+def _landed(spool: Spool) -> list[Landed]:
+    """The newest landed submissions: ACCEPTED ones in accepted/, and ejected ones (held in
+    fenced/ with the queue commit they were taken out as), newest first."""
+    out: list[Landed] = []
+    for folder in ("accepted", "fenced"):
+        for sid in reversed(spool.entries(folder)[-ACCEPTED_SCAN:]):
+            data = read_small(spool.folder(folder) / sid / VERDICT_FILE)
+            if data is None:
+                continue
+            try:
+                doc = jsontext.loads(data)
+                staging, task = doc.get("stagingCommit"), doc.get("taskId")
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(staging, str):
+                out.append(Landed(sid, folder, staging, task))
+    return sorted(out, key=lambda entry: entry.sid, reverse=True)
 
 
 def queue_page(spool: Spool, canonical: Canonical) -> views.QueueView:
@@ -209,7 +244,12 @@ def queue_page(spool: Spool, canonical: Canonical) -> views.QueueView:
     work, work_total = _waiting(spool, "work", now)
     ref = canonical.queue_ref
     head = canonical.ref(ref)
-    sids = _landed_sids(spool)
+    finder = Finder(canonical)
+    submissions = _landed(spool)
+    sids: dict[str, str] = {}
+    for entry in submissions:
+        if entry.folder == "accepted":
+            sids.setdefault(entry.staging, entry.sid)
     landed: list[views.LandedRow] = []
     oid = head
     for _ in range(QUEUE_WALK_LIMIT):
@@ -221,14 +261,26 @@ def queue_page(spool: Spool, canonical: Canonical) -> views.QueueView:
             break
         if f"{TRAILER_CANDIDATE}: " in commit.message:
             at = datetime.fromtimestamp(commit.commit_time, UTC)
-            landed.append(views.landed_row(oid, commit.message, at, sids.get(oid)))
+            where = landing_of(finder, oid)
+            landed.append(views.landed_row(oid, commit.message, at, sids.get(oid), where))
         oid = str(commit.parent_ids[0]) if commit.parent_ids else None
+    accepted = []
+    for entry in submissions[:LANDED_LIMIT]:
+        found = landing_of(finder, entry.staging)
+        if found is not None:
+            held = entry.folder == "fenced" and ID_RE.match(entry.sid) is not None
+            accepted.append(
+                views.accepted_row(
+                    entry.sid, entry.folder, entry.task, entry.staging, found, held=held
+                )
+            )
     return views.QueueView(
         queue_ref=ref,
         head=head or "-",
         waiting=tuple(new + work),
         waiting_total=new_total + work_total,
         landed=tuple(landed),
+        accepted=tuple(accepted),
     )
 
 

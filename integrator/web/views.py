@@ -19,6 +19,7 @@ from integrator.documents.trailers import TRAILER_CANDIDATE, trailers
 from integrator.documents.verdict import Code, Verdict
 from integrator.escape import visible
 from integrator.records.expansions import ExpansionEntry
+from integrator.records.landings import describe, ejection_of, summary
 from integrator.records.marks import FalsePositive
 from integrator.review.actions import Held
 
@@ -78,6 +79,40 @@ def reason_line(verdict: Verdict) -> str:
     return text(line, REASON_LIMIT)
 
 
+# -- where a landing is ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LandingView:
+    """Where a landed submission's change is now, as `status` tells it
+    (`records.landings.locate`): every value shown passes through `text`."""
+
+    state: str  # queued, promoted, ejected, reverted, gone
+    summary: str  # a few words for a list
+    line: str  # one sentence for the Candidate page
+    commit: str  # the queue commit holding it now, or "-"
+    code: str | None = None  # ejected: the ejection's code
+    why: str | None = None  # ejected: its detail
+    reverted_by: str | None = None
+
+
+def landing_view(where: Mapping[str, object]) -> LandingView:
+    """The page's view of a `Whereabouts.wire()` document."""
+    found = dict(where)
+    state = text(found.get("state", "-"), 20)
+    code, why = ejection_of(found) if state == "ejected" else (None, None)
+    reverted = found.get("revertedBy")
+    return LandingView(
+        state=state,
+        summary=text(summary(found), 120),
+        line=text(describe(found), 400),
+        commit=text(found.get("stagingCommit") or "-", 40),
+        code=text(code, 40) if code is not None else None,
+        why=text(why, 1000) if why is not None else None,
+        reverted_by=text(reverted, 40) if isinstance(reverted, str) else None,
+    )
+
+
 # -- the Held page ---------------------------------------------------------------------------
 
 
@@ -96,6 +131,7 @@ class HeldRow:
     raw_task: str | None = field(default=None, repr=False)
     legacy: bool = False  # a runner without ownership generations: review only
     false_positive: str | None = None  # the reason a release manager marked it one
+    landing: LandingView | None = None  # held after it landed: its landing was ejected
 
 
 @dataclass(frozen=True)
@@ -173,7 +209,12 @@ def mark_line(mark: FalsePositive | None) -> str | None:
     )
 
 
-def held_row(held: Held, now: datetime, mark: FalsePositive | None = None) -> HeldRow:
+def held_row(
+    held: Held,
+    now: datetime,
+    mark: FalsePositive | None = None,
+    landing: LandingView | None = None,
+) -> HeldRow:
     task, _, generation = held.subject()
     who = held.submission.submitter
     return HeldRow(
@@ -190,6 +231,7 @@ def held_row(held: Held, now: datetime, mark: FalsePositive | None = None) -> He
         raw_task=task,
         legacy=is_legacy(held.verdict),
         false_positive=mark_line(mark),
+        landing=landing,
     )
 
 
@@ -211,11 +253,15 @@ def held_page(
     now: datetime,
     expansions: Sequence[ExpansionEntry] = (),
     marks: Mapping[str, FalsePositive] | None = None,
+    landings: Mapping[str, LandingView] | None = None,
 ) -> HeldPage:
     """Every held candidate, newest first, the filtered ones shown, counts over all."""
     marked = marks or {}
+    landed = landings or {}
     rows = sorted(
-        (held_row(h, now, marked.get(h.sid)) for h in items), key=lambda r: r.sid, reverse=True
+        (held_row(h, now, marked.get(h.sid), landed.get(h.sid)) for h in items),
+        key=lambda r: r.sid,
+        reverse=True,
     )
     counts = Counter(code for row in rows for code in row.codes)
     decisions = Counter(row.decision for row in rows)
@@ -256,6 +302,19 @@ class LandedRow:
     landed_at: str
     in_queue: str
     sid: str
+    landing: LandingView | None = None
+
+
+@dataclass(frozen=True)
+class AcceptedRow:
+    """A submission that landed: where its landing is now."""
+
+    sid: str
+    folder: str
+    task: str
+    staging: str
+    landing: LandingView
+    held: bool = False  # held for review (ejected): its Candidate page exists
 
 
 @dataclass(frozen=True)
@@ -265,6 +324,7 @@ class QueueView:
     waiting: tuple[WaitingRow, ...]
     waiting_total: int
     landed: tuple[LandedRow, ...]
+    accepted: tuple[AcceptedRow, ...] = ()
 
 
 def waiting_row(
@@ -286,7 +346,13 @@ def waiting_row(
     )
 
 
-def landed_row(commit: str, message: str, landed_at: datetime, sid: str | None) -> LandedRow:
+def landed_row(
+    commit: str,
+    message: str,
+    landed_at: datetime,
+    sid: str | None,
+    landing: LandingView | None = None,
+) -> LandedRow:
     """A staging commit on the queue: its trailers, and how long its submission waited
     (from the spool id's time to the staging commit's)."""
     found = trailers(message)
@@ -301,4 +367,19 @@ def landed_row(commit: str, message: str, landed_at: datetime, sid: str | None) 
         landed_at=landed_at.isoformat(timespec="seconds"),
         in_queue=duration(landed_at - queued) if queued else "-",
         sid=sid or "-",
+        landing=landing,
+    )
+
+
+def accepted_row(
+    sid: str, folder: str, task: object, staging: str, landing: LandingView, *, held: bool
+) -> AcceptedRow:
+    """A landed submission of the spool (`held`: its id is one the Candidate page takes)."""
+    return AcceptedRow(
+        sid=text(sid, 80),
+        folder=folder,
+        task=text(task if isinstance(task, str) else "-", 80),
+        staging=text(staging, 40)[:12],
+        landing=landing,
+        held=held,
     )

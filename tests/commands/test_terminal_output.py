@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from integrator.documents.submission import Submitter
-from tests.daemon_world import World, submission
+from tests.daemon_world import World, hand_over, key_for, submission
 from tests.gitutil import run_integrator
 
 ERASE_ABOVE = "\x1b[1A\x1b[2K"  # cursor up one line, erase it
@@ -36,7 +36,7 @@ def test_review_show_and_list_spell_out_what_agents_wrote(world: World) -> None:
     hostile = sent.model_copy(
         update={"submitter": Submitter(user=f"agent{ERASE_ABOVE}", host=f"host{REORDER}")}
     )
-    sid = world.spool.submit(hostile)
+    sid = world.spool.submit(hostile, key=key_for(world.repo, json.loads(data)))
     world.once()
     assert world.spool.entries("fenced") == [sid]
     shown = _run("review", "show", sid, "--spool", str(world.spool.root))
@@ -70,7 +70,7 @@ def test_submit_wait_spells_out_the_verdict(world: World, tmp_path: Path) -> Non
     """`submit --wait` prints the daemon's verdict with the violating path spelled out."""
     data, oid = world.candidate("w", {f"other/{ERASE_ABOVE}.txt": "x\n"})
     contract = tmp_path / "w.json"
-    contract.write_bytes(data)
+    hand_over(world.repo, data, contract)
     served = world.serve()
     out = _run(
         "submit", "--spool", str(world.spool.root), "--contract", str(contract),

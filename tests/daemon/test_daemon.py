@@ -38,7 +38,7 @@ from integrator.records.canonical import Canonical
 from integrator.store.mirror import for_spool
 from integrator.store.spool import ID_RE, REJECTION_FILE, SUBMISSION_FILE, Spool
 from tests.canon import make_canon
-from tests.daemon_world import PYTHON, World, submission, wait_until
+from tests.daemon_world import PYTHON, World, hand_over, submission, wait_until
 from tests.gitutil import git
 
 
@@ -231,7 +231,7 @@ def test_bundle_from_another_clone_lands_through_submit_wait(world: World, tmp_p
     """`submit --bundle --wait` from a clone without shared objects lands and cleans its quarantine."""
     data, _ = world.candidate("remote")
     contract = tmp_path / "contract.json"
-    contract.write_bytes(data)
+    hand_over(world.repo, data, contract)
     clone = tmp_path / "clone"
     git("clone", "-q", str(world.repo), str(clone), cwd=tmp_path)
     (clone / "work" / "remote").mkdir(parents=True)

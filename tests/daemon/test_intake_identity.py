@@ -42,9 +42,12 @@ def _submit(world: RemoteWorld, agent: Path, contract: Path) -> str:
 
 
 def _attack(world: RemoteWorld, agent: Path, head: str, contract: dict[str, Any],
-            names: list[str]) -> str:  # fmt: skip
-    """Push the attacker's own submission (its contract, its candidate) under `names`."""
-    commit = submission_commit(agent, submission_document(contract, head), head)
+            names: list[str], key: Path | None = None) -> str:  # fmt: skip
+    """Push the attacker's own submission (its contract, its candidate, signed with its own
+    attempt key `key` for the id the names share) under `names`."""
+    sid = names[0].split("/")[1]
+    document = submission_document(contract, head, key=key, sid=sid)
+    commit = submission_commit(agent, document, head)
     push_refs(agent, world.intake, commit, names)
     return commit
 
@@ -76,7 +79,8 @@ def test_an_id_reused_under_another_task_is_never_answered_with_the_other_verdic
     victim, victim_head = _agent(remote, "victim", "t1/f.txt")
     attacker, attacker_head = _agent(remote, "attacker", "t5/f.txt")
     sid = _submit(remote, victim, victim_contract)
-    _attack(remote, attacker, attacker_head, attacker_doc, [f"{attacker_task}/{sid}"])
+    key = Path(f"{attacker_contract}.key")  # contract issue -o FILE hands out FILE.key
+    _attack(remote, attacker, attacker_head, attacker_doc, [f"{attacker_task}/{sid}"], key)
 
     _once(remote, remote.mirror("host"), tmp_path / "spool")
 
@@ -123,7 +127,8 @@ def test_an_id_reused_after_its_verdict_is_rejected_or_dropped_not_answered(
     published = _intake(remote, VERDICTS)
     assert list(published) == [f"{VERDICTS}t1/{sid}"]
 
-    _attack(remote, attacker, attacker_head, attacker_doc, [f"a5/{sid}", f"t1/{sid}"])
+    key = Path(f"{attacker_contract}.key")
+    _attack(remote, attacker, attacker_head, attacker_doc, [f"a5/{sid}", f"t1/{sid}"], key)
     _once(remote, mirror, spool)
 
     assert _intake(remote, SUBMIT) == {}

@@ -9,7 +9,7 @@ import json
 import signal
 from pathlib import Path
 
-from tests.daemon_world import World, wait_until
+from tests.daemon_world import World, hand_over, wait_until
 from tests.gitutil import git
 from tests.gitutil import run_integrator_raw as cli
 from tests.remote_world import RemoteWorld
@@ -36,7 +36,7 @@ def test_a_pause_keeps_submissions_waiting_until_resume(world: World) -> None:
     assert served.events("queue.paused")[0]["reason"] == "release freeze"
     data, oid = world.candidate("solo")
     contract = world.tmp / "solo.json"
-    contract.write_bytes(data)
+    hand_over(world.repo, data, contract)
     refused = cli("integrate", "--repo", str(world.repo), "--contract", str(contract),
                   "--candidate", oid)  # fmt: skip
     assert refused.returncode == 4
@@ -60,7 +60,7 @@ def test_an_urgent_submission_lands_before_the_rest_of_its_drain(world: World) -
         world.submit(f"n{i}")
     data, oid = world.candidate("hot")
     contract = world.tmp / "hot.json"
-    contract.write_bytes(data)
+    hand_over(world.repo, data, contract)
     sent = cli("submit", "--spool", str(world.spool.root), "--contract", str(contract),
                "--candidate", oid, "--repo", str(world.repo), "--urgent")  # fmt: skip
     assert sent.returncode == 0, sent.stderr.decode()

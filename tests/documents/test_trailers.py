@@ -17,7 +17,7 @@ import pytest
 
 from integrator.records.canonical import Canonical
 from integrator.records.landings import locate
-from tests.daemon_world import submission
+from tests.daemon_world import key_for, submission
 from tests.gitutil import git
 from tests.promotion_world import MARKER, PromotionWorld, promotion_world
 
@@ -29,7 +29,7 @@ def promotion(tmp_path: Path) -> Iterator[PromotionWorld]:
 
 def _submit(world: PromotionWorld, task: str, message: str, files: dict[str, str]) -> str:
     contract, oid = world.candidate(task, files, message)
-    sid = world.spool.submit(submission(contract, oid))
+    sid = world.spool.submit(submission(contract, oid), key=key_for(world.repo, contract))
     world.sids[task] = sid
     return sid
 

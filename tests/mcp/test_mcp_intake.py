@@ -85,7 +85,7 @@ def test_read_verdict_on_an_intake_is_the_task_and_the_id_and_the_candidate(
 
     from integrator.mcp.tools import IntakeTransport
 
-    session(AgentTools(worktree, transport=IntakeTransport(url)), later)
+    session(AgentTools(worktree, transport=IntakeTransport(url, worktree)), later)
 
 
 def test_read_verdict_on_a_spool_refuses_another_task(tmp_path: Path) -> None:

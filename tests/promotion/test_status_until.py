@@ -19,7 +19,8 @@ def _status(world: PromotionWorld, sid: str, *args: str) -> tuple[int, dict[str,
 def test_until_promoted_tells_the_target_from_the_queue(promotion: PromotionWorld) -> None:
     """With validation on: before a promoter ran, the plain status is ACCEPTED (exit 0) while
     --until promoted answers 4 (on the queue); after promotion the innocent landing answers
-    0 and promoted, the culprit 1 with VALIDATION_FAILED; the intake cannot be asked."""
+    0 and promoted, the culprit 1 with VALIDATION_FAILED and its landing ejected; an intake
+    that cannot be reached is "not known yet" (4), no longer a refusal."""
     world = promotion
     world.set_policy(world.command() + "\nmax_batch = 2")
     good, bad = world.submit("t0"), world.submit("t1", broken=True)
@@ -37,6 +38,9 @@ def test_until_promoted_tells_the_target_from_the_queue(promotion: PromotionWorl
     verdict = doc["verdict"]
     assert isinstance(verdict, dict)
     assert "VALIDATION_FAILED" in {v["code"] for v in verdict["violations"]}
-    refused = world.cli("status", "--intake", "git://127.0.0.1:9/x.git", "--submission", good,
-                        "--until", "promoted")  # fmt: skip
-    assert refused.returncode == 2 and b"--until promoted" in refused.stderr
+    landing = doc["landing"]
+    assert isinstance(landing, dict) and landing["state"] == "ejected", landing
+    assert landing["ejection"]["code"] == "VALIDATION_FAILED"
+    unreachable = world.cli("status", "--intake", "git://127.0.0.1:9/x.git", "--submission", good,
+                            "--task", "t0", "--until", "promoted")  # fmt: skip
+    assert unreachable.returncode == 4, unreachable.stderr

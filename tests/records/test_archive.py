@@ -51,6 +51,7 @@ from integrator.records.expansions import Expansions
 from integrator.store.mirror import for_spool
 from integrator.store.spool import Spool
 from tests.canon import Canon, make_canon
+from tests.daemon_world import signed
 from tests.gitutil import GIT_ENV, commit_files
 from tests.gitutil import git as run
 from tests.gitutil import run_integrator_raw as cli
@@ -141,7 +142,7 @@ class Yard:
         return code, capsys.readouterr().out
 
 
-def _submit(spool: Spool, contract_wire: dict[str, Any], candidate: str) -> str:
+def _submit(spool: Spool, contract_wire: dict[str, Any], candidate: str, repo: Path) -> str:
     submission = Submission.model_validate(
         {
             "schema": "integrator.submission.v1",
@@ -152,7 +153,7 @@ def _submit(spool: Spool, contract_wire: dict[str, Any], candidate: str) -> str:
         }
     )
     with spool.draft() as draft:
-        return spool.publish(draft, submission)
+        return spool.publish(draft, signed(repo, submission, draft.name))
 
 
 def _build(root: Path) -> Yard:
@@ -173,8 +174,12 @@ def _build(root: Path) -> Yard:
                 Expansions(canonical).expand(_request(canonical, task, f"more/{task}/**"))
     landed = canon.integrate(billing, canon.commit({"billing/invoice.py": "invoice = 2\n"}))
     assert landed.decision is Decision.ACCEPTED
-    held = _submit(spool, docs.wire(), canon.commit({"docs/index.md": "x\n", "billing/tax.py": ""}))
-    rejected = _submit(spool, web.wire(), canon.commit({"auth/login.py": "", "billing/tax.py": ""}))
+    held = _submit(
+        spool, docs.wire(), canon.commit({"docs/index.md": "x\n", "billing/tax.py": ""}), canon.path
+    )
+    rejected = _submit(
+        spool, web.wire(), canon.commit({"auth/login.py": "", "billing/tax.py": ""}), canon.path
+    )
     with Canonical(canon.path) as canonical:
         Daemon(
             spool=spool,

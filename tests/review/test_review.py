@@ -29,6 +29,7 @@ from integrator.review.actions import Held, expansion_lines, pending_expansions
 from integrator.store.mirror import for_spool
 from integrator.store.spool import BUNDLE_FILE, Spool
 from tests.canon import make_canon
+from tests.daemon_world import signed
 from tests.gitutil import git as run
 
 
@@ -114,7 +115,9 @@ def desk(tmp_path: Path) -> Desk:
     spool = Spool(tmp_path / "spool").ensure()
     with spool.draft() as draft:
         create_bundle(clone, candidate, contract.base_commit, draft / BUNDLE_FILE)
-        sid = spool.publish(draft, submission(contract, candidate, bundle=True))
+        sid = spool.publish(
+            draft, signed(canon.path, submission(contract, candidate, bundle=True), draft.name)
+        )
     d = Desk(canon.path, spool, contract, candidate, sid)
     d.drain()
     return d

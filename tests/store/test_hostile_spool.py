@@ -13,7 +13,7 @@ import pytest
 from integrator.errors import UsageError
 from integrator.store.spool import REJECTION_FILE, SUBMISSION_FILE, VERDICT_FILE, submitted
 from integrator.store.submitted import read_submitted
-from tests.daemon_world import PYTHON, World, submission
+from tests.daemon_world import PYTHON, World, key_for, signed, submission
 from tests.gitutil import git
 
 
@@ -55,7 +55,9 @@ def test_planted_entries_in_the_submitters_folder_are_never_written(
     sid = _publish(
         world,
         "20200101T000000000000Z-0000000a",
-        submission(json.loads(data), oid).wire(),
+        signed(
+            world.repo, submission(json.loads(data), oid), "20200101T000000000000Z-0000000a"
+        ).wire(),
         {name: planted},
     )
     assert world.once().proc.returncode == 0
@@ -73,8 +75,9 @@ def test_a_canonical_ref_linked_from_the_folder_is_not_overwritten(world: World)
     main_ref = world.repo / ".git" / "refs" / "heads" / "main"
     before = git("rev-parse", "refs/heads/main", cwd=world.repo)
     data, oid = world.candidate("t")
-    doc = submission(json.loads(data), oid).wire()
-    _publish(world, "20200101T000000000000Z-0000000b", doc, {VERDICT_FILE: main_ref})
+    sid = "20200101T000000000000Z-0000000b"
+    doc = signed(world.repo, submission(json.loads(data), oid), sid).wire()
+    _publish(world, sid, doc, {VERDICT_FILE: main_ref})
     world.once()
     after = git("rev-parse", "refs/heads/main", cwd=world.repo)
     assert after != "" and git("cat-file", "-t", after, cwd=world.repo) == "commit"
@@ -196,7 +199,9 @@ def test_review_of_a_folder_with_planted_entries_writes_only_its_own(
     sid = _publish(
         world,
         "20200101T000000000000Z-00000010",
-        submission(json.loads(data), oid).wire(),
+        signed(
+            world.repo, submission(json.loads(data), oid), "20200101T000000000000Z-00000010"
+        ).wire(),
         {"review.json": sentinel},
     )
     world.once()
@@ -235,7 +240,9 @@ def test_a_name_that_is_not_utf8_is_decided_and_filed(world: World) -> None:
     """A candidate adding a non-UTF-8 name is FENCED UNSAFE_PATH, held and filed with a
     verdict that is valid UTF-8 JSON naming the path in git's quoted form; the next lands."""
     data, oid = _candidate_with_raw_name(world, "raw", b"work/raw/\xff\xfe.txt")
-    sid = world.spool.submit(submission(json.loads(data), oid))
+    sid = world.spool.submit(
+        submission(json.loads(data), oid), key=key_for(world.repo, json.loads(data))
+    )
     good = world.submit("good")
     served = world.once()
     assert served.proc.returncode == 0, served.log.read_text()

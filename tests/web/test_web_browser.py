@@ -38,6 +38,7 @@ from integrator.records.held import archived_ref, held_ref, history
 from integrator.records.prepare import prepare
 from integrator.store.mirror import for_spool
 from integrator.store.spool import Spool
+from tests.daemon_world import key_for
 from tests.gitutil import GIT_ENV, Spec, commit_files, make_repo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,7 +77,9 @@ class Desk:
         return found[0] if found else None
 
 
-def _submit(spool: Spool, contract: OwnershipContract, candidate: str, user: str) -> str:
+def _submit(
+    spool: Spool, contract: OwnershipContract, candidate: str, user: str, repo: Path
+) -> str:
     return spool.submit(
         Submission.model_validate(
             {
@@ -86,7 +89,8 @@ def _submit(spool: Spool, contract: OwnershipContract, candidate: str, user: str
                 "submitter": {"user": user, "host": "fleet-1"},
                 "submittedAt": datetime.now(UTC),
             }
-        )
+        ),
+        key=key_for(repo, contract.wire()),
     )
 
 
@@ -132,7 +136,7 @@ def build_desk(root: Path) -> Desk:
     for agent, (files, message) in candidates.items():
         oid = commit_files(repo, files, message, parent="refs/heads/main", ref=None)
         user = f"{agent} <b>{XSS}</b>" if agent == "agent-h" else agent
-        sids[agent] = _submit(spool, contracts[agent], oid, user)
+        sids[agent] = _submit(spool, contracts[agent], oid, user, repo)
     with Canonical(repo) as canonical:
         Daemon(
             spool=spool,
@@ -142,7 +146,7 @@ def build_desk(root: Path) -> Desk:
             settings=Settings(watch=False),
         ).run(once=True)
     waiting = commit_files(repo, {"auth/login.py": "x = 1\n"}, "auth: wait", ref=None)
-    sids["agent-b"] = _submit(spool, contracts["agent-b"], waiting, "agent-b")
+    sids["agent-b"] = _submit(spool, contracts["agent-b"], waiting, "agent-b", repo)
     return Desk(repo, spool, sids)
 
 
