@@ -52,6 +52,8 @@ TASK_TYPE_CHARS = 100  # a task file's free-form `type`
 MAX_CRASHES = 3  # unexpected failures on one submission before it is rejected with the error
 MAX_DURATION_DAYS = 36_500  # a duration typed or sent (a lease, --until, --since): 100 years
 VERDICT_BYTES = 16 << 20  # a verdict document read back (spool or intake); bigger is damage
+INTAKE_POLL_SUBMISSIONS = 64  # intake submission refs judged in one poll (the rest: next poll)
+INTAKE_POLL_BYTES = 8 << 20  # submission.json bytes read from the intake in one poll
 
 # External validation reports (CI) and run output.
 DETAILS_BYTES = 256 << 10  # an external report's details file

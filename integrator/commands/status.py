@@ -8,8 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from integrator import refnames
+from integrator.commands._common import read_input
 from integrator.commands.submit import report_landing, wait_intake
+from integrator.documents.rules import rules_from_bytes
 from integrator.errors import InfrastructureError, UsageError
+from integrator.fleet.intake import check_filed
 from integrator.fleet.submit import (
     landing,
     lifecycle_code,
@@ -17,6 +20,7 @@ from integrator.fleet.submit import (
     wait_filed,
     wait_settled,
 )
+from integrator.plumbing.git import rev_parse_commit
 from integrator.store.spool import Spool
 
 
@@ -34,6 +38,22 @@ def register(sub: Any) -> None:
     where.add_argument("--intake", metavar="URL", help="the intake the submission was pushed to")
     where.add_argument("--spool", type=Path, metavar="DIR", help="the spool it was written to")
     parser.add_argument("--submission", required=True, metavar="ID", help="the submission id")
+    parser.add_argument(
+        "--task",
+        metavar="TASK",
+        help="the task it was submitted under (a submission is its task and its id: required "
+        "with --intake, unless --contract names it)",
+    )
+    parser.add_argument(
+        "--contract",
+        metavar="FILE",
+        help="the contract it was submitted with (gives --task), - for stdin",
+    )
+    parser.add_argument(
+        "--candidate",
+        metavar="REV",
+        help="the candidate commit submitted (in --repo): a verdict on another is an error",
+    )
     parser.add_argument(
         "--repo", default=".", metavar="PATH", help="a repository to fetch into (default: here)"
     )
@@ -59,17 +79,27 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    task_id = _task(args)
+    repo = Path(args.repo).resolve()
+    candidate = rev_parse_commit(repo, args.candidate) if args.candidate else None
     if args.intake:
-        repo = Path(args.repo).resolve()
+        if task_id is None:
+            raise UsageError(
+                "status --intake needs the submission's task: a submission is its task and "
+                f"its id ({refnames.VERDICTS}<task>/<id>); give --task TASK or --contract "
+                "FILE (the contract it was submitted with)"
+            )
         return wait_intake(
-            args.intake, repo, args.submission, args.wait, as_json=args.json,
-            until=args.until, canonical=args.canonical,
+            args.intake, repo, task_id, args.submission, args.wait, candidate=candidate,
+            as_json=args.json, until=args.until, canonical=args.canonical,
         )  # fmt: skip
     if args.canonical:
         raise UsageError("--canonical is for --intake: a spool's daemon reads its own repository")
     spool = Spool(args.spool).existing()
     started = time.monotonic()
     found = wait_filed(spool, args.submission, args.wait)
+    if task_id is not None or candidate is not None:
+        check_filed(*found, sid=args.submission, task_id=task_id, candidate=candidate)
     where = landing(spool, args.submission)
     if args.until == "promoted" and found[0] == "accepted":
         if where is None:
@@ -85,3 +115,14 @@ def run(args: argparse.Namespace) -> int:
     code = lifecycle_code(code, where, args.until)
     rejected = found[0] == "rejected"
     return report_landing(args.submission, doc, code, where, rejected=rejected, as_json=args.json)
+
+
+def _task(args: argparse.Namespace) -> str | None:
+    """The task `--task` or the `--contract` names (both: they must agree)."""
+    task_id: str | None = args.task
+    if args.contract is not None:
+        named = rules_from_bytes(read_input(args.contract)).task_id
+        if task_id is not None and task_id != named:
+            raise UsageError(f"--task {task_id!r} is not the contract's task {named!r}")
+        task_id = named
+    return task_id

@@ -10,6 +10,7 @@ from typing import Any
 
 from integrator import refnames
 from integrator.commands._common import print_json, read_input, say
+from integrator.documents.rules import rules_from_bytes
 from integrator.errors import EXIT_OK, InfrastructureError, UsageError
 from integrator.fleet.keys import ENV as KEY_ENV
 from integrator.fleet.submit import (
@@ -119,13 +120,9 @@ def run(args: argparse.Namespace) -> int:
 def _to_intake(args: argparse.Namespace) -> int:
     if args.bundle:
         raise UsageError("--bundle is for a spool; a push to the intake carries the objects")
+    data = read_input(args.contract)
     pushed = to_intake(
-        args.intake,
-        read_input(args.contract),
-        args.candidate,
-        Path(args.repo),
-        urgent=bool(args.urgent),
-        key=args.key,
+        args.intake, data, args.candidate, Path(args.repo), urgent=bool(args.urgent), key=args.key
     )
     sid = pushed.submission
     if pushed.unsigned:
@@ -139,23 +136,30 @@ def _to_intake(args: argparse.Namespace) -> int:
         else:
             say(sid)
         return 0
-    return wait_intake(args.intake, pushed.repo, sid, args.wait, as_json=args.json)
+    task_id = rules_from_bytes(data).task_id  # what to_intake pushed under (it parsed it too)
+    return wait_intake(
+        args.intake, pushed.repo, task_id, sid, args.wait, candidate=pushed.candidate,
+        as_json=args.json,
+    )  # fmt: skip
 
 
 def wait_intake(
     url: str,
     repo: Path,
+    task_id: str,
     sid: str,
     timeout: float,
     *,
+    candidate: str | None = None,
     as_json: bool,
     until: str = "decided",
     canonical: str | None = None,
 ) -> int:
-    """Wait for the intake to publish a verdict for `sid`; print it with where its landing
-    is now (read from the canonical server), return the code they mean together."""
+    """Wait for the intake to publish a verdict for submission `sid` of task `task_id` (on
+    `candidate`, when known: a verdict on another is an error); print it with where its
+    landing is now (read from the canonical server), return the code they mean together."""
     started = time.monotonic()
-    found = wait_published(url, repo, sid, timeout)
+    found = wait_published(url, repo, task_id, sid, timeout, candidate=candidate)
     doc, code = document_of(sid, found.rejected, found.document)
     where = intake_landing(url, repo, doc, canonical)
     if until == "promoted" and code == EXIT_OK:
@@ -168,7 +172,8 @@ def wait_intake(
         if where["state"] not in SETTLED:
             left = max(0.0, timeout - (time.monotonic() - started))
             where = wait_settled_intake(url, repo, sid, doc, left, canonical)
-            found = wait_published(url, repo, sid, 0)  # an ejection publishes a new verdict
+            # an ejection publishes a new verdict
+            found = wait_published(url, repo, task_id, sid, 0, candidate=candidate)
             doc, code = document_of(sid, found.rejected, found.document)
     code = lifecycle_code(code, where, until)
     return report_landing(sid, doc, code, where, rejected=found.rejected, as_json=as_json)

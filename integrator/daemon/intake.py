@@ -2,30 +2,43 @@
 
 `serve --intake URL` fetches `refs/integrator/submit/*` from the intake into the mirror
 (`refs/integrator/intake/submit/*`), puts each new one into the daemon's spool under its own
-id (whatever it holds: the spool's reader judges it), and, once the daemon filed it,
-publishes the verdict at `refs/integrator/verdicts/<taskId>/<submissionId>` and deletes the
-submission ref, both in one atomic push with leases. Nothing is lost: a daemon killed at any
-step leaves the submission ref in place (it is imported again, and deciding it again reports
-the same landing) or its verdict published. Several daemons may serve one intake: the first
-to publish a verdict wins the push, and the others find it there.
+id (whatever its document says: the spool's reader judges it), and, once the daemon filed
+it, publishes the verdict at `refs/integrator/verdicts/<taskId>/<submissionId>` and deletes
+the submission ref, both in one atomic push with leases. Nothing is lost: a daemon killed at
+any step leaves the submission ref in place (it is imported again, and deciding it again
+reports the same landing) or its verdict published. Several daemons may serve one intake:
+the first to publish a verdict wins the push, and the others find it there.
+
+A submission is (task, id, document), never the id alone. The spool names a folder by the
+id, so the spool's folder of an id is this ref's submission only when its `submission.json`
+is this ref's very blob (checked by content, once per daemon run); a verdict is published
+only to the ref of the submission it decided. A ref whose id the spool holds for another
+submission, whose document is missing, too large, the same as another ref's, or whose
+contract names another task is answered at its own verdict ref with a small rejection
+(integrator.daemon.admission), in one push per poll, and never enters the spool.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
-import pygit2
 import structlog
 
 from integrator import faults, jsontext, refnames
+from integrator.daemon import admission
+from integrator.daemon.admission import Pending
 from integrator.daemon.probe import Backoff
-from integrator.errors import GitTimeoutError, InfrastructureError, IntegratorError
+from integrator.errors import GitTimeoutError, InfrastructureError, IntegratorError, UsageError
 from integrator.files import atomic_write
 from integrator.fleet.intake import SUBMISSION_FILE, submit_ref, verdict_ref
-from integrator.limits import SUBMISSION_BYTES, VERDICT_BYTES
+from integrator.limits import (
+    INTAKE_POLL_BYTES,
+    INTAKE_POLL_SUBMISSIONS,
+    SUBMISSION_BYTES,
+    VERDICT_BYTES,
+)
 from integrator.plumbing import git
 from integrator.plumbing.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 from integrator.plumbing.remote import (
@@ -37,22 +50,26 @@ from integrator.plumbing.remote import (
 )
 from integrator.records.canonical import Canonical, signature
 from integrator.refnames import refname_problem
-from integrator.store.spool import ID_RE, REJECTION_FILE, VERDICT_FILE, Spool
-from integrator.store.submitted import read_at_most_path
+from integrator.store.spool import (
+    ID_RE,
+    REJECTION_FILE,
+    VERDICT_FILE,
+    Spool,
+    rejection_document,
+    submitted,
+)
+from integrator.store.submitted import read_at_most_path, read_submitted
 
 log = structlog.get_logger("integrator.intake")
 
 ORIGIN_FILE = "intake.json"  # in the daemon's folder of a submission taken from the intake
 REPUBLISH_FILE = "intake-republish.json"  # in the spool: verdicts to publish again
+# In the spool: one file per document blob taken from the intake, naming the ref it was
+# taken as, so a document is imported once however many refs or runs bring it.
+TAKEN_DIR = "intake-taken"
+REMEMBERED = 200_000  # document blobs kept in memory (then forgotten at once; the files stay)
 
-
-@dataclass(frozen=True)
-class Pending:
-    """One submission ref on the intake, as fetched: task, id, and the commit it names."""
-
-    task_id: str
-    sid: str
-    commit: str
+__all__ = ["ORIGIN_FILE", "REPUBLISH_FILE", "Intake", "Pending"]
 
 
 class Intake:
@@ -75,8 +92,14 @@ class Intake:
         self.max_backoff = max_backoff
         self._backoff = Backoff()
         self._retry_at = 0.0
-        self.unpublished: dict[str, str] = {}  # submission → why its verdict is not out yet
-        self._done: set[str] = set()  # published by this daemon (their refs may still show)
+        # Why a verdict is not out yet: by submission id (republications) or by the verdict
+        # ref (first publications and rejections at the door).
+        self.unpublished: dict[str, str] = {}
+        self._done: set[Pending] = set()  # answered by this daemon (their refs may still show)
+        self._ours: dict[str, Pending] = {}  # spool id → the submission ref the folder is
+        self._blobs: dict[str, str] = {}  # document blob → `<task>/<id>` it was taken as
+        self._seen: dict[Pending, int] = {}  # ref → the poll that first saw it
+        self._polls = 0
         self._unusable: set[str] = set()  # submit refs no daemon could decide, said once
 
     def _git(self, args: list[str]) -> git.GitRun:
@@ -98,13 +121,29 @@ class Intake:
         found = []
         for ref, oid in git.refs_under(self.canonical.repo, refnames.INTAKE_SUBMIT).items():
             task_id, _, sid = ref.removeprefix(refnames.INTAKE_SUBMIT).partition("/")
-            if refname_problem(task_id) or not ID_RE.match(sid):
+            if refname_problem(task_id) or not ID_RE.fullmatch(sid):
                 if ref not in self._unusable:  # said once, not at every poll
                     self._unusable.add(ref)
-                    log.warning("intake.unusable_ref", ref=ref)  # nothing to name a verdict by
+                    log.warning("intake.unusable_ref", ref=refnames.shown(ref))
                 continue
             found.append(Pending(task_id, sid, oid))
-        return sorted(found, key=lambda p: p.sid)
+        self._forget(found)
+        return sorted(found, key=lambda p: (p.sid, p.task_id))
+
+    def _forget(self, found: list[Pending]) -> None:
+        """Keep only what is about refs still on the intake (an answered ref is gone at the
+        next fetch; one pushed again is judged again)."""
+        self._polls += 1
+        here = set(found)
+        self._seen = {p: self._seen.get(p, self._polls) for p in found}
+        self._done &= here
+        self._ours = {sid: p for sid, p in self._ours.items() if p in here}
+        names = {verdict_ref(p.task_id, p.sid) for p in found}
+        for key in [k for k in self.unpublished if k.startswith(refnames.VERDICTS)]:
+            if key not in names:
+                del self.unpublished[key]
+        if len(self._blobs) > REMEMBERED:
+            self._blobs.clear()
 
     def poll(self) -> list[Pending]:
         """Fetch and take; the intake's trouble is kept in `trouble` and logged when it
@@ -233,52 +272,150 @@ class Intake:
         self.trouble = None
 
     def take(self, pending: list[Pending]) -> int:
-        """Put every submission the spool does not know yet into `new/`; how many."""
+        """Put the submissions the spool does not hold yet into `new/`, answer those that
+        can never be decided with a rejection at their own ref, and recognise those this
+        spool holds already; within one poll's budget (the rest wait for the next poll, in
+        rounds across tasks). How many were put into the spool."""
+        todo = [p for p in pending if p not in self._done and self._ours.get(p.sid) != p]
+        count, budget = INTAKE_POLL_SUBMISSIONS, INTAKE_POLL_BYTES
+        measured: dict[str, admission.Measured] = {}  # by commit: one header read each
+        refused: list[tuple[Pending, str]] = []
         taken = 0
-        for item in pending:
-            if self.spool.find(item.sid) is not None:
-                continue  # imported before (decided, or deciding)
-            document = self._document(item.commit)
-            with self.spool.draft(sid=item.sid) as draft:
-                self.spool.publish(draft, document)
-            taken += 1
+        for item in admission.rounds(todo, self._seen):
+            if count == 0:
+                break
+            found = measured.get(item.commit) or admission.measure(self.canonical.repo, item.commit)
+            measured[item.commit] = found
+            first = self._taken_as(found.blob) if found.problem is None else None
+            duplicate = first is not None and first != item.name
+            if found.problem is None and not duplicate and found.size > budget:
+                continue  # its document waits for the next poll's budget
+            count -= 1
+            if found.problem is not None:
+                refused.append((item, found.problem))
+            elif duplicate:
+                refused.append((item, admission.DUPLICATE))
+            else:
+                budget -= found.size
+                why, new = self._admit(item, found)
+                if why is not None:
+                    refused.append((item, why))
+                taken += new
+        self._refuse(refused)
         self.imported += taken
         return taken
 
-    def _document(self, commit: str) -> bytes | None:
-        """The submission commit's `submission.json` (bounded), None when it has none."""
-        repo = self.canonical.repo
-        try:
-            obj = repo[commit]
-            if not isinstance(obj, pygit2.Commit):
+    def _admit(self, item: Pending, found: admission.Measured) -> tuple[str | None, int]:
+        """Take `item` (its document measured as `found`) into the spool, or recognise it
+        there; (why it is refused instead, or None; 1 when it was put into the spool)."""
+        held = self.spool.find(item.sid)
+        if held is not None:
+            try:
+                data = read_submitted(submitted(held[1]), SUBMISSION_FILE, SUBMISSION_BYTES)
+            except (UsageError, OSError):
+                data = None
+            if data is None or admission.blob_id(data) != found.blob:
+                return admission.ID_IN_USE, 0
+        else:
+            data = bytes(self.canonical.repo.odb.read(found.blob)[1])
+        named = admission.contract_task(data)
+        if named is not None and named != item.task_id:
+            return admission.WRONG_TASK, 0
+        self._ours[item.sid] = item
+        self._blobs[found.blob] = item.name
+        if held is not None:
+            return None, 0  # imported before (by this daemon or an earlier run of it)
+        # Durable before the import: a later run (or a restart) knows the document too.
+        (self.spool.root / TAKEN_DIR).mkdir(exist_ok=True)
+        atomic_write(self.spool.root / TAKEN_DIR / found.blob, item.name.encode(), sync=False)
+        with self.spool.draft(sid=item.sid) as draft:
+            self.spool.publish(draft, data)
+        return None, 1
+
+    def _taken_as(self, blob: str) -> str | None:
+        """The `<task>/<id>` a document blob was taken into this spool as, if it was."""
+        known = self._blobs.get(blob)
+        if known is None:
+            try:
+                known = read_at_most_path(self.spool.root / TAKEN_DIR / blob, 1024).decode()
+            except (OSError, UnicodeDecodeError):
                 return None
-            entry = obj.tree[SUBMISSION_FILE]
-            kind, size = repo.odb.read_header(entry.id)
-        except (KeyError, ValueError, pygit2.GitError):
-            return None
-        if kind != pygit2.enums.ObjectType.BLOB or entry.filemode != pygit2.enums.FileMode.BLOB:
-            return None
-        if size > SUBMISSION_BYTES:
-            return b"\0" * (SUBMISSION_BYTES + 1)  # the spool's reader refuses it by size
-        return bytes(repo.odb.read(entry.id)[1])
+            self._blobs[blob] = known
+        return known
+
+    def _refuse(self, refused: list[tuple[Pending, str]]) -> None:
+        """Answer each refused ref with a rejection at its own verdict ref (and delete it):
+        all in one atomic push, or one by one when that push does not go through."""
+        if not refused:
+            return
+        at = self.canonical.clock()
+        answers = [
+            (
+                item,
+                self._verdict_commit(item, REJECTION_FILE, rejection_document(item.sid, why, at)),
+            )
+            for item, why in refused
+        ]
+        if len(answers) == 1 or not self._push_answers(answers):
+            for item, commit in answers:
+                target, source = (
+                    verdict_ref(item.task_id, item.sid),
+                    submit_ref(item.task_id, item.sid),
+                )
+                try:
+                    if not self._push_answers([(item, commit)]):
+                        self._settle(item, target, source)
+                except IntegratorError as err:
+                    log.warning("intake.refusal_unpublished", submission=item.name, error=str(err))
+                    self.unpublished[target] = str(err)
+                    continue
+                self.unpublished.pop(target, None)
+                self._done.add(item)
+        else:
+            self._done.update(item for item, _ in answers)
+        reasons: dict[str, int] = {}
+        for _, why in refused:
+            reasons[why] = reasons.get(why, 0) + 1
+        log.info("intake.refused", refs=len(refused), reasons=reasons)
+
+    def _push_answers(self, answers: list[tuple[Pending, str]]) -> bool:
+        """One atomic push: each answer's verdict ref created (expected absent) and its
+        submission ref deleted (expected at the commit judged). Whether it went through."""
+        updates: list[tuple[str | None, str | None, str]] = []
+        leases: list[str] = []
+        specs: list[str] = []
+        for item, commit in answers:
+            target, source = verdict_ref(item.task_id, item.sid), submit_ref(item.task_id, item.sid)
+            updates += [(None, commit, target), (item.commit, None, source)]
+            leases += [
+                f"--force-with-lease={target}:",
+                f"--force-with-lease={source}:{item.commit}",
+            ]
+            specs += [f"{commit}:{target}", f":{source}"]
+        sign = push_signature(self.key, updates)
+        proc = self._git(
+            ["push", "--atomic", "--porcelain", "--no-verify", *sign, self.url, *leases, *specs]
+        )
+        return proc.returncode == 0
 
     def publish(self, pending: list[Pending]) -> int:
         """Publish the verdict of every pending submission the daemon has filed; how many."""
         done = 0
         for item in pending:
-            if item.sid in self._done:
-                continue
+            if item in self._done or self._ours.get(item.sid) != item:
+                continue  # answered, or not (yet) known to be the spool's submission of that id
             found = self.spool.find(item.sid)
             if found is None or found[0] in ("new", "work", "tmp"):
                 continue
+            target = verdict_ref(item.task_id, item.sid)
             try:
                 self._publish_one(item, found[1])
-                self._done.add(item.sid)
-                self.unpublished.pop(item.sid, None)
+                self._done.add(item)
+                self.unpublished.pop(target, None)
                 done += 1
             except IntegratorError as err:
-                log.warning("intake.publish_failed", submission=item.sid, error=str(err))
-                self.unpublished[item.sid] = str(err)
+                log.warning("intake.publish_failed", submission=item.name, error=str(err))
+                self.unpublished[target] = str(err)
         self.published += done
         return done
 

@@ -132,7 +132,7 @@ def _agents(demo: Demo, url: str, intake: str) -> None:
         "agent-3": ("docs.json", {"docs/guide.md": "# Guide\n", "billing/invoice.py": "oops\n"}),
         "agent-4": ("search.json", {"search/index.py": "def search(q):\n    return [q]\n"}),
     }
-    sids: dict[str, str] = {}
+    sids: dict[str, tuple[str, str]] = {}
     for agent, (contract, files) in work.items():
         clone = demo.root / "agents" / agent
         demo.git("clone", "-q", url, str(clone), cwd=demo.root)
@@ -141,9 +141,10 @@ def _agents(demo: Demo, url: str, intake: str) -> None:
         demo.git("commit", "-qam", f"{agent}: work", cwd=clone)
         out = demo.run("integrator", "submit", "--intake", intake, "--contract", contract,
                        "--candidate", "HEAD", "--repo", str(clone), show=agent == "agent-1")  # fmt: skip
-        sids[agent] = out.strip()
-    for agent, sid in sids.items():
+        sids[agent] = (out.strip(), contract)
+    for agent, (sid, contract) in sids.items():
         shown = demo.run("integrator", "status", "--intake", intake, "--submission", sid,
+                         "--contract", contract, "--candidate", "HEAD",
                          "--repo", str(demo.root / "agents" / agent), "--wait", "60",
                          show=agent == "agent-1", ok=(0, 1, 3))  # fmt: skip
         print(f"   {agent}: {shown.strip().splitlines()[0]}")

@@ -7,6 +7,10 @@ the intake decides it exactly as if it had come through a spool and publishes th
 as a commit holding `verdict.json` (or `rejection.json`) at
 `refs/integrator/verdicts/<taskId>/<submissionId>`, then deletes the submission ref.
 
+A submission is (task, id), never the id alone: an id is only a name, and anyone who can
+read the intake sees it, so a reader looks at its own task's verdict ref only and checks
+that the verdict there is about the candidate it submitted (docs/remote.md, "Intake").
+
 Only git processes here (no libgit2): agents call this in tight loops.
 """
 
@@ -15,10 +19,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from integrator import refnames
-from integrator.errors import InfrastructureError, UsageError
+from integrator import jsontext, refnames
+from integrator.errors import InfrastructureError, IntegratorError, UsageError
+from integrator.limits import VERDICT_BYTES
 from integrator.plumbing.git import run_git, server_said
 from integrator.refnames import refname_problem
+from integrator.store.submitted import read_at_most_path
 
 SUBMISSION_FILE = "submission.json"
 VERDICT_FILE = "verdict.json"
@@ -70,6 +76,12 @@ def push_submission(url: str, repo: Path, task_id: str, sid: str, commit: str) -
         raise InfrastructureError(f"cannot push the submission to {url}: {why}")
 
 
+class ForeignVerdictError(IntegratorError):
+    """The verdict found under a submission's own name is not about that submission: it
+    names another candidate or another task (someone else used the id). Never a success:
+    the submitter's candidate was not decided there; it submits again, under a new id."""
+
+
 @dataclass(frozen=True)
 class Published:
     """A verdict as the intake holds it: `verdict.json`, or `rejection.json` (malformed)."""
@@ -80,23 +92,104 @@ class Published:
     document: bytes
 
 
-def find_verdict(url: str, repo: Path, sid: str) -> Published | None:
-    """The verdict the daemons published for submission `sid`, or None (not yet)."""
-    _component(sid, "submission id")
-    listed = run_git(["ls-remote", "--refs", url, f"{refnames.VERDICTS}*"], cwd=repo, check=False)
+def check_verdict(
+    document: bytes,
+    rejected: bool,
+    *,
+    sid: str,
+    task_id: str | None,
+    candidate: str | None,
+    where: str,
+) -> None:
+    """ForeignVerdictError unless `document` (a verdict, or a rejection when `rejected`)
+    can be the answer to submission `sid` of task `task_id` on `candidate` (each checked
+    when known): a rejection names the submission it rejects; a verdict is one (the
+    model reads it), names its candidate, and its task when the contract could be read."""
+    if rejected:
+        try:
+            doc = jsontext.loads(document)
+        except ValueError:
+            doc = None
+        if not isinstance(doc, dict) or not isinstance(doc.get("reason"), str):
+            raise ForeignVerdictError(f"{where} holds no rejection document")
+        if doc.get("submission") != sid:
+            raise ForeignVerdictError(f"{where} rejects another submission than {sid}")
+        return
+    from pydantic import ValidationError  # only when reading a verdict: submit starts light
+
+    from integrator.documents.verdict import Verdict
+
+    try:
+        verdict = Verdict.model_validate_json(document)
+    except ValidationError as err:
+        raise ForeignVerdictError(
+            f"{where} holds no verdict document ({err.error_count()} errors)"
+        ) from None
+    if candidate is not None and verdict.candidate != candidate:
+        raise ForeignVerdictError(
+            f"{where} is the verdict on candidate {_shown(verdict.candidate)}, not on "
+            f"{candidate}, the one submitted: another submission used this id; submit again "
+            "(it gets a new id)"
+        )
+    if task_id is not None and verdict.task_id is not None and verdict.task_id != task_id:
+        raise ForeignVerdictError(
+            f"{where} is the verdict on a submission of task {_shown(verdict.task_id)}, not of "
+            f"{task_id}: another submission used this id; submit again (it gets a new id)"
+        )
+
+
+def check_filed(
+    folder: str, path: Path, *, sid: str, task_id: str | None, candidate: str | None
+) -> None:
+    """`check_verdict` on the verdict a spool filed for `sid` (in `folder`, at `path`)."""
+    rejected = folder == "rejected"
+    name = REJECTION_FILE if rejected else VERDICT_FILE
+    document = read_at_most_path(path / name, VERDICT_BYTES)
+    check_verdict(
+        document, rejected, sid=sid, task_id=task_id, candidate=candidate, where=str(path / name)
+    )
+
+
+def _shown(value: str | None) -> str:
+    """A value read from a published document, as an error may name it (bounded; the CLI
+    escapes what it prints)."""
+    if value is None:
+        return "(none)"
+    return repr(value[:100] + ("…" if len(value) > 100 else ""))
+
+
+def find_verdict(
+    url: str, repo: Path, task_id: str, sid: str, *, candidate: str | None = None
+) -> Published | None:
+    """The verdict the daemons published for submission `sid` of task `task_id` — read at
+    `refs/integrator/verdicts/<task>/<id>` and nowhere else — or None (not yet).
+    ForeignVerdictError when what is there is not about this submission (`candidate`, when
+    the caller knows it, is the commit it submitted)."""
+    ref = verdict_ref(_component(task_id, "task id"), _component(sid, "submission id"))
+    listed = run_git(["ls-remote", "--refs", url, ref], cwd=repo, check=False)
     if listed.returncode != 0:
         why = listed.stderr.decode("utf-8", "replace").strip().splitlines()
         raise InfrastructureError(f"cannot read {url}: {why[-1] if why else listed.returncode}")
-    for line in listed.stdout.decode("utf-8", "replace").splitlines():
-        _, _, ref = line.partition("\t")
-        task_id, _, name = ref.removeprefix(refnames.VERDICTS).partition("/")
-        if name != sid or refname_problem(task_id):
+    # ls-remote matches patterns by their tail: only the exact name is this submission's.
+    names = {
+        line.partition("\t")[2] for line in listed.stdout.decode("utf-8", "replace").splitlines()
+    }
+    if ref not in names:
+        return None
+    local = f"{refnames.INTAKE_VERDICTS}{task_id}/{sid}"
+    run_git(["fetch", "--quiet", "--no-tags", url, f"+{ref}:{local}"], cwd=repo)
+    for name_in_tree, rejected in ((VERDICT_FILE, False), (REJECTION_FILE, True)):
+        sized = run_git(["cat-file", "-s", f"{local}:{name_in_tree}"], cwd=repo, check=False)
+        if sized.returncode != 0:
             continue
-        local = f"{refnames.INTAKE_VERDICTS}{sid}"
-        run_git(["fetch", "--quiet", "--no-tags", url, f"+{ref}:{local}"], cwd=repo)
-        for name_in_tree, rejected in ((VERDICT_FILE, False), (REJECTION_FILE, True)):
-            shown = run_git(["cat-file", "blob", f"{local}:{name_in_tree}"], cwd=repo, check=False)
-            if shown.returncode == 0:
-                return Published(task_id, sid, rejected, shown.stdout)
-        raise InfrastructureError(f"{ref} on {url} holds no verdict")
-    return None
+        if int(sized.stdout.decode().strip() or 0) > VERDICT_BYTES:
+            raise ForeignVerdictError(f"{ref} on {url} holds a verdict over {VERDICT_BYTES} bytes")
+        shown = run_git(["cat-file", "blob", f"{local}:{name_in_tree}"], cwd=repo, check=False)
+        if shown.returncode != 0:
+            continue  # not a blob: no verdict document
+        where = f"{ref} on {url}"
+        check_verdict(
+            shown.stdout, rejected, sid=sid, task_id=task_id, candidate=candidate, where=where
+        )
+        return Published(task_id, sid, rejected, shown.stdout)
+    raise InfrastructureError(f"{ref} on {url} holds no verdict")

@@ -182,13 +182,16 @@ def poll(
         delay = min(delay * 1.5, most)
 
 
-def wait_published(url: str, repo: Path, sid: str, timeout: float) -> intake.Published:
-    """Poll the intake until a verdict for `sid` is published."""
+def wait_published(
+    url: str, repo: Path, task_id: str, sid: str, timeout: float, *, candidate: str | None = None
+) -> intake.Published:
+    """Poll the intake until a verdict for submission `sid` of task `task_id` is published
+    (on `candidate`, when given: another candidate's verdict there is an error)."""
     return poll(
-        lambda: intake.find_verdict(url, repo, sid),
+        lambda: intake.find_verdict(url, repo, task_id, sid, candidate=candidate),
         timeout,
-        f"no verdict for {sid} on {url} within {timeout:g} s; it is still queued (is a daemon "
-        "serving the intake?)",
+        f"no verdict for {sid} of task {task_id} on {url} within {timeout:g} s; it is still "
+        "queued (is a daemon serving the intake?)",
         first=0.1,
         most=1.0,
     )

@@ -9,8 +9,8 @@ output (output schemas in `integrator.mcp.models`):
 | `show_contract` | `integrator guard show --json` |
 | `check_paths` | `integrator guard --path P … --json` |
 | `request_expansion` | `integrator contract request-expansion`, then `contract expand` |
-| `submit` | `integrator submit --json` (the bound contract, into the server's spool) |
-| `read_verdict` | `integrator submit --wait --json` for a submission id |
+| `submit` | `integrator submit --json` (the bound contract, into the server's spool or intake) |
+| `read_verdict` | `integrator submit --wait --json` for a submission (its task and its id) |
 | `ready_tasks` | `integrator plan .agents --json` |
 
 A refusal is a tool error (`isError`) whose text is the CLI's error line and whose
@@ -35,7 +35,13 @@ from pydantic import Field
 
 from integrator.clock import parse_duration
 from integrator.errors import IntegratorError, UsageError
-from integrator.limits import MCP_ID_CHARS, MCP_MAX_ADDITIONS, MCP_MAX_PATHS, MCP_WAIT_SECONDS
+from integrator.limits import (
+    MAX_ID_CHARS,
+    MCP_ID_CHARS,
+    MCP_MAX_ADDITIONS,
+    MCP_MAX_PATHS,
+    MCP_WAIT_SECONDS,
+)
 from integrator.mcp import models
 from integrator.mcp.tools import AgentTools, Result
 from integrator.version import __version__
@@ -138,8 +144,16 @@ def _tools(
         wait_seconds: Annotated[
             float, Field(ge=0, le=MCP_WAIT_SECONDS, description="wait this long for it")
         ] = 0,
+        task: Annotated[
+            str | None,
+            Field(
+                description="the task it was submitted under (default: the one this server "
+                "submitted it under, else the bound contract's)",
+                max_length=MAX_ID_CHARS,
+            ),
+        ] = None,
     ) -> CallToolResult:
-        return result(lambda: tools.read_verdict(submission, wait_seconds))
+        return result(lambda: tools.read_verdict(submission, wait_seconds, task))
 
     def ready_tasks() -> CallToolResult:
         return result(tools.ready_tasks)
@@ -149,8 +163,8 @@ def _tools(
         (show_contract, models.BoundContract, "The contract this worktree writes under, its live claim, and whether writes are allowed now."),
         (check_paths, models.GuardDecision, "Would the write guard allow writing these paths? Per path: allowed, why, and the contract line that decided."),
         (request_expansion, None, "Ask to add paths or resources to the contract BEFORE writing them. Granted: the new contract (generation + 1), bound here. Otherwise a review error (exit 3): do not write."),
-        (submit, models.Submitted, "Submit a candidate commit under the bound contract to the daemon's spool."),
-        (read_verdict, models.Filed, "The daemon's verdict on a submission (ACCEPTED, FENCED or REVIEW with every violation), waiting up to wait_seconds."),
+        (submit, models.Submitted, "Submit a candidate commit under the bound contract to the daemon's spool or intake."),
+        (read_verdict, models.Filed, "The daemon's verdict on a submission of a task (ACCEPTED, FENCED or REVIEW with every violation), waiting up to wait_seconds; a verdict on another candidate than the one submitted is an error."),
         (ready_tasks, models.Plan, "The task plan of this repository's queue: the ready set, what waits and why, the partition ceiling."),
     ]  # fmt: skip
 

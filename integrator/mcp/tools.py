@@ -8,7 +8,10 @@ id must be a spool id, paths go through the guard like any hook event.
 Submissions travel through a `Transport`: the daemon's spool (`SpoolTransport`), or an
 intake (`IntakeTransport`: a git remote with `refs/integrator/submit/…`, for agents without
 the daemon's file system). Both answer `read_verdict` with the verdict and where its
-landing is now, as `status` prints them.
+landing is now, as `status` prints them. A submission is its task and its id: `read_verdict`
+reads the verdict of the task the server submitted it under (else the one named, else the
+bound contract's), and a verdict on another candidate than the one this server submitted
+is an error.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from integrator.plumbing import git
 
 Result = tuple[dict[str, Any], int]
 TASK_ENV = "INTEGRATOR_TASK"
+SUBMITTED_KEPT = 10_000  # submissions one server remembers (task and candidate) for read_verdict
 
 
 class Transport(Protocol):
@@ -44,7 +48,9 @@ class Transport(Protocol):
 
     def submit(self, contract: bytes, candidate: str, repo: Path, bundle: bool) -> Result: ...
 
-    def verdict(self, submission: str, wait: float) -> Result: ...
+    def verdict(
+        self, submission: str, wait: float, task: str | None, candidate: str | None
+    ) -> Result: ...
 
 
 @dataclass(frozen=True)
@@ -59,14 +65,17 @@ class SpoolTransport:
 
         return publish(Spool(self.folder), contract, candidate, repo, bundle), 0
 
-    def verdict(self, submission: str, wait: float) -> Result:
+    def verdict(
+        self, submission: str, wait: float, task: str | None, candidate: str | None
+    ) -> Result:
+        from integrator.fleet.intake import check_filed
         from integrator.fleet.submit import landing, lifecycle_code, verdict_document, wait_filed
-        from integrator.store.spool import ID_RE, Spool
+        from integrator.store.spool import Spool
 
-        if not ID_RE.fullmatch(submission):
-            raise UsageError(f"{submission[:80]!r} is not a submission id")
+        _submission_id(submission)
         spool = Spool(self.folder)
         found = wait_filed(spool, submission, wait)
+        check_filed(*found, sid=submission, task_id=task, candidate=candidate)
         doc, code = verdict_document(submission, *found)
         where = landing(spool, submission)  # the same lifecycle `status --spool` shows
         if where is not None:
@@ -97,23 +106,35 @@ class IntakeTransport:
             doc["unsigned"] = pushed.unsigned  # as `integrator submit --intake --json` says
         return doc, 0
 
-    def verdict(self, submission: str, wait: float) -> Result:
+    def verdict(
+        self, submission: str, wait: float, task: str | None, candidate: str | None
+    ) -> Result:
         from integrator.fleet.submit import (
             document_of,
             intake_landing,
             lifecycle_code,
             wait_published,
         )
-        from integrator.store.spool import ID_RE
 
-        if not ID_RE.fullmatch(submission):
-            raise UsageError(f"{submission[:80]!r} is not a submission id")
-        found = wait_published(self.url, self.repo, submission, wait)
+        _submission_id(submission)
+        if task is None:
+            raise UsageError(
+                "a submission on an intake is its task and its id: name the task (no contract "
+                "is bound to this worktree, and this server did not submit it)"
+            )
+        found = wait_published(self.url, self.repo, task, submission, wait, candidate=candidate)
         doc, code = document_of(submission, found.rejected, found.document)
         where = intake_landing(self.url, self.repo, doc, self.canonical)  # as status --intake
         if where is not None:
             doc["landing"] = where
         return doc, lifecycle_code(code, where, "decided")
+
+
+def _submission_id(submission: str) -> None:
+    from integrator.store.spool import ID_RE
+
+    if not ID_RE.fullmatch(submission):
+        raise UsageError(f"{submission[:80]!r} is not a submission id")
 
 
 def plain(what: str, *values: str | None) -> None:
@@ -141,6 +162,9 @@ class AgentTools:
         self.transport = transport
         self.agent = agent
         self.env = os.environ if env is None else env
+        # What this server submitted: submission id → (task, candidate), so read_verdict
+        # checks the verdict it finds is about exactly that (bounded: oldest dropped first).
+        self.submitted: dict[str, tuple[str, str]] = {}
 
     @staticmethod
     def _common(path: Path) -> str:
@@ -242,16 +266,46 @@ class AgentTools:
             raise ConfigurationError(
                 f"no contract is bound to {root}; claim a task before submitting"
             ) from None
-        return self.transport.submit(contract, candidate, root, bundle)
+        doc, code = self.transport.submit(contract, candidate, root, bundle)
+        from integrator.documents.rules import rules_from_bytes
 
-    def read_verdict(self, submission: str, wait: float) -> Result:
+        if len(self.submitted) >= SUBMITTED_KEPT:
+            del self.submitted[next(iter(self.submitted))]
+        task = rules_from_bytes(contract).task_id  # the transport read the same contract
+        self.submitted[str(doc["submission"])] = (task, str(doc["candidate"]))
+        return doc, code
+
+    def read_verdict(self, submission: str, wait: float, task: str | None = None) -> Result:
+        """The verdict of `submission` of its task: the task this server submitted it under,
+        else `task`, else the task of the contract bound to the server's worktree."""
         plain("submission", submission)
+        plain("task", task)
         if self.transport is None:
             raise ConfigurationError(
                 "this MCP server has no spool; start it with `integrator mcp --spool DIR` "
                 "(or --intake URL)"
             )
-        return self.transport.verdict(submission, wait)
+        known = self.submitted.get(submission)
+        candidate = None
+        if known is not None:
+            if task is not None and task != known[0]:
+                raise UsageError(
+                    f"{submission} was submitted by this server under task {known[0]!r}, "
+                    f"not {task[:80]!r}"
+                )
+            task, candidate = known
+        elif task is None:
+            task = self._bound_task()
+        return self.transport.verdict(submission, wait, task, candidate)
+
+    def _bound_task(self) -> str | None:
+        from integrator.documents.rules import rules_from_bytes
+        from integrator.errors import ContractError
+
+        try:
+            return rules_from_bytes((binding_dir(self.root) / "contract.json").read_bytes()).task_id
+        except (FileNotFoundError, ContractError):
+            return None
 
     def ready_tasks(self) -> Result:
         from integrator.fleet.plans import load_plan, plan_json

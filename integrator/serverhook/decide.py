@@ -14,7 +14,10 @@ Who may write what:
   integrator is a pusher whose server-authenticated name is in `integrator.hook.allow`, or a
   push carrying a valid `integrator-hmac` option (for servers that authenticate no one).
 - `refs/integrator/submit/<taskId>/<submissionId>`: anyone may create it; a submission is
-  written once, so updating or deleting one is the integrators' job.
+  written once, so updating or deleting one is the integrators' job. A name under
+  `refs/integrator/submit/` that no daemon could decide — not exactly `<task>/<id>`, a task
+  that is not a ref component, an id not of integrator's shape — is refused for everyone
+  (an integrator may still delete one made before the hook).
 - other branches (`refs/heads/…`): anyone. Tags, notes and every other namespace: integrators.
 - A name git would refuse, or that is odd (not UTF-8, invisible or space characters, a
   component past 255 bytes), is refused for everyone. Names are compared case-folded and
@@ -96,9 +99,12 @@ class HookVerdict:
 
 
 def _submit_problem(ref: str) -> str | None:
-    task, sid = ref.removeprefix(refnames.SUBMIT).split("/")
-    if refname_problem(task) is None and refnames.SUBMISSION_ID.match(sid):
-        return None
+    """Why `ref`, a name under refs/integrator/submit/, is not one a daemon could decide:
+    exactly two components below it, a task id usable as one ref component (the contract's
+    rule for `taskId`) and a submission id of the one shape integrator makes."""
+    task, _, sid = ref.removeprefix(refnames.SUBMIT).partition("/")
+    if refname_problem(task) is None and refnames.SUBMISSION_ID.fullmatch(sid):
+        return None  # the id has no '/' (its pattern), so this is exactly <task>/<id>
     return (
         f"is not {refnames.SUBMIT}<task>/<submission id> with a usable task and an id as "
         "integrator submit makes them (YYYYMMDDTHHMMSSffffffZ-8 hex)"
@@ -116,8 +122,10 @@ def classify(ref: str, targets: Sequence[str]) -> tuple[str, str]:
         if folded == head or folded.startswith(head + "/"):
             return "target", target
     if folded == refnames.ROOT or folded.startswith(refnames.NAMESPACE):
-        if ref.startswith(refnames.SUBMIT) and ref.count("/") == 4:
-            unusable = _submit_problem(ref)  # it could never be decided: refused, not warned
+        if ref.startswith(refnames.SUBMIT):
+            # One that could never be decided is refused for everyone (else it would sit on
+            # the intake, warned about at every daemon start), however many components.
+            unusable = _submit_problem(ref)
             return ("invalid", unusable) if unusable else ("submit", "submit")
         namespace = folded.split("/")[2] if folded.count("/") >= 2 else ""
         return ("authority" if namespace in AUTHORITY else "integrator"), namespace
@@ -243,6 +251,8 @@ def _judge(  # noqa: PLR0911 — one return per rule
         )
 
     if rule == "invalid":
+        if integrator and update.action == "delete" and update.ref.startswith(refnames.SUBMIT):
+            return verdict(True, f"an unusable submission cleared; {who}")  # one made before
         return verdict(False, f"not a ref name this server accepts: it {detail}")
     if integrator:
         return verdict(True, who)

@@ -91,12 +91,12 @@ def test_a_pause_is_read_by_a_daemon_on_another_mirror(remote: RemoteWorld, tmp_
     log = tmp_path / f"paused-{len(remote.procs) - 1}.log"
     wait_until(lambda: "queue.paused" in log.read_text(), 60, "the daemon to see the pause")
     assert remote.landed() == []
-    assert cli("status", "--intake", remote.intake, "--submission", sid,
+    assert cli("status", "--intake", remote.intake, "--submission", sid, "--task", "t1",
                "--repo", str(agent)).returncode == 4  # fmt: skip
     done = cli("queue", "resume", "--repo", str(coordinator))
     assert done.returncode == 0, done.stderr.decode()
     verdict = cli("status", "--intake", remote.intake, "--submission", sid, "--repo", str(agent),
-                  "--wait", "60")  # fmt: skip
+                  "--task", "t1", "--wait", "60")  # fmt: skip
     assert verdict.returncode == 0, verdict.stderr.decode()
     assert len(remote.landed()) == 1
     daemon.send_signal(signal.SIGTERM)

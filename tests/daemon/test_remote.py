@@ -201,13 +201,21 @@ def test_status_waits_for_the_verdict(remote: RemoteWorld, tmp_path: Path) -> No
     sid = _submit(remote, agent, contract)
     assert (
         cli(
-            "status", "--intake", remote.intake, "--submission", sid, "--repo", str(agent)
+            "status",
+            "--intake",
+            remote.intake,
+            "--submission",
+            sid,
+            "--task",
+            "t1",
+            "--repo",
+            str(agent),
         ).returncode
         == 4
     )
     remote.serve(remote.mirror("host"), tmp_path / "spool")
     done = cli("status", "--intake", remote.intake, "--submission", sid, "--repo", str(agent),
-               "--wait", "60", "--json")  # fmt: skip
+               "--contract", str(contract), "--candidate", "HEAD", "--wait", "60", "--json")  # fmt: skip
     assert done.returncode == 1, done.stderr.decode()
     assert json.loads(done.stdout)["verdict"]["decision"] == "FENCED"
 

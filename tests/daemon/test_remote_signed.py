@@ -63,7 +63,7 @@ def test_signed_integrators_land_and_unsigned_ones_move_nothing(
     git("config", "integrator.intakeKeyFile", str(key), cwd=host)
     remote.serve(host, tmp_path / "spool")
     waited = cli("status", "--intake", remote.intake, "--submission", sid, "--repo", str(agent),
-                 "--wait", "60", "--json")  # fmt: skip
+                 "--contract", str(contract), "--wait", "60", "--json")  # fmt: skip
     assert waited.returncode == 0, waited.stderr.decode() + waited.stdout.decode()
     assert json.loads(waited.stdout)["verdict"]["decision"] == "ACCEPTED"
     assert remote.landed() == [git("rev-parse", "HEAD", cwd=agent).strip()]

@@ -267,17 +267,17 @@ def test_an_ejected_landing_is_not_reported_accepted_on_the_intake(
             assert world.serve(lander, spool, "--once", "--no-promote").wait(120) == 0
             reader = world.agent("reader")
             status = ["status", "--intake", world.intake, "--repo", str(reader), "--json"]
-            first = cli(*status, "--submission", sids[1])
+            first = cli(*status, "--submission", sids[1], "--task", "t1")
             assert first.returncode == 0, first.stdout  # ACCEPTED: landed on the queue
             promoted = cli("promote", "--repo", str(world.mirror("promoter")), "--once")
             assert promoted.returncode == 0, promoted.stderr.decode()
             assert world.serve(lander, spool, "--once", "--no-promote").wait(120) == 0
-            ejected = cli(*status, "--submission", sids[1])
+            ejected = cli(*status, "--submission", sids[1], "--task", "t1")
             doc = json.loads(ejected.stdout)
             assert doc["verdict"]["decision"] == "FENCED", doc
             assert "VALIDATION_FAILED" in {v["code"] for v in doc["verdict"]["violations"]}
             assert ejected.returncode == 1
-            innocent = cli(*status, "--submission", sids[0])
+            innocent = cli(*status, "--submission", sids[0], "--task", "t0")
             assert innocent.returncode == 0, innocent.stdout
             assert json.loads(innocent.stdout)["verdict"]["decision"] == "ACCEPTED"
         finally:

@@ -42,5 +42,5 @@ def test_until_promoted_tells_the_target_from_the_queue(promotion: PromotionWorl
     assert isinstance(landing, dict) and landing["state"] == "ejected", landing
     assert landing["ejection"]["code"] == "VALIDATION_FAILED"
     unreachable = world.cli("status", "--intake", "git://127.0.0.1:9/x.git", "--submission", good,
-                            "--until", "promoted")  # fmt: skip
+                            "--task", "t0", "--until", "promoted")  # fmt: skip
     assert unreachable.returncode == 4, unreachable.stderr

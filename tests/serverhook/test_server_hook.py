@@ -96,11 +96,11 @@ def test_authority_refs_belong_to_integrators(namespace: str, old: str, new: str
         "refs/integrator/verdicts/t/s",
         "refs/integrator/other",
         "refs/integrator",
-        "refs/integrator/submit/t",
+        "refs/integrator/submit",
     ],
 )
 def test_the_rest_of_refs_integrator_belongs_to_integrators(ref: str) -> None:
-    """Verdicts, unknown namespaces, the namespace itself and a malformed submit path are
+    """Verdicts, unknown namespaces, the namespace itself and the submit folder itself are
     integrator-only, so an agent can neither forge a verdict nor block a folder."""
     verdict = judge((Z, A, ref))
     assert verdict.refs[0].rule == "integrator" and not verdict.accepted

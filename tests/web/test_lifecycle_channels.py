@@ -62,13 +62,16 @@ def _spool_status(spool: Path, sid: str, *args: str) -> tuple[int, dict[str, Any
     return done.returncode, _json(done) or {}
 
 
-def _read_verdict(worktree: Path, transport: Transport, sid: str) -> tuple[int, dict[str, Any]]:
-    """`read_verdict` through the SDK's in-process client: its document and exit code."""
+def _read_verdict(
+    worktree: Path, transport: Transport, sid: str, task: str
+) -> tuple[int, dict[str, Any]]:
+    """`read_verdict` of `sid` of `task` through the SDK's in-process client: its document
+    and exit code."""
     found: dict[str, Any] = {}
 
     async def run() -> None:
         async with Client(build_server(AgentTools(worktree, transport=transport))) as client:
-            result = await client.call_tool("read_verdict", {"submission": sid})
+            result = await client.call_tool("read_verdict", {"submission": sid, "task": task})
             assert not result.is_error, result.content
             found["doc"] = result.structured_content
             found["code"] = (result.meta or {})[EXIT_META]
@@ -117,9 +120,11 @@ def test_every_channel_reports_the_same_landing(
     reverted: every channel says t0 promoted (0), t1 ejected with its code and why (1), t2
     reverted by the revert's queue commit (1), with one and the same `landing` document."""
     lander, spool, sids, agents = _landed_world(world, tmp_path)
-    code, doc = _intake_status(world, agents["t0"], sids["t0"], "--until", "promoted")
+    code, doc = _intake_status(
+        world, agents["t0"], sids["t0"], "--task", "t0", "--until", "promoted"
+    )
     assert code == 4 and doc == {}  # on the queue: not on the target yet
-    code, doc = _intake_status(world, agents["t0"], sids["t0"])
+    code, doc = _intake_status(world, agents["t0"], sids["t0"], "--task", "t0")
     assert code == 0 and doc["landing"]["state"] == "queued", doc
 
     promoted = cli("promote", "--repo", str(lander), "--once")
@@ -138,13 +143,13 @@ def test_every_channel_reports_the_same_landing(
         for name, (code, doc) in {
             "spool": _spool_status(spool, sid),
             "spool --until promoted": _spool_status(spool, sid, "--until", "promoted"),
-            "intake": _intake_status(world, agents[task], sid),
+            "intake": _intake_status(world, agents[task], sid, "--task", task),
             "intake --until promoted": _intake_status(
-                world, agents[task], sid, "--until", "promoted"
+                world, agents[task], sid, "--task", task, "--until", "promoted"
             ),
-            "mcp spool": _read_verdict(agents[task], SpoolTransport(spool), sid),
+            "mcp spool": _read_verdict(agents[task], SpoolTransport(spool), sid, task),
             "mcp intake": _read_verdict(
-                agents[task], IntakeTransport(world.intake, agents[task]), sid
+                agents[task], IntakeTransport(world.intake, agents[task]), sid, task
             ),
         }.items():
             assert code == exit_code, (task, name, doc)
@@ -191,10 +196,10 @@ def _other_readers(
     fork, reader = tmp_path / "fork.git", tmp_path / "reader"
     git("clone", "-q", "--bare", world.url, str(fork), cwd=tmp_path)
     git("clone", "-q", str(fork), str(reader), cwd=tmp_path)
-    done = cli("status", "--intake", world.intake, "--submission", sids["t2"],
+    done = cli("status", "--intake", world.intake, "--submission", sids["t2"], "--task", "t2",
                "--repo", str(reader), "--until", "promoted")  # fmt: skip
     assert done.returncode == 4 and b"--canonical URL" in done.stderr, done.stderr
-    code, doc = _intake_status(world, reader, sids["t2"], "--canonical", world.url)
+    code, doc = _intake_status(world, reader, sids["t2"], "--task", "t2", "--canonical", world.url)
     assert code == 1 and doc["landing"] == seen["t2"]["spool"], doc
     # Agents in worktrees of one clone share its private refs: reads at once, each the
     # clone's first (every private ref created by every fetch), all answer.
@@ -204,7 +209,7 @@ def _other_readers(
         git("worktree", "add", "-q", "--detach", str(path), cwd=worktrees[0])
         worktrees.append(path)
     argv = [sys.executable, "-m", "integrator", "status", "--intake", world.intake,
-            "--submission", sids["t0"], "--json", "--repo"]  # fmt: skip
+            "--submission", sids["t0"], "--task", "t0", "--json", "--repo"]  # fmt: skip
     env = {**os.environ, **GIT_ENV}
     reads = [
         subprocess.Popen(
@@ -216,7 +221,7 @@ def _other_readers(
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err.decode()
         assert json.loads(out)["landing"] == seen["t0"]["spool"]
-    text = cli("status", "--intake", world.intake, "--submission", sids["t1"],
+    text = cli("status", "--intake", world.intake, "--submission", sids["t1"], "--task", "t1",
                "--repo", str(agents["t1"])).stdout.decode()  # fmt: skip
     assert "FENCED (VALIDATION_FAILED)" in text and "landing: ejected from the queue" in text
 
