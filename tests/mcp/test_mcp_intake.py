@@ -105,7 +105,8 @@ def test_read_verdict_on_a_spool_refuses_another_task(tmp_path: Path) -> None:
 
     async def read(client: Client) -> None:
         result = await client.call_tool("read_verdict", {"submission": sids["sid"], "task": "DOCS"})
-        assert result.is_error and result.meta["integrator/exitCode"] == 2
+        assert result.is_error and result.meta is not None
+        assert result.meta["integrator/exitCode"] == 2
         assert "of task 'CODE', not of DOCS" in text(result)
         mine = await client.call_tool("read_verdict", {"submission": sids["sid"], "task": "CODE"})
         assert structured(mine)["verdict"]["decision"] == "ACCEPTED"

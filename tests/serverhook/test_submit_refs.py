@@ -20,7 +20,9 @@ from tests.gitutil import run_integrator as integrator
 Z, A = "0" * 40, "1" * 40
 SID = "20260101T000000000000Z-0123abcd"
 SETTINGS = Settings(targets=("main",), allow=("integrator",))
-AGENT, INTEGRATOR, ANONYMOUS = {"REMOTE_USER": "agent"}, {"REMOTE_USER": "integrator"}, {}
+AGENT: dict[str, str] = {"REMOTE_USER": "agent"}
+INTEGRATOR: dict[str, str] = {"REMOTE_USER": "integrator"}
+ANONYMOUS: dict[str, str] = {}
 UNUSABLE = [
     "refs/integrator/submit/t",  # no id
     f"refs/integrator/submit/{SID}",  # no task
