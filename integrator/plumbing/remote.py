@@ -22,6 +22,7 @@ authority refs with integrator's pre-receive hook and a shared key: with
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +55,11 @@ KEY_FILE_CONFIG = "integrator.remoteKeyFile"  # the canonical server's push key
 INTAKE_KEY_FILE_CONFIG = "integrator.intakeKeyFile"  # the intake's, when it is another server
 ZERO_OID = "0" * 40
 _NOT_ATOMIC = "does not support --atomic"
+# A mirror is shared by the processes of its host (the daemon's drain and its promoter
+# thread, `review web`, the commands): a fetch whose local ref update lost a race with
+# another one fails with one of these, and is run again (the mirror is only a cache).
+_LOCAL_RACE = (b"cannot lock ref", b".lock': File exists")
+FETCH_TRIES = 5  # pauses of 0.05, 0.1, 0.2, 0.4 s between them
 
 
 def push_signature(
@@ -146,9 +152,15 @@ class RemotePush:
         """Bring the mirror's target and authority refs to the remote's values."""
         args = ["fetch", "--quiet", "--prune", "--no-tags", "--no-write-fetch-head",
                 "--no-auto-maintenance", self.url, *fetch_refspecs(self.target)]  # fmt: skip
-        proc = _git(args, self.mirror)
-        if proc.returncode != 0:
-            raise InfrastructureError(f"cannot fetch from the remote: {last_line(proc.stderr)}")
+        for attempt in range(FETCH_TRIES):
+            proc = _git(args, self.mirror)
+            if proc.returncode == 0:
+                return
+            raced = any(sign in proc.stderr for sign in _LOCAL_RACE)
+            if not raced or attempt == FETCH_TRIES - 1:
+                break
+            time.sleep(0.05 * 2**attempt)  # another process of this host moved a mirror ref
+        raise InfrastructureError(f"cannot fetch from the remote: {last_line(proc.stderr)}")
 
     def check_atomic(self, ref: str) -> None:
         """Refuse a server that does not advertise atomic pushes (a dry run moves nothing)."""
