@@ -37,8 +37,9 @@ from integrator.store.spool import (
 
 T = TypeVar("T")
 
-# Where the daemon files a decided submission (archived/ is a later review step).
-FILED = tuple(folder for folder in DECIDED if folder != "archived")
+# Where a decided submission is: filed by the daemon, or archived/ once a release manager
+# rejected it (its verdict stays beside it: still decided, never "queued" again).
+FILED = DECIDED
 
 
 def submitter(repo: Path) -> dict[str, Any]:

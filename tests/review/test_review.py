@@ -233,6 +233,20 @@ def test_reject_archives_with_the_reason(desk: Desk, capsys: pytest.CaptureFixtu
     assert (record.action, record.actor, record.reason) == ("reject", "rm", "billing is not ours")
 
 
+def test_a_rejected_candidate_reads_as_its_verdict_not_as_queued(
+    desk: Desk, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Regression (found by the team drill): once a release manager rejected a held
+    candidate, `status --spool` said "no verdict … still queued (is the daemon running?)",
+    exit 4, while the intake said FENCED, exit 1; it reads the verdict kept in archived/."""
+    assert desk.cli("reject", desk.sid, "--reason", "billing is not ours", "--actor", "rm") == 0
+    capsys.readouterr()
+    argv = ["status", "--spool", str(desk.spool.root), "--submission", desk.sid, "--json"]
+    assert main(argv) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["verdict"]["decision"], doc["folder"]) == ("FENCED", "archived")
+
+
 def test_reject_record_names_task_attempt_and_generation(
     desk: Desk, capsys: pytest.CaptureFixture[str]
 ) -> None:
