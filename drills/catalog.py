@@ -9,11 +9,12 @@ from drills import (  # noqa: F401  (registration)
     d_merges,
     d_rollout,
     d_scale,
+    d_team,
 )
 from drills.registry import REGISTRY, Drill
 
 
 def ordered() -> list[Drill]:
-    """Groups 1–8 in order, then the drills that feed the quantitative gates."""
+    """Groups 1–9 in order, then the drills that feed the quantitative gates."""
     entries = list(REGISTRY.values())
     return sorted(entries, key=lambda d: (d.group == "gate", d.group, entries.index(d)))
