@@ -20,6 +20,7 @@ from pathlib import Path
 from integrator import refnames
 from integrator.errors import InfrastructureError
 from integrator.plumbing.git import last_line, run_git
+from integrator.plumbing.remote import fetch_retried
 
 HEADS = "refs/heads/"
 SERVER_TIMEOUT = 300.0  # seconds for one ls-remote or fetch of the landing refs
@@ -102,13 +103,13 @@ def fetch(found: Source, repo: Path) -> set[str]:
     specs.append(f"+{refnames.EJECTED}*:{ejected}*")
     fetched.add(ejected)
     # Agents in worktrees of one clone share these refs: a fetch that finds one locked by
-    # another agent's waits for it (git retries) instead of failing at once.
-    code, _, err = _git(
-        ["-c", f"core.filesRefLockTimeout={REF_LOCK_MS}", "fetch", "--quiet", "--no-tags",
-         "--prune", "--no-write-fetch-head", "--no-auto-maintenance", "--no-recurse-submodules",
-         found.url, *specs],
-        repo,
-    )  # fmt: skip
+    # another agent's waits for it (git retries), and one whose ref another agent's fetch
+    # moved after it was read is run again, instead of failing at once.
+    args = ["-c", f"core.filesRefLockTimeout={REF_LOCK_MS}", "fetch", "--quiet", "--no-tags",
+            "--prune", "--no-write-fetch-head", "--no-auto-maintenance",
+            "--no-recurse-submodules", found.url, *specs]  # fmt: skip
+    proc = fetch_retried(lambda: run_git(args, cwd=repo, timeout=SERVER_TIMEOUT, check=False))
+    code, err = proc.returncode, proc.stderr
     if code != 0:
         raise InfrastructureError(f"cannot fetch the queue from {found.url}: {last_line(err)}")
     return fetched

@@ -55,11 +55,30 @@ KEY_FILE_CONFIG = "integrator.remoteKeyFile"  # the canonical server's push key
 INTAKE_KEY_FILE_CONFIG = "integrator.intakeKeyFile"  # the intake's, when it is another server
 ZERO_OID = "0" * 40
 _NOT_ATOMIC = "does not support --atomic"
-# A mirror is shared by the processes of its host (the daemon's drain and its promoter
-# thread, `review web`, the commands): a fetch whose local ref update lost a race with
-# another one fails with one of these, and is run again (the mirror is only a cache).
-_LOCAL_RACE = (b"cannot lock ref", b".lock': File exists")
-FETCH_TRIES = 5  # pauses of 0.05, 0.1, 0.2, 0.4 s between them
+
+
+# What a fetch says when its update of a local ref lost a race with another process of the
+# same repository (both read the old value; the other one moved it first, or holds its lock).
+_LOCAL_REF_RACE = (b"cannot lock ref", b".lock': File exists")
+FETCH_TRIES = 5  # a fetch that lost such a race is run again; pauses 0.05, 0.1, 0.2, 0.4 s
+
+
+def lost_ref_race(stderr: bytes) -> bool:
+    """Whether a failed fetch failed only at updating a local ref another process moved."""
+    return any(sign in stderr for sign in _LOCAL_REF_RACE)
+
+
+def fetch_retried(run: Callable[[], GitRun]) -> GitRun:
+    """Run a fetch (`run`), again after a short pause while it fails by `lost_ref_race`:
+    the refs it writes are a cache many processes share (a host's mirror, an agent's
+    clone), and the next attempt reads the value the other process wrote."""
+    proc = run()
+    for attempt in range(FETCH_TRIES - 1):
+        if proc.returncode == 0 or not lost_ref_race(proc.stderr):
+            break
+        time.sleep(0.05 * 2**attempt)
+        proc = run()
+    return proc
 
 
 def push_signature(
@@ -152,15 +171,11 @@ class RemotePush:
         """Bring the mirror's target and authority refs to the remote's values."""
         args = ["fetch", "--quiet", "--prune", "--no-tags", "--no-write-fetch-head",
                 "--no-auto-maintenance", self.url, *fetch_refspecs(self.target)]  # fmt: skip
-        for attempt in range(FETCH_TRIES):
-            proc = _git(args, self.mirror)
-            if proc.returncode == 0:
-                return
-            raced = any(sign in proc.stderr for sign in _LOCAL_RACE)
-            if not raced or attempt == FETCH_TRIES - 1:
-                break
-            time.sleep(0.05 * 2**attempt)  # another process of this host moved a mirror ref
-        raise InfrastructureError(f"cannot fetch from the remote: {last_line(proc.stderr)}")
+        # The mirror is shared by the processes of its host (the daemon's drain and its
+        # promoter thread, `review web`, the commands): a lost race on a local ref is retried.
+        proc = fetch_retried(lambda: _git(args, self.mirror))
+        if proc.returncode != 0:
+            raise InfrastructureError(f"cannot fetch from the remote: {last_line(proc.stderr)}")
 
     def check_atomic(self, ref: str) -> None:
         """Refuse a server that does not advertise atomic pushes (a dry run moves nothing)."""
