@@ -200,11 +200,13 @@ def _passed_trees(runs: Path) -> tuple[set[str], set[str]]:
 
 def check_target(ctx: Context, world: TeamWorld, runs: Path, marker: str) -> int:
     """Every value the target took on the server (its reflog, after the seed) is a tree the
-    validation script passed, holds no marker, is on the queue's first-parent chain and
-    descends from the value before; returns how many moves there were."""
+    validation script itself passed (runs.log), that a promotion record names with a
+    passing final validation result, that holds no marker, is on the queue's first-parent
+    chain and descends from the value before; returns how many moves there were."""
     log = world.canon / "logs" / MAIN
     moves = [line.split()[1] for line in log.read_text().splitlines()] if log.exists() else []
     passed, failed = _passed_trees(runs)
+    recorded = _promoted_passing(world.canon)
     problems = []
     for before, after in itertools.pairwise(moves):
         if not _is_ancestor(world.canon, before, after):
@@ -214,8 +216,10 @@ def check_target(ctx: Context, world: TeamWorld, runs: Path, marker: str) -> int
         tree = git("rev-parse", f"{oid}^{{tree}}", cwd=world.canon)
         if tree not in passed:
             problems.append(
-                f"target took {oid[:12]} (tree {tree[:12]}), which validation never passed"
+                f"target took {oid[:12]} (tree {tree[:12]}), which the script never passed"
             )
+        if oid not in recorded:
+            problems.append(f"no promotion record with a passing result names {oid[:12]}")
         listing = git("ls-tree", "-r", "--name-only", oid, cwd=world.canon).splitlines()
         if marker in {p.rsplit("/", 1)[-1] for p in listing}:
             problems.append(f"target took {oid[:12]}, which holds the culprit's {marker}")
@@ -224,13 +228,40 @@ def check_target(ctx: Context, world: TeamWorld, runs: Path, marker: str) -> int
     ctx.expect(
         "the target only ever pointed at validated trees",
         not problems and len(moves) > 1 and bool(failed),
-        expected="every target value after the seed passed the validation script (runs.log), "
-        "none holds the marker, each moves forward; the culprit's head failed",
+        expected="every target value after the seed passed the validation script (runs.log) "
+        "and its promotion record's result; none holds the marker; each moves forward along "
+        "the queue; the culprit's head failed",
         actual="; ".join(problems)
         or f"{len(moves) - 1} moves, all passed ({len(passed)} passing, {len(failed)} failing runs)",
         evidence=[log, runs, world.root / "target.txt"],
     )
     return len(moves) - 1
+
+
+def _promoted_passing(repo: Path) -> set[str]:
+    """Heads the promotion records say the target was moved to, each resting on a final
+    passing validation result of that very head (docs/validation.md, "Records in git")."""
+    out: set[str] = set()
+    for commit in git("rev-list", "refs/integrator/promotion/main", cwd=repo).split():
+        record = _json_at(repo, commit, "promotion.json")
+        if record is None or record.get("action") != "promote":
+            continue
+        for result_commit in record.get("validations", []):
+            result = _json_at(repo, str(result_commit), "result.json") or {}
+            if (result.get("head"), result.get("status"), result.get("final")) == (
+                record.get("after"), "pass", True,
+            ):  # fmt: skip
+                out.add(str(record["after"]))
+    return out
+
+
+def _json_at(repo: Path, commit: str, name: str) -> dict[str, Any] | None:
+    text = git("show", f"{commit}:{name}", cwd=repo, check=False)
+    try:
+        doc = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return doc if isinstance(doc, dict) else None
 
 
 def _is_ancestor(repo: Path, older: str, newer: str) -> bool:
