@@ -122,7 +122,7 @@ class Team:
             return next((h for h in self.hosts if (h.spool / "fenced" / sub.sid).is_dir()), None)
 
         return wait_until(found, timeout, f"a host holding {sub.label} ({sub.sid})",
-                          [h.spool for h in self.hosts])  # fmt: skip
+                          [h.spool for h in self.hosts], interval=0.1)  # fmt: skip
 
 
 @drill(
@@ -137,8 +137,8 @@ def team(ctx: Context) -> str:  # noqa: PLR0915 — one scenario, step by step
     started = time.perf_counter()
     t = Team(ctx)
     w, sizes, hosts = t.world, t.sizes, t.hosts
-    for host in hosts:
-        w.serve(host)
+    for served in [w.serve(host, ready=False) for host in hosts]:  # started together
+        served.wait_event("daemon.ready", 1, timeout=60)
     ordinary = [task for task in t.tasks if task not in SPECIAL]
     first, second = sizes["wave1"], sizes["wave1"] + sizes["wave2"]
     late_start = second + sizes["outage"]
@@ -167,7 +167,8 @@ def team(ctx: Context) -> str:  # noqa: PLR0915 — one scenario, step by step
     t.ordinary(ordinary[first:second])
     wave2 = {s.sid for s in t.subs[-sizes["wave2"] :]}
     wait_until(lambda: len(b.events("intake.taken")) > taken or wave2 <= t.published(), 60,
-               "host-b to take wave 2 (or the others to answer it)", [b.runs[-1].log])  # fmt: skip
+               "host-b to take wave 2 (or the others to answer it)", [b.runs[-1].log],
+               interval=0.05)  # fmt: skip
     took = len(b.events("intake.taken")) > taken
     w.kill(b)
     t.faults["host SIGKILL"] += 1
@@ -202,7 +203,7 @@ def team(ctx: Context) -> str:  # noqa: PLR0915 — one scenario, step by step
     )
     every = {s.sid for s in t.subs}
     wait_until(lambda: every <= t.published(), 240, "a verdict for every submission",
-               [h.runs[-1].log for h in hosts])  # fmt: skip
+               [h.runs[-1].log for h in hosts], interval=0.25)  # fmt: skip
 
     # -- the release manager, on the review pages over HTTP ------------------------------
     w.note("release manager")

@@ -34,9 +34,15 @@ class DrillError(Exception):
 
 
 def wait_until(
-    predicate: Callable[[], T | None], timeout: float, what: str, evidence: Sequence[Path] = ()
+    predicate: Callable[[], T | None],
+    timeout: float,
+    what: str,
+    evidence: Sequence[Path] = (),
+    *,
+    interval: float = 0.01,
 ) -> T:
-    """Poll `predicate` until it returns something true; a timeout names what was awaited."""
+    """Poll `predicate` every `interval` seconds until it returns something true; a timeout
+    names what was awaited."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
@@ -44,7 +50,7 @@ def wait_until(
             return value
         if time.monotonic() > deadline:
             raise DrillError(f"timed out after {timeout:g} s waiting for {what}", evidence)
-        time.sleep(0.01)
+        time.sleep(interval)
 
 
 def proc_state(pid: int) -> str | None:

@@ -240,9 +240,9 @@ class TeamWorld:
         self.hosts.append(host)
         return host
 
-    def serve(self, host: Host, *, timeout: float = 60) -> Served:
-        """Start (or restart) `integrator serve --intake` on the host; its log is
-        `logs/<host>-N.log`."""
+    def serve(self, host: Host, *, ready: bool = True, timeout: float = 60) -> Served:
+        """Start (or restart) `integrator serve --intake` on the host, and with `ready` wait
+        until it says so; its log is `logs/<host>-N.log`."""
         log = self.logs / f"{host.name}-{len(host.runs) + 1}.log"
         argv = [PY, "-m", "integrator", "serve", "--repo", str(host.mirror), "--spool",
                 str(host.spool), "--intake", self.intake, "--poll", POLL,
@@ -250,7 +250,8 @@ class TeamWorld:
         served = Served(self.ctx.spawn(argv, log=log), log)
         host.runs.append(served)
         self.note(f"{host.name}: serve started (pid {served.proc.pid}, log {log.name})")
-        served.wait_event("daemon.ready", 1, timeout=timeout)
+        if ready:
+            served.wait_event("daemon.ready", 1, timeout=timeout)
         return served
 
     def kill(self, host: Host) -> None:
