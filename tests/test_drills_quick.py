@@ -65,7 +65,13 @@ def test_list_and_unknown_names(tmp_path: Path) -> None:
     assert listed.returncode == 0
     names = {line.split()[0] for line in listed.stdout.splitlines() if line.strip()}
     assert set(QUICK) <= names
-    assert {"paused-integrator", "policy-upgrade", "rename-vs-edit", "shallow-base"} <= names
+    assert {
+        "paused-integrator",
+        "policy-upgrade",
+        "rename-vs-edit",
+        "shallow-base",
+        "team",
+    } <= names
     wrong = _drills("--only", "no-such-drill", "--out", str(tmp_path))
     assert wrong.returncode == 2
     assert "unknown drill" in wrong.stderr
