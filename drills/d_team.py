@@ -255,8 +255,8 @@ def team(ctx: Context) -> str:  # noqa: PLR0915 — one scenario, step by step
     kinds = ", ".join(f"{k} {n}" for k, n in sorted(states.items()))
     faults = ", ".join(f"{n} {k}" for k, n in t.faults.items())
     return (
-        f"{len(t.subs)} submissions (1 via MCP) on 3 hosts: {kinds}; faults: {faults}; "
-        f"{landings} landings, {moves} target moves, all validated; {wall:.0f} s"
+        f"{len(t.subs)} submissions (1 via MCP) on 3 hosts; on the intake: {kinds}; faults: "
+        f"{faults}; {landings} landings, {moves} target moves; {wall:.0f} s"
     )
 
 
