@@ -141,6 +141,24 @@ class HeldRow:
 
 
 @dataclass(frozen=True)
+class HeldFacts:
+    """What the Held page filters and counts by, for every held candidate (the rows shown
+    are made only for the page: their text is spelled out, which costs)."""
+
+    sid: str
+    decision: str
+    codes: tuple[str, ...]
+    raw_task: str | None
+    legacy: bool
+
+    @classmethod
+    def of(cls, held: Held) -> HeldFacts:
+        task, _, _ = held.subject()
+        verdict = held.verdict
+        return cls(held.sid, verdict.decision.value, codes_of(verdict), task, is_legacy(verdict))
+
+
+@dataclass(frozen=True)
 class Filters:
     """The Held page's query: each filter is dropped when its value is not a known one;
     `page` is the page of the filtered list shown (from 1; past the last: the last)."""
@@ -163,11 +181,11 @@ class Filters:
             int(number) if _page_number(number) else 1,
         )
 
-    def keep(self, row: HeldRow) -> bool:
+    def keep(self, facts: HeldFacts | HeldRow) -> bool:
         return (
-            (self.code is None or self.code in row.codes)
-            and (self.task is None or self.task == row.raw_task)
-            and (self.decision is None or self.decision == row.decision)
+            (self.code is None or self.code in facts.codes)
+            and (self.task is None or self.task == facts.raw_task)
+            and (self.decision is None or self.decision == facts.decision)
         )
 
     def link(self, page: int | None = None, **changes: str | None) -> str:
@@ -289,22 +307,22 @@ def held_page(
     for the rows of the page."""
     marked = marks or {}
     by_sid = {h.sid: h for h in items}
-    rows = sorted(
-        (held_row(h, now, marked.get(h.sid)) for h in items), key=lambda r: r.sid, reverse=True
-    )
-    counts = Counter(code for row in rows for code in row.codes)
-    decisions = Counter(row.decision for row in rows)
-    tasks = sorted({row.raw_task for row in rows if row.raw_task})
-    kept = [r for r in rows if filters.keep(r)]
+    facts = sorted((HeldFacts.of(h) for h in items), key=lambda f: f.sid, reverse=True)
+    counts = Counter(code for f in facts for code in f.codes)
+    decisions = Counter(f.decision for f in facts)
+    tasks = sorted({f.raw_task for f in facts if f.raw_task})
+    kept = [f for f in facts if filters.keep(f)]
     pages = max(1, -(-len(kept) // per_page))
     page = min(filters.page, pages)
     start = (page - 1) * per_page
-    shown = kept[start : start + per_page]
-    if landing is not None:
-        shown = [replace(r, landing=landing(by_sid[r.sid])) for r in shown]
+    shown = []
+    for f in kept[start : start + per_page]:
+        held = by_sid[f.sid]
+        where = landing(held) if landing is not None else None
+        shown.append(held_row(held, now, marked.get(f.sid), where))
     return HeldPage(
         rows=tuple(shown),
-        total=len(rows),
+        total=len(facts),
         counts=tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
         decisions=tuple((d, decisions[d]) for d in HELD_DECISIONS if decisions[d]),
         tasks=tuple(text(t, 80) for t in tasks),
