@@ -20,12 +20,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from integrator.limits import MAX_SESSIONS
-from integrator.tokens import (  # noqa: F401 — shared with the MCP server; re-exported here
-    bearer,
-    is_loopback,
-    read_token,
-    token_matches,
-)
 
 COOKIE = "integrator_review"
 SESSION_TTL = 12 * 3600.0
