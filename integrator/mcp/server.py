@@ -8,7 +8,7 @@ output (output schemas in `integrator.mcp.models`):
 | `claim_task` | `integrator task claim --json` |
 | `show_contract` | `integrator guard show --json` |
 | `check_paths` | `integrator guard --path P … --json` |
-| `request_expansion` | `integrator contract request-expansion`, then `contract expand` |
+| `request_expansion` | `integrator contract request-expansion --send --json` (filed, not granted) |
 | `submit` | `integrator submit --json` (the bound contract, into the server's spool) |
 | `read_verdict` | `integrator submit --wait --json` for a submission id |
 | `ready_tasks` | `integrator plan .agents --json` |
@@ -16,7 +16,7 @@ output (output schemas in `integrator.mcp.models`):
 A refusal is a tool error (`isError`) whose text is the CLI's error line and whose
 structured content is `{"error": {"type", "message", "exitCode"}}`; every result carries
 the CLI's exit code in `_meta["integrator/exitCode"]` (a denied path or a FENCED verdict is
-an answer, exit 1, not an error).
+an answer, exit 1, and a filed expansion request one with exit 3, not an error).
 
 The server acts for one agent (`integrator.mcp.identity`); over HTTP every request needs
 its bearer token and a Host naming the bound address (`integrator.mcp.http`).
@@ -149,7 +149,7 @@ def _tools(
         (claim_task, models.ClaimDocument, "Claim the first ready task (or `task`): its contract, worktree and brief, as `integrator task claim --json`."),
         (show_contract, models.BoundContract, "The contract this worktree writes under, its live claim, and whether writes are allowed now."),
         (check_paths, models.GuardDecision, "Would the write guard allow writing these paths? Per path: allowed, why, and the contract line that decided."),
-        (request_expansion, None, "Ask to add paths or resources to the contract BEFORE writing them. Granted: the new contract (generation + 1), bound here. Otherwise a review error (exit 3): do not write."),
+        (request_expansion, models.ExpansionAnswer, "Ask to add paths or resources to the contract BEFORE writing them. The request is filed for the coordinator (state pending, exit 3): do not write them until a later call answers granted (it binds the coordinator's grant here). Only what the policy grants automatically is granted at once (state granted, exit 0)."),
         (submit, models.Submitted, "Submit a candidate commit under the bound contract to the daemon's spool."),
         (read_verdict, models.Filed, "The daemon's verdict on a submission (ACCEPTED, FENCED or REVIEW with every violation), waiting up to wait_seconds."),
         (ready_tasks, models.Plan, "The task plan of this repository's queue: the ready set, what waits and why, the partition ceiling."),

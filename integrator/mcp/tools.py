@@ -21,18 +21,10 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import ValidationError
-
 from integrator.clock import utcnow
 from integrator.errors import ConfigurationError, UsageError
 from integrator.fleet import guard
-from integrator.fleet.workspace import (
-    bind,
-    binding_dir,
-    binding_record,
-    bound_contract,
-    main_checkout,
-)
+from integrator.fleet.workspace import binding_dir, main_checkout
 from integrator.mcp.identity import Identity, plain
 
 Result = tuple[dict[str, Any], int]
@@ -179,33 +171,16 @@ class AgentTools:
     def request_expansion(
         self, add_paths: Sequence[str], add_resources: Sequence[str], worktree: str | None
     ) -> Result:
-        """`contract request-expansion` then `contract expand`: the request is built from the
-        bound contract and the workspace's whole state, and handed to the coordinator's
-        operation; a grant is bound to the worktree."""
-        from integrator.fleet.expansion import build_request
-        from integrator.records.canonical import Canonical
-        from integrator.records.expansions import Expansions
+        """`contract request-expansion --send`: the request, built from the bound contract
+        and the workspace's whole state, is filed for the coordinator; only what the
+        policy's `[expansion] auto_grant` covers is granted (and bound) now."""
+        from integrator.fleet.expansion import send_expansion
 
         if not add_paths and not add_resources:
             raise UsageError("name what to add: add_paths and/or add_resources")
         plain("path", *add_paths)
         plain("resource", *add_resources)
-        root = self.worktree(worktree)
-        contract = bound_contract(root)
-        if contract is None:
-            raise UsageError(f"no contract is bound to {root}; claim a task first")
-        try:
-            request = build_request(root, contract, add_paths, add_resources)
-        except ValidationError as err:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()
-            )
-            raise UsageError(f"invalid expansion request: {problems}") from err
-        with Canonical(main_checkout(root)) as canonical:
-            granted = Expansions(canonical).expand(request)
-        if granted.worktree_id is not None:
-            bind(root, granted, binding_record(root))
-        return granted.wire(), 0
+        return send_expansion(self.worktree(worktree), add_paths, add_resources)
 
     def submit(self, candidate: str, bundle: bool, worktree: str | None) -> Result:
         if self.transport is None:
