@@ -5,8 +5,9 @@ Every request passes three checks before the SDK sees it, in this order:
 
 1. `Host` must name the address the connection reached, with its port (`127.0.0.1:8765`,
    `[::1]:8765`, `127.0.0.5:8765`; `localhost:PORT` too when that address is 127.0.0.1 or
-   ::1): otherwise 421. A page on evil.example that rebinds its name to 127.0.0.1 sends
-   `Host: evil.example:PORT`; another loopback name or port is refused the same way.
+   ::1; an IP literal in any spelling, never another name), and be the request's only Host:
+   otherwise 421. A page on evil.example that rebinds its name to 127.0.0.1 sends
+   `Host: evil.example:PORT`; another loopback address or port is refused the same way.
 2. `Origin`, when present, must be `http://` and one of those hosts: otherwise 403.
 3. `Authorization: Bearer <token>` must carry this server's token (constant-time compare):
    otherwise 401 with `WWW-Authenticate: Bearer error="invalid_token"` and the JSON body
@@ -58,18 +59,42 @@ def server_token(token_file: Path | None, generated: Path) -> tuple[str, Path]:
     return new_token_file(generated), generated
 
 
-def allowed_hosts(address: str, port: int) -> frozenset[str]:
-    """The `Host` values that name `address:port` (lower case)."""
+def names_address(host: str, address: str, port: int) -> bool:
+    """Whether a `Host` value (`HOST:PORT`, `[V6]:PORT`) names `address:port`: an IP literal
+    equal to it (in any spelling; an IPv4-mapped address is its IPv4 too), or `localhost`
+    where the address is 127.0.0.1 or ::1. A name is never the address: it may resolve to
+    anything."""
+    parts = _split(host.lower())
+    if parts is None or not parts[1].isdigit() or int(parts[1]) != port:
+        return False
+    name, _, bracketed = parts
+    ours = _forms(address)
+    if name == "localhost" and not bracketed:
+        return bool({str(a) for a in ours} & LOCALHOST_ADDRESSES)
+    try:
+        theirs = ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    # Brackets are for IPv6 only, and IPv6 needs them.
+    return bracketed == (theirs.version == 6) and bool(_forms(str(theirs)) & ours)
+
+
+def _split(host: str) -> tuple[str, str, bool] | None:
+    """(name, port, bracketed) of `HOST:PORT` or `[V6]:PORT`; None when it is neither."""
+    if host.startswith("["):
+        name, bracket, rest = host[1:].partition("]")
+        return (name, rest[1:], True) if bracket and rest.startswith(":") else None
+    name, colon, port = host.rpartition(":")
+    return (name, port, False) if colon and ":" not in name else None
+
+
+def _forms(address: str) -> set[ipaddress.IPv4Address | ipaddress.IPv6Address]:
     try:
         ip = ipaddress.ip_address(address)
     except ValueError:
-        return frozenset({f"{address.lower()}:{port}"})
+        return set()
     mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
-    forms = {ip} if mapped is None else {ip, mapped}
-    hosts = {f"[{a.compressed}]:{port}" if a.version == 6 else f"{a}:{port}" for a in forms}
-    if {str(a) for a in forms} & LOCALHOST_ADDRESSES:
-        hosts.add(f"localhost:{port}")
-    return frozenset(hosts)
+    return {ip} if mapped is None else {ip, mapped}
 
 
 class HttpGate:
@@ -83,14 +108,22 @@ class HttpGate:
         if scope["type"] != "http":  # lifespan
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        server = scope.get("server") or ("", 0)
-        hosts = allowed_hosts(str(server[0]), int(server[1] or 0))
-        if headers.get("host", "").lower() not in hosts:
+        pairs = [(k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope["headers"]]
+        headers = dict(pairs)
+        local = scope.get("server")  # the connection's own address (a wildcard bind's too)
+        address, port = (str(local[0]), int(local[1] or 0)) if local else ("", 0)
+
+        def ours(host: str) -> bool:
+            return names_address(host, address, port)
+
+        hosts = [v for k, v in pairs if k == "host"]
+        if len(hosts) != 1 or not ours(hosts[0]):
             await _plain(send, 421, "the Host header does not name this server's address")
             return
-        origin = headers.get("origin")
-        if origin is not None and origin.lower() not in {f"http://{h}" for h in hosts}:
+        origins = [v for k, v in pairs if k == "origin"]
+        if origins and (
+            len(origins) != 1 or not origins[0].startswith("http://") or not ours(origins[0][7:])
+        ):
             await _plain(send, 403, "the Origin header is not this server's")
             return
         given = bearer(headers.get("authorization"))

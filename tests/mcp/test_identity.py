@@ -219,3 +219,21 @@ def test_an_absurd_lease_on_the_command_line_is_a_usage_error(tmp_path: Path) ->
     assert "longer than 36500 days" in done.stderr
     listed = json.loads(cli("task", "list", "--json", cwd=main).stdout)
     assert [c["id"] for c in listed["claimed"]] == ["CODE"]
+
+
+def test_the_hosts_that_name_an_address() -> None:
+    """`localhost` names 127.0.0.1 and ::1 only; an IP literal in any spelling (an
+    IPv4-mapped address is its IPv4 too); never a name, another port, or a v4 in brackets."""
+    from integrator.mcp.http import names_address
+
+    yes = [("127.0.0.1:8765", "127.0.0.1"), ("localhost:8765", "127.0.0.1"),
+           ("[::1]:8765", "::1"), ("LocalHost:8765", "::1"), ("[0:0::1]:8765", "::1"),
+           ("127.0.0.5:8765", "127.0.0.5"), ("127.0.0.1:8765", "::ffff:127.0.0.1"),
+           ("[::ffff:7f00:1]:8765", "::ffff:127.0.0.1"), ("10.1.2.3:8765", "10.1.2.3")]  # fmt: skip
+    no = [("localhost:8765", "127.0.0.5"), ("127.0.0.1:8766", "127.0.0.1"),
+          ("127.0.0.1", "127.0.0.1"), ("[127.0.0.1]:8765", "127.0.0.1"),
+          ("evil.example:8765", "127.0.0.1"), ("127.0.0.1.nip.io:8765", "127.0.0.1"),
+          ("[::1]:8765", "127.0.0.1"), ("::1:8765", "::1"), ("127.0.0.1:+8765", "127.0.0.1"),
+          ("2130706433:8765", "127.0.0.1"), (":8765", "127.0.0.1"), ("", "127.0.0.1")]  # fmt: skip
+    assert [h for h, a in yes if not names_address(h, a, 8765)] == []
+    assert [h for h, a in no if names_address(h, a, 8765)] == []
