@@ -27,6 +27,7 @@ from integrator.documents.verdict import Verdict
 from integrator.errors import ConfigurationError, IntegratorError, UsageError
 from integrator.limits import FORM_BYTES, WEB_REASON_CHARS
 from integrator.review.actions import Held, Review
+from integrator.tokens import bearer, token_matches
 from integrator.web import sources, views
 from integrator.web.candidate import verdict_lines
 from integrator.web.security import (
@@ -34,10 +35,8 @@ from integrator.web.security import (
     HEADERS,
     Session,
     Sessions,
-    bearer,
     csrf_matches,
     safe_actor,
-    token_matches,
 )
 
 STATIC = {"review.css": "text/css; charset=utf-8"}

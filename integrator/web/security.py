@@ -11,25 +11,18 @@ none. Tokens are compared in constant time.
 from __future__ import annotations
 
 import hmac
-import ipaddress
-import os
 import re
 import secrets
-import stat
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
-from integrator.errors import ConfigurationError
 from integrator.limits import MAX_SESSIONS
 
 COOKIE = "integrator_review"
 SESSION_TTL = 12 * 3600.0
-TOKEN_MIN = 16
-TOKEN_MAX = 4096
 ACTOR_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$")
 
 CONTENT_SECURITY_POLICY = (
@@ -45,57 +38,6 @@ HEADERS = {
     "Cross-Origin-Opener-Policy": "same-origin",
     "Cross-Origin-Resource-Policy": "same-origin",
 }
-
-
-def read_token(path: Path) -> str:
-    """The review token from `path` (surrounding whitespace dropped); refused when empty,
-    short, or open to anyone but its owner (group or others: `mode & 0o077`)."""
-    try:
-        info = os.stat(path)
-        data = path.read_bytes()[: TOKEN_MAX + 1]
-    except OSError as err:
-        raise ConfigurationError(f"cannot read --token-file {path}: {err.strerror}") from err
-    if info.st_mode & 0o077:
-        who = "every user" if info.st_mode & 0o007 else "its group"
-        raise ConfigurationError(
-            f"--token-file {path} is readable by {who} (mode {stat.S_IMODE(info.st_mode):o}); "
-            "chmod 600 it first"
-        )
-    try:
-        token = data.decode("ascii").strip()
-    except UnicodeDecodeError as err:
-        raise ConfigurationError(f"--token-file {path} is not ASCII text") from err
-    if len(token) < TOKEN_MIN or len(token) > TOKEN_MAX or any(c.isspace() for c in token):
-        raise ConfigurationError(
-            f"--token-file {path} must hold one token of {TOKEN_MIN} to {TOKEN_MAX} "
-            "characters without spaces (e.g. `python3 -c 'import secrets; "
-            "print(secrets.token_urlsafe(32))'`)"
-        )
-    return token
-
-
-def token_matches(expected: str | None, given: str | None) -> bool:
-    """`given` is the configured token (constant time; False when none is configured)."""
-    if not expected or given is None:
-        return False
-    return hmac.compare_digest(expected.encode(), given.encode("utf-8", "surrogateescape"))
-
-
-def bearer(header: str | None) -> str | None:
-    """The token of an `Authorization: Bearer …` header."""
-    if not header:
-        return None
-    scheme, _, value = header.partition(" ")
-    return value.strip() if scheme.lower() == "bearer" and value.strip() else None
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a name: it may resolve to anything
 
 
 def safe_actor(value: str) -> bool:

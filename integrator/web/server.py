@@ -11,8 +11,8 @@ import uvicorn
 
 from integrator.daemon.health import parse_bind
 from integrator.errors import UsageError
+from integrator.tokens import is_loopback
 from integrator.web.app import Backend, WebConfig, create_app
-from integrator.web.security import is_loopback
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 

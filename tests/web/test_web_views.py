@@ -14,17 +14,10 @@ from integrator.documents.verdict import Code, Decision, Verdict, Violation
 from integrator.errors import ConfigurationError, UsageError
 from integrator.records.held import ReviewAction
 from integrator.review.actions import FileDiff, Held
+from integrator.tokens import bearer, is_loopback, read_token, token_matches
 from integrator.web import candidate, views
 from integrator.web.app import _host_of, _local_target
-from integrator.web.security import (
-    Sessions,
-    bearer,
-    csrf_matches,
-    is_loopback,
-    read_token,
-    safe_actor,
-    token_matches,
-)
+from integrator.web.security import Sessions, csrf_matches, safe_actor
 from integrator.web.server import listen
 from tests.factories import contract_doc
 
