@@ -342,8 +342,8 @@ def _print_verdict(args: argparse.Namespace, sid: str, verdict: Verdict) -> None
 
 def run_web(args: argparse.Namespace) -> int:
     """Serve the review pages until SIGINT or SIGTERM."""
+    from integrator.tokens import read_token
     from integrator.web.app import Backend, WebConfig
-    from integrator.web.security import read_token
     from integrator.web.server import serve
 
     logs.configure(stream=logs.STDERR)

@@ -147,8 +147,7 @@ def expansion_lines(spool: Spool, repo: Path | None = None) -> list[str]:
     return [
         f"expansion requests waiting for the coordinator ({len(pending_requests)}):",
         *(f"  {entry.describe()}" for entry in pending_requests),
-        "  grant: re-run `integrator contract expand --request FILE` "
-        "(git show REF:request.json); close: `integrator contract dismiss ID`",
+        "  grant: `integrator contract expand --id ID`; close: `integrator contract dismiss ID`",
     ]
 
 

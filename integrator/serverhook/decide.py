@@ -13,8 +13,11 @@ Who may write what:
   policy, held, archived, expansions, archive, verdicts, …): integrators only. An
   integrator is a pusher whose server-authenticated name is in `integrator.hook.allow`, or a
   push carrying a valid `integrator-hmac` option (for servers that authenticate no one).
-- `refs/integrator/submit/<taskId>/<submissionId>`: anyone may create it; a submission is
-  written once, so updating or deleting one is the integrators' job. A name under
+- `refs/integrator/submit/<taskId>/<submissionId>`: anyone may create it — but a pusher the
+  server authenticated only for a contract whose lease it holds (`lease.holder` equals its
+  name), under that contract's own task (run.py reads the pushed `submission.json` from the
+  push's quarantine, measured first); a submission is written once, so updating or deleting
+  one is the integrators' job. A name under
   `refs/integrator/submit/` that no daemon could decide — not exactly `<task>/<id>`, a task
   that is not a ref component, an id not of integrator's shape — is refused for everyone
   (an integrator may still delete one made before the hook).
@@ -28,7 +31,7 @@ Who may write what:
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -62,6 +65,16 @@ class Settings:
     identity_from: str = "auto"
     max_age: int = DEFAULT_MAX_AGE
     require_identity: bool = False
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """What a pushed submission commit says about itself, read by the hook (run.py) before
+    it decides: the contract's task and lease holder, or why they could not be read."""
+
+    task: str | None = None
+    holder: str | None = None
+    problem: str | None = None
 
 
 @dataclass(frozen=True)
@@ -241,6 +254,8 @@ def _judge(  # noqa: PLR0911 — one return per rule
     targets: Sequence[str],
     symrefs: Mapping[str, str],
     who: str,
+    pusher: str | None = None,
+    submitted: Submitted | None = None,
 ) -> RefVerdict:
     rule, detail = classify(update.ref, targets)
     verb = _VERB[update.action]
@@ -265,7 +280,9 @@ def _judge(  # noqa: PLR0911 — one return per rule
         return verdict(True, "a branch other than the target")
     if rule == "submit":
         if update.action == "create":
-            return verdict(True, "a new submission")
+            if pusher is None:
+                return verdict(True, "a new submission (the pusher is not authenticated)")
+            return _holder_verdict(update.ref, pusher, submitted, verdict)
         return verdict(
             False, f"a submission is written once: only integrators may {verb} it; {who}"
         )
@@ -274,6 +291,33 @@ def _judge(  # noqa: PLR0911 — one return per rule
     if rule != "other" and not update.ref.startswith(canonical):
         reason += " (this spelling names the same file on case- or normalisation-insensitive file systems)"
     return verdict(False, f"{reason}; {who}")
+
+
+def _holder_verdict(
+    ref: str,
+    pusher: str,
+    submitted: Submitted | None,
+    verdict: Callable[[bool, str], RefVerdict],
+) -> RefVerdict:
+    """A submission from an authenticated pusher: only the holder of the contract's lease
+    may create it, and only under the contract's own task."""
+    task = ref.removeprefix(refnames.SUBMIT).partition("/")[0]
+    if submitted is None or submitted.problem is not None:
+        why = submitted.problem if submitted is not None else "it was not read"
+        return verdict(False, f"the submission's contract cannot be read ({why})")
+    if submitted.task != task:
+        return verdict(
+            False,
+            f"the submission's contract is of task {visible(str(submitted.task)[:80])!r}, "
+            f"not of the task its ref names ({visible(task)!r})",
+        )
+    if submitted.holder != pusher:
+        return verdict(
+            False,
+            f"pusher {visible(pusher)!r} does not hold the contract's lease (its holder is "
+            f"{visible(str(submitted.holder)[:80])!r}): only the holder may submit under it",
+        )
+    return verdict(True, f"a new submission by its contract's holder {visible(pusher)!r}")
 
 
 def decide(
@@ -285,8 +329,10 @@ def decide(
     used_nonces: Collection[str] = frozenset(),
     symrefs: Mapping[str, str] | None = None,
     unix_user: str | None = None,
+    submitted: Mapping[str, Submitted] | None = None,
 ) -> HookVerdict:
-    """Accept or refuse one push: `data` is the hook's standard input, `env` its environment."""
+    """Accept or refuse one push: `data` is the hook's standard input, `env` its environment,
+    `submitted` what each created submission ref's commit says (run.py reads it)."""
     updates, problems = parse_updates(data)
     identity = resolve_identity(env, settings.identity_from, unix_user)
     if identity.problem:
@@ -333,7 +379,13 @@ def decide(
     else:
         refs = tuple(
             _judge(
-                u, integrator=integrator, targets=settings.targets, symrefs=symrefs or {}, who=who
+                u,
+                integrator=integrator,
+                targets=settings.targets,
+                symrefs=symrefs or {},
+                who=who,
+                pusher=identity.name,
+                submitted=(submitted or {}).get(u.ref),
             )
             for u in updates
         )

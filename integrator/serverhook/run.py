@@ -13,21 +13,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from integrator import jsontext
 from integrator.errors import ConfigurationError
 from integrator.files import atomic_write
-from integrator.limits import SYMREF_PATTERNS
+from integrator.limits import MAX_UPDATES, SUBMISSION_BYTES, SYMREF_PATTERNS
 from integrator.plumbing import git
-from integrator.plumbing.signing import DEFAULT_MAX_AGE, OPTION, load_key
+from integrator.plumbing.signing import DEFAULT_MAX_AGE, OPTION, Update, load_key
 from integrator.refnames import ref_problem
 from integrator.serverhook.decide import (
     IDENTITY_CHOICES,
     UNIX,
     HookVerdict,
     Settings,
+    Submitted,
+    classify,
     decide,
     parse_updates,
     push_options,
 )
+from integrator.store.spool import SUBMISSION_FILE
 
 CONFIG_ALLOW = "integrator.hook.allow"
 CONFIG_KEY_FILE = "integrator.hook.keyFile"
@@ -156,6 +160,85 @@ class NonceStore:
         atomic_write(self.path, body.encode("ascii"), sync=True, mode=0o600)
 
 
+def read_submitted(
+    git_dir: Path, env: Mapping[str, str], updates: Sequence[Update], targets: Sequence[str]
+) -> dict[str, Submitted]:
+    """What each created submission ref's commit says: its `submission.json`'s contract task
+    and lease holder. Measured before it is read (at most SUBMISSION_BYTES, at most
+    MAX_UPDATES refs, one `git cat-file` for all), read from the push's quarantine (git
+    hands the hook its object folder in GIT_OBJECT_DIRECTORY)."""
+    wanted = [
+        u for u in updates
+        if u.action == "create" and classify(u.ref, targets)[0] == "submit"
+    ][:MAX_UPDATES]  # fmt: skip
+    if not wanted:
+        return {}
+    extra = {
+        name: env[name]
+        for name in (
+            "GIT_OBJECT_DIRECTORY",
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+            "GIT_QUARANTINE_PATH",
+        )
+        if name in env
+    }
+    specs = "".join(f"{u.new}:{SUBMISSION_FILE}\n" for u in wanted).encode()
+    checked = git.run_git(["cat-file", "--batch-check"], cwd=git_dir, input=specs, env=extra)
+    out: dict[str, Submitted] = {}
+    readable: list[Update] = []
+    for update, line in zip(
+        wanted, checked.stdout.decode("utf-8", "replace").splitlines(), strict=False
+    ):
+        parts = line.split()
+        if len(parts) != 3 or parts[1] != "blob" or not parts[2].isdigit():
+            out[update.ref] = Submitted(problem=f"the commit holds no {SUBMISSION_FILE} file")
+        elif int(parts[2]) > SUBMISSION_BYTES:
+            out[update.ref] = Submitted(
+                problem=f"{SUBMISSION_FILE} is over {SUBMISSION_BYTES} bytes"
+            )
+        else:
+            readable.append(update)
+    if readable:
+        batch = "".join(f"{u.new}:{SUBMISSION_FILE}\n" for u in readable).encode()
+        shown = git.run_git(["cat-file", "--batch"], cwd=git_dir, input=batch, env=extra)
+        for update, body in zip(readable, _bodies(shown.stdout), strict=False):
+            out[update.ref] = _facts(body)
+    return out
+
+
+def _bodies(output: bytes) -> list[bytes | None]:
+    """The contents `git cat-file --batch` printed, in order (None: missing)."""
+    found: list[bytes | None] = []
+    pos = 0
+    while pos < len(output):
+        end = output.index(b"\n", pos)
+        header = output[pos:end].split(b" ")
+        pos = end + 1
+        if len(header) != 3 or not header[2].isdigit():
+            found.append(None)
+            continue
+        size = int(header[2])
+        found.append(output[pos : pos + size])
+        pos += size + 1
+    return found
+
+
+def _facts(body: bytes | None) -> Submitted:
+    if body is None:
+        return Submitted(problem=f"the commit holds no {SUBMISSION_FILE} file")
+    try:
+        doc = jsontext.loads(body)
+    except ValueError:
+        return Submitted(problem=f"{SUBMISSION_FILE} is not JSON")
+    contract = doc.get("contract") if isinstance(doc, dict) else None
+    lease = contract.get("lease") if isinstance(contract, dict) else None
+    task = contract.get("taskId") if isinstance(contract, dict) else None
+    holder = lease.get("holder") if isinstance(lease, dict) else None
+    if not isinstance(task, str) or not isinstance(holder, str):
+        return Submitted(problem="its contract names no task and lease holder")
+    return Submitted(task=task, holder=holder)
+
+
 def git_dir_of(env: Mapping[str, str], cwd: Path) -> Path:
     """The repository a hook runs in: git sets GIT_DIR (`.` in a bare repository)."""
     return (cwd / env.get("GIT_DIR", ".")).resolve()
@@ -180,11 +263,15 @@ def run_check(
         unix_user = pwd.getpwuid(os.geteuid()).pw_name
     updates, _problems = parse_updates(data)
     symrefs = server_symrefs(git_dir, [u.ref for u in updates if not ref_problem(u.ref)])
+    submitted = read_submitted(
+        git_dir, env, [u for u in updates if not ref_problem(u.ref)], settings.targets
+    )
     signed = settings.key is not None and any(o.startswith(f"{OPTION}=") for o in push_options(env))
     if not signed:
         return decide(
-            data, env=env, settings=settings, now=now, symrefs=symrefs, unix_user=unix_user
-        )
+            data, env=env, settings=settings, now=now, symrefs=symrefs, unix_user=unix_user,
+            submitted=submitted,
+        )  # fmt: skip
     with NonceStore(git_dir) as store:
         verdict = decide(
             data,
@@ -194,6 +281,7 @@ def run_check(
             used_nonces=store.entries,
             symrefs=symrefs,
             unix_user=unix_user,
+            submitted=submitted,
         )
         if verdict.nonce is not None:
             stamp, nonce = verdict.nonce

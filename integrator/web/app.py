@@ -28,6 +28,7 @@ from integrator.documents.verdict import Verdict
 from integrator.errors import ConfigurationError, IntegratorError, UsageError
 from integrator.review.actions import Held, Review
 from integrator.review.seen import ClaimMark, ClaimMoved
+from integrator.tokens import bearer, token_matches
 from integrator.web import sources, views
 from integrator.web.candidate import verdict_lines
 from integrator.web.forms import (
@@ -45,10 +46,8 @@ from integrator.web.security import (
     LoginForms,
     Session,
     Sessions,
-    bearer,
     csrf_matches,
     origin_is,
-    token_matches,
 )
 
 STATIC = {

@@ -19,30 +19,24 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
-import os
 import re
 import secrets
-import stat
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from urllib.parse import urlsplit
 
-from integrator.errors import ConfigurationError, UsageError
-from integrator.files import read_at_most
+from integrator.errors import UsageError
 from integrator.limits import MAX_SESSIONS
+from integrator.tokens import is_loopback
 
 COOKIE = "integrator_review"
 ACTION_HEADER = "x-integrator-action"
 SESSION_TTL = 12 * 3600.0
 LOGIN_FORM_TTL = 3600.0  # a login form older than this is stale (its signed time)
 TAB_KEYS = 16  # action keys one session keeps (one per tab that logged in); the oldest goes
-TOKEN_MIN = 16
-TOKEN_MAX = 4096
 ACTOR_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$")
 HOST_RE = re.compile(r"^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?$")
 
@@ -61,68 +55,10 @@ HEADERS = {
 }
 
 
-def read_token(path: Path) -> str:
-    """The review token from `path` (surrounding whitespace dropped); refused unless it is a
-    regular file no one but its owner may use (`mode & 0o077 == 0`), holding one long
-    token. The mode checked is the one of the file read (one descriptor for both)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as err:
-        raise ConfigurationError(f"cannot read --token-file {path}: {err.strerror}") from err
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigurationError(f"--token-file {path} is not a regular file")
-        if info.st_mode & 0o077:
-            who = "every user" if info.st_mode & 0o007 else "its group"
-            raise ConfigurationError(
-                f"--token-file {path} is readable by {who} "
-                f"(mode {stat.S_IMODE(info.st_mode):o}); chmod 600 it first"
-            )
-        data = read_at_most(fd, TOKEN_MAX + 1)
-    except OSError as err:
-        raise ConfigurationError(f"cannot read --token-file {path}: {err.strerror}") from err
-    finally:
-        os.close(fd)
-    try:
-        token = data.decode("ascii").strip()
-    except UnicodeDecodeError as err:
-        raise ConfigurationError(f"--token-file {path} is not ASCII text") from err
-    if len(token) < TOKEN_MIN or len(token) > TOKEN_MAX or any(c.isspace() for c in token):
-        raise ConfigurationError(
-            f"--token-file {path} must hold one token of {TOKEN_MIN} to {TOKEN_MAX} "
-            "characters without spaces (e.g. `python3 -c 'import secrets; "
-            "print(secrets.token_urlsafe(32))'`)"
-        )
-    return token
-
-
 def _same(expected: str, given: str | None) -> bool:
     if given is None:
         return False
     return hmac.compare_digest(expected.encode(), given.encode("utf-8", "surrogateescape"))
-
-
-def token_matches(expected: str | None, given: str | None) -> bool:
-    """`given` is the configured token (constant time; False when none is configured)."""
-    return bool(expected) and _same(expected or "", given)
-
-
-def bearer(header: str | None) -> str | None:
-    """The token of an `Authorization: Bearer …` header."""
-    if not header:
-        return None
-    scheme, _, value = header.partition(" ")
-    return value.strip() if scheme.lower() == "bearer" and value.strip() else None
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a name: it may resolve to anything
 
 
 def safe_actor(value: str) -> bool:

@@ -15,8 +15,9 @@ import uvicorn
 
 from integrator.daemon.health import parse_bind
 from integrator.errors import UsageError
+from integrator.tokens import is_loopback
 from integrator.web.app import Backend, Site, WebConfig, application
-from integrator.web.security import allowed_hosts, is_loopback
+from integrator.web.security import allowed_hosts
 
 log = structlog.get_logger("integrator.web")
 

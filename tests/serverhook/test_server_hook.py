@@ -21,6 +21,7 @@ from integrator.serverhook.decide import (
     AUTHORITY,
     HookVerdict,
     Settings,
+    Submitted,
     decide,
     resolve_identity,
 )
@@ -47,6 +48,7 @@ def judge(
     settings: Settings = SETTINGS,
     used: frozenset[str] = frozenset(),
     symrefs: Mapping[str, str] | None = None,
+    submitted: Mapping[str, Submitted] | None = None,
 ) -> HookVerdict:
     return decide(
         lines(*updates),
@@ -55,6 +57,7 @@ def judge(
         now=NOW,
         used_nonces=used,
         symrefs=symrefs,
+        submitted=submitted,
     )
 
 
@@ -110,7 +113,11 @@ def test_the_rest_of_refs_integrator_belongs_to_integrators(ref: str) -> None:
 def test_agents_create_submissions_once() -> None:
     """A submission ref may be created by anyone; moving or deleting it is refused."""
     ref = "refs/integrator/submit/billing/20260101T000000000000Z-0123abcd"
-    assert judge((Z, A, ref)).accepted
+    facts = {ref: Submitted(task="billing", holder="agent")}  # AGENT holds the lease
+    assert judge((Z, A, ref), submitted=facts).accepted
+    assert judge((Z, A, ref), env={}).accepted  # an unauthenticated pusher: anyone's
+    theirs = judge((Z, A, ref), submitted={ref: Submitted(task="billing", holder="other")})
+    assert not theirs.accepted and "does not hold the contract's lease" in theirs.refs[0].reason
     moved, deleted = judge((A, B, ref)), judge((A, Z, ref))
     assert not moved.accepted and "a submission is written once" in moved.refs[0].reason
     assert not deleted.accepted and "only integrators may delete it" in deleted.refs[0].reason

@@ -198,18 +198,49 @@ def test_agent_cannot_push_claims_or_main(http: Http) -> None:
     assert world.refs() == before
 
 
+def _submission_commit(work: Path, task: str, holder: str) -> str:
+    """A submission commit as `integrator submit` pushes one (only what the hook reads)."""
+    document = f'{{"contract": {{"taskId": "{task}", "lease": {{"holder": "{holder}"}}}}}}\n'
+    blob = git("hash-object", "-w", "--stdin", cwd=work, input=document.encode())
+    tree = git("mktree", cwd=work, input=f"100644 blob {blob}\tsubmission.json\n".encode())
+    return git("commit-tree", tree, "-m", f"submission of {task}", cwd=work)
+
+
 def test_agent_submits_and_pushes_its_own_branch(http: Http) -> None:
-    """The agent's submission ref and its own branch land in one push."""
+    """The agent's submission ref and its own branch land in one push: the server
+    authenticated the pusher as `agent`, the holder of the submission's lease."""
     world = make_world(http.repos, "agent", "--allow", "integrator")
     submit, branch = (
         "refs/integrator/submit/task/20260101T000000000000Z-0123abcd",
         "refs/heads/agent/task",
     )
-    proc = push(
-        world.work, http.url("agent", "agent"), f"{world.new}:{submit}", f"{world.new}:{branch}"
-    )
+    mine = _submission_commit(world.work, "task", "agent")
+    proc = push(world.work, http.url("agent", "agent"), f"{mine}:{submit}", f"{world.new}:{branch}")
     assert proc.returncode == 0, proc.stderr
-    assert f"{world.new} {submit}" in world.refs() and f"{world.new} {branch}" in world.refs()
+    assert f"{mine} {submit}" in world.refs() and f"{world.new} {branch}" in world.refs()
+
+
+@pytest.mark.parametrize(
+    ("task", "holder", "why"),
+    [
+        ("task", "victim", "does not hold the contract's lease"),  # another agent's contract
+        ("other", "agent", "not of the task its ref names"),  # its own, under another task
+        (None, None, "cannot be read"),  # no submission.json at all
+    ],
+)
+def test_only_the_lease_holder_may_submit_under_a_contract(
+    http: Http, task: str | None, holder: str | None, why: str
+) -> None:
+    """Through http-backend with basic auth: a pusher the server authenticated may create a
+    submission ref only for a contract whose lease it holds, under that contract's task."""
+    name = f"holder-{task}-{holder}"
+    world = make_world(http.repos, name, "--allow", "integrator")
+    ref = "refs/integrator/submit/task/20260101T000000000000Z-0123abcd"
+    commit = world.new if task is None else _submission_commit(world.work, task, str(holder))
+    proc = push(world.work, http.url(name, "agent"), f"{commit}:{ref}")
+    assert proc.returncode != 0
+    assert why in proc.stderr, proc.stderr
+    assert ref not in world.refs()
 
 
 def test_integrator_moves_claims_and_main(http: Http) -> None:

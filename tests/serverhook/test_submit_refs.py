@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from integrator.limits import MAX_ID_CHARS
-from integrator.serverhook.decide import Settings, decide
+from integrator.serverhook.decide import Settings, Submitted, decide
 from tests.gitutil import commit_files, git, make_repo
 from tests.gitutil import run_integrator as integrator
 
@@ -36,7 +36,11 @@ UNUSABLE = [
 
 
 def _one(ref: str, env: dict[str, str], old: str = Z, new: str = A) -> tuple[bool, str, str]:
-    verdict = decide(f"{old} {new} {ref}\n".encode(), env=env, settings=SETTINGS, now=0)
+    task = ref.removeprefix("refs/integrator/submit/").partition("/")[0]
+    facts = {ref: Submitted(task=task, holder=env.get("REMOTE_USER"))}  # the pusher's own
+    verdict = decide(
+        f"{old} {new} {ref}\n".encode(), env=env, settings=SETTINGS, now=0, submitted=facts
+    )
     (judged,) = verdict.refs
     return verdict.accepted, judged.rule, judged.reason
 
@@ -90,7 +94,7 @@ def test_the_installed_hook_refuses_unusable_submit_refs_on_real_pushes(tmp_path
             assert refused.returncode != 0, (env, ref)
             assert "is not refs/integrator/submit/<task>/<submission id>" in refused.stderr, ref
     assert git("for-each-ref", cwd=server) == before
-    good = _push(work, server, f"HEAD:refs/integrator/submit/t/{SID}", env=AGENT)
+    good = _push(work, server, f"HEAD:refs/integrator/submit/t/{SID}", env=ANONYMOUS)
     assert good.returncode == 0, good.stderr
     assert _push(work, server, ":refs/integrator/submit/old", env=AGENT).returncode != 0
     cleared = _push(work, server, ":refs/integrator/submit/old", env=INTEGRATOR)

@@ -17,6 +17,7 @@ from integrator.records.held import ReviewAction
 from integrator.review.actions import Held
 from integrator.review.changes import FileDiff
 from integrator.review.seen import ClaimMark
+from integrator.tokens import bearer, is_loopback, read_token, token_matches
 from integrator.web import candidate, views
 from integrator.web.forms import Refused, claim_of, local_target
 from integrator.web.security import (
@@ -24,13 +25,9 @@ from integrator.web.security import (
     LoginForms,
     Sessions,
     allowed_hosts,
-    bearer,
     csrf_matches,
-    is_loopback,
     origin_is,
-    read_token,
     safe_actor,
-    token_matches,
 )
 from integrator.web.server import listen
 from tests.factories import contract_doc
