@@ -298,7 +298,8 @@ def test_login_forms_are_signed_times_not_stored_tokens() -> None:
 
 
 def test_token_rules(tmp_path: Path) -> None:
-    """The token file must be private and hold one long token; comparison is exact."""
+    """The token file must be a private regular file holding one long token; comparison
+    is exact."""
     path = tmp_path / "token"
     path.write_text("  " + "k" * 20 + "\n")
     path.chmod(0o600)
@@ -311,6 +312,8 @@ def test_token_rules(tmp_path: Path) -> None:
         path.chmod(mode)
         with pytest.raises(ConfigurationError, match="readable by every user"):
             read_token(path)
+    with pytest.raises(ConfigurationError, match="not a regular file"):
+        read_token(tmp_path)  # a folder (or a pipe, a device) holds no token
     path.chmod(0o600)
     path.write_text("short\n")
     with pytest.raises(ConfigurationError, match="16 to 4096"):
