@@ -87,3 +87,6 @@ PAGE_PATCH_BYTES = 2 << 20  # blob bytes a page renders a patch for
 RAW_PATCH_BYTES = 32 << 20  # blob bytes the raw patch is built from
 DIFF_CHARS = 256 << 10  # characters of unified diff rendered on a page
 DIFF_LINES = 6000  # lines of unified diff rendered on a page
+HELD_PAGE_ROWS = 100  # held candidates the Held page lists per page (?page=N for the rest)
+PAGE_FILES = 1000  # changed paths a Candidate page lists (those with violations first)
+PAGE_VIOLATIONS = 1000  # violations a Candidate or result page lists

@@ -27,6 +27,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from integrator import jsontext
+from integrator.documents.attempt_key import AttemptKeyError, new_key, parse_key, signature_problem
 from integrator.documents.contract import parse_contract
 from integrator.documents.rules import rules_from_bytes
 from integrator.errors import ContractError, UsageError
@@ -166,6 +168,9 @@ def test_submission_parser() -> None:
         "contract": contract_doc(),
         "candidate": "a" * 40,
         "submitter": {"host": "h", "user": "u", "repo": "/r"},
+        "signature": new_key("task-1", "a-1", 1, "sha256:" + "0" * 64).signature(
+            "20260101T000000000000Z-0123abcd", "a" * 40
+        ),
     }
     with tempfile.TemporaryDirectory() as tmp:
         spool = Spool(Path(tmp) / "spool")
@@ -178,6 +183,36 @@ def test_submission_parser() -> None:
             return spool.load(folder)
 
         report("submission", run(documents(valid), refused_by(UsageError)(load)))
+
+
+def test_attempt_key_and_signature_readers() -> None:
+    """The attempt key file reader and the daemon's signature check: a mutated key document
+    is refused with AttemptKeyError, and a mutated signature is a reason, never a crash
+    (nor a pass: only the original verifies)."""
+    key = new_key("task-1", "a-1", 1, "sha256:" + "0" * 64)
+    report(
+        "attempt key",
+        run(documents(json.loads(key.to_bytes())), refused_by(AttemptKeyError)(parse_key)),
+    )
+    sid, candidate = "20260101T000000000000Z-0123abcd", "a" * 40
+    valid = key.signature(sid, candidate)
+
+    def check(data: bytes) -> object:
+        try:
+            signature = jsontext.loads(data)
+        except ValueError:
+            return None
+        if not isinstance(signature, dict):
+            return None
+        problem = signature_problem(
+            issued=key.public, signature=signature, sid=sid, task="task-1", attempt="a-1",
+            generation=1, contract="sha256:" + "0" * 64, candidate=candidate,
+        )  # fmt: skip
+        fields = {k: signature.get(k) for k in ("submission", "key", "value")}
+        assert (problem is None) == (fields == valid), signature
+        return problem
+
+    report("submission signature", run(documents(valid), check))
 
 
 front_lines = st.one_of(

@@ -21,7 +21,7 @@ from integrator.commands._common import (
 from integrator.commands._contract_rollout import register_rollout
 from integrator.documents.contract import OwnershipContract
 from integrator.errors import UsageError
-from integrator.fleet.expansion import request_expansion
+from integrator.fleet.expansion import request_expansion, send_expansion
 from integrator.fleet.keys import hand_out, tracked_tree_problem
 from integrator.limits import DEFAULT_MAX_PATCH_BYTES
 from integrator.records.archive_index import archive_ref
@@ -29,6 +29,7 @@ from integrator.records.claims import IssueRequest
 from integrator.records.contract_views import (
     dismiss_request,
     expand_contract,
+    expand_filed,
     issue_contract,
     issued_key_of,
     list_contracts,
@@ -99,17 +100,33 @@ def _register_request(inner: Any) -> None:
         "state (tracked and untracked files) as a git tree id with its HEAD, so that "
         "`contract expand` can verify the workspace has not already written what it asks "
         "for. Ask before writing: a request whose workspace already changed an added path "
-        "is routed to review, nothing granted.",
+        "is routed to review, nothing granted. --send files it with the repository instead "
+        "(pending: `contract list` shows it, the coordinator grants it with `contract "
+        "expand --id ID`; exit 3) and prints the answer; only what the policy's [expansion] "
+        "auto_grant covers is granted and bound at once (exit 0). Sent again after the "
+        "grant, it binds the granted contract to the worktree.",
     )
     request.add_argument("--worktree", type=Path, default=Path(), metavar="PATH")
     request.add_argument("--contract", metavar="FILE", help="the contract (default: the bound one)")
     request.add_argument("--add-path", action="append", default=[], metavar="GLOB")
     request.add_argument("--add-resource", action="append", default=[], metavar="KIND:NAME")
     request.add_argument("-o", "--output", metavar="FILE", help="write the request here")
+    request.add_argument(
+        "--send",
+        action="store_true",
+        help="file the request for the coordinator (bound contract only) and print the answer "
+        "as JSON",
+    )
     request.set_defaults(func=run_request)
 
 
 def run_request(args: argparse.Namespace) -> int:
+    if args.send:
+        if args.contract or args.output:
+            raise UsageError("--send files the bound contract's request; drop --contract/-o")
+        document, code = send_expansion(args.worktree, args.add_path, args.add_resource)
+        print_json(document)
+        return code
     contract = (lambda: read_input(args.contract)) if args.contract else None
     request = request_expansion(args.worktree, args.add_path, args.add_resource, contract=contract)
     write_output(request.to_json(), args.output)
@@ -153,10 +170,12 @@ def _register_changes(inner: Any) -> None:
         "with another live claim, claim not live) the claim is not changed, the request is "
         f"recorded as pending under {refnames.EXPANSIONS}<task>/<id> (see `contract "
         "list`), and the exit code is 3. Re-running a pending request that can now be "
-        "granted closes it.",
+        "granted closes it; --id grants a recorded one (an agent's filed request) by its id.",
     )
     add_repo(expand)
-    expand.add_argument("--request", required=True, metavar="FILE", help="expansion request JSON")
+    which = expand.add_mutually_exclusive_group(required=True)
+    which.add_argument("--request", metavar="FILE", help="expansion request JSON")
+    which.add_argument("--id", metavar="ID", help="a pending request's id (`contract list`)")
     expand.add_argument("-o", "--output", metavar="FILE", help="write the new contract here")
     expand.add_argument(
         "--key-out",
@@ -288,7 +307,10 @@ def run_reclaim(args: argparse.Namespace) -> int:
 
 def run_expand(args: argparse.Namespace) -> int:
     args.key_destination = _key_destination(args)
-    contract = expand_contract(args.repo, read_input(args.request))
+    if args.id is not None:
+        contract = expand_filed(args.repo, args.id)
+    else:
+        contract = expand_contract(args.repo, read_input(args.request))
     write_output(contract.to_json(), args.output)
     _hand_out_key(args, contract)
     return 0
@@ -356,7 +378,7 @@ def run_list(args: argparse.Namespace) -> int:
         say(f"\n{len(pending)} expansion request(s) waiting for review:")
         for entry in pending:
             say(f"  {entry.describe()}")
-        say("  (re-run `contract expand` to grant one, `contract dismiss ID` to close it)")
+        say("  (`contract expand --id ID` grants one, `contract dismiss ID` closes it)")
     if folded and not args.archived:
         say(
             f"\n{folded} finished claim record(s) archived in {archive_ref('claims')} "

@@ -24,9 +24,13 @@ def register(sub: Any) -> None:
             "Tools: claim_task, show_contract, check_paths, request_expansion, submit, "
             "read_verdict, ready_tasks; each returns the document the matching command "
             "prints with --json and refuses what that command refuses (the error carries "
-            "its exit code). stdio by default (the agent starts it); --transport http serves "
-            "Streamable HTTP at /mcp on 127.0.0.1 (no authentication: a non-loopback "
-            "address needs --allow-remote). See docs/agents.md."
+            "its exit code). The server acts for one agent (--agent, else $INTEGRATOR_AGENT, "
+            "else the agent the worktree is bound to) and refuses any other agent's worktree "
+            "or task. stdio by default (the agent starts it); --transport http serves "
+            "Streamable HTTP at /mcp on 127.0.0.1, every request with the bearer token "
+            "(--token-file, else a fresh one written 0600 into the worktree's git folder) "
+            "and a Host naming the bound address; a non-loopback address needs "
+            "--allow-remote. See docs/agents.md."
         ),
     )
     parser.add_argument("--transport", choices=("stdio", "http"), default=None)
@@ -37,6 +41,14 @@ def register(sub: Any) -> None:
     )
     parser.add_argument(
         "--allow-remote", action="store_true", help="allow --http on a non-loopback address"
+    )
+    parser.add_argument(
+        "--token-file",
+        type=Path,
+        metavar="FILE",
+        help="HTTP: the bearer token every request must carry, from this file (mode 0600: "
+        "refused when its group or others may read it); default: a fresh token written to "
+        "<worktree git dir>/integrator/mcp-http.token, whose path is printed",
     )
     parser.add_argument(
         "--worktree",
@@ -59,21 +71,26 @@ def register(sub: Any) -> None:
         "(default: the clone's origin when it holds the queue, else the intake)",
     )
     parser.add_argument(
-        "--agent", metavar="NAME", help="agent identity (default: $INTEGRATOR_AGENT or host-pid)"
+        "--agent",
+        metavar="NAME",
+        help="the one agent this server acts for (default: $INTEGRATOR_AGENT, else the agent "
+        "the worktree is bound to, else host-pid)",
     )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from integrator.mcp.server import build_server, parse_http, serve_http
+    from integrator.fleet.bound import checkout_of
+    from integrator.mcp import http
+    from integrator.mcp.server import build_server, http_app
     from integrator.mcp.tools import AgentTools, IntakeTransport, SpoolTransport, Transport
 
     transport = args.transport or ("http" if args.http else "stdio")
-    if transport == "stdio" and args.http:
-        raise UsageError("--http needs --transport http")
+    if transport == "stdio" and (args.http or args.token_file):
+        raise UsageError("--http and --token-file need --transport http")
     if args.canonical and not args.intake:
         raise UsageError("--canonical is for --intake: a spool's daemon reads its own repository")
-    bind = parse_http(args.http or "127.0.0.1:8765", allow_remote=args.allow_remote)
+    bind = http.parse_http(args.http or "127.0.0.1:8765", allow_remote=args.allow_remote)
     spool = args.spool or (
         Path(os.environ["INTEGRATOR_SPOOL"]) if os.environ.get("INTEGRATOR_SPOOL") else None
     )
@@ -86,9 +103,11 @@ def run(args: argparse.Namespace) -> int:
     if transport == "stdio":
         server.run()  # stdout is the protocol channel from here on
         return 0
-    serve_http(
-        server,
-        *bind,
-        announce=lambda url: say(f"mcp: listening on {url}", err=True),
-    )
+    generated = checkout_of(tools.root).binding_dir / "mcp-http.token"
+    token, where = http.server_token(args.token_file, generated)
+    sock = http.listen(*bind)
+    say(f"mcp: acting for agent {tools.agent} in {tools.root}", err=True)
+    say(f"mcp: bearer token in {where} (send Authorization: Bearer <its contents>)", err=True)
+    say(f"mcp: listening on {http.url_of(sock)}", err=True)
+    http.serve(http_app(server), sock, token)
     return 0

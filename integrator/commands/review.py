@@ -20,7 +20,6 @@ from integrator.landing.engine import Integrator
 from integrator.records.canonical import Canonical
 from integrator.records.held import history
 from integrator.review.actions import (
-    FileDiff,
     Held,
     Review,
     default_actor,
@@ -28,6 +27,7 @@ from integrator.review.actions import (
     listing,
     open_review,
 )
+from integrator.review.changes import FileDiff
 from integrator.review.documents import show_document, show_document_of, summary_document
 from integrator.store.spool import Spool
 
@@ -98,7 +98,8 @@ def register(sub: Any) -> None:
         "queue, and approve/reject forms, on http://127.0.0.1:8787/ by default. Pages only "
         "read; approving or rejecting needs the token in --token-file (log in on the page, "
         "or send `Authorization: Bearer TOKEN`) and goes through the same code as the "
-        "commands above. A non-loopback --http is refused without a token. "
+        "commands above. A non-loopback --http is refused without a token and without "
+        "--allow-host. "
         "/api/held and /api/held/ID return what `list --json` and `show ID --json` print.",
     )
     web.add_argument("--spool", required=True, type=Path, metavar="DIR", help="the spool")
@@ -120,6 +121,14 @@ def register(sub: Any) -> None:
     )
     web.add_argument(
         "--actor", default=None, help="who the token acts as in the records (default: user@host)"
+    )
+    web.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="HOST[:PORT]",
+        help="a Host header to serve besides the bound loopback address (repeatable; "
+        "required off loopback: any other Host is refused)",
     )
     web.set_defaults(func=run_web)
 
@@ -333,8 +342,8 @@ def _print_verdict(args: argparse.Namespace, sid: str, verdict: Verdict) -> None
 
 def run_web(args: argparse.Namespace) -> int:
     """Serve the review pages until SIGINT or SIGTERM."""
+    from integrator.tokens import read_token
     from integrator.web.app import Backend, WebConfig
-    from integrator.web.security import read_token
     from integrator.web.server import serve
 
     logs.configure(stream=logs.STDERR)
@@ -348,7 +357,7 @@ def run_web(args: argparse.Namespace) -> int:
 
     backend = Backend(open_review=opener, summary=summary_document, show=show_document)
     config = WebConfig(token=token, actor=args.actor or default_actor())
-    return serve(args.http, config, backend, sys.stdout)
+    return serve(args.http, config, backend, sys.stdout, args.allow_host)
 
 
 def run_mark(args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ import base64
 import binascii
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -197,7 +198,7 @@ def verify(public: str, message: bytes, value: str) -> bool:
 def signature_problem(
     *,
     issued: str | None,
-    signature: dict[str, str] | None,
+    signature: Mapping[str, object] | None,
     sid: str,
     task: str,
     attempt: str,
@@ -226,7 +227,12 @@ def signature_problem(
         task=task, attempt=attempt, generation=generation, contract=contract,
         submission=sid, candidate=candidate,
     )  # fmt: skip
-    if signature.get("key") != issued or not verify(issued, message, signature.get("value", "")):
+    value = signature.get("value")
+    if (
+        signature.get("key") != issued
+        or not isinstance(value, str)
+        or not verify(issued, message, value)
+    ):
         return (
             f"the submission's signature is not by the attempt key the claim of task {task!r} "
             f"recorded for attempt {attempt!r} generation {generation} (a key of another "

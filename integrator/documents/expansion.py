@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from integrator.documents.contract import (
     DIGEST_RE,
@@ -79,7 +79,8 @@ ExpansionState = Literal["pending", "granted", "dismissed"]
 
 
 class ExpansionRecord(Model):
-    """`expansion.json`: one event (refuse, grant, dismiss) of a recorded expansion request."""
+    """`expansion.json`: one event (request: filed by the agent for the coordinator; refuse,
+    grant, dismiss) of a recorded expansion request."""
 
     schema_: Literal["integrator.expansion-record.v1"] = Field(
         default="integrator.expansion-record.v1", alias="schema"
@@ -87,10 +88,40 @@ class ExpansionRecord(Model):
     task_id: str
     request_id: str
     state: ExpansionState
-    event: Literal["refuse", "grant", "dismiss"]
+    event: Literal["request", "refuse", "grant", "dismiss"]
     at: datetime
     reason: str
     live_generation: int | None = None
     live_contract_digest: str | None = None
     live_state: str | None = None
     conflicts_with: list[str] = Field(default_factory=list)
+
+
+# What the policy's `[expansion] auto_grant` may name: path categories (`source` is every
+# path no `[categories]` line claims) and the resource kinds of one. The rest — CI,
+# migrations, codegen, lockfiles and submodules — is always the coordinator's decision.
+AUTO_GRANTABLE = ("source", "schemas")
+NEVER_AUTOMATIC = ("ci", "migrations", "codegen", "lockfiles", "submodules")
+
+
+def _auto_grantable(names: list[str]) -> list[str]:
+    for name in names:
+        if name in NEVER_AUTOMATIC:
+            raise ValueError(
+                f"{name!r} is never granted automatically: an expansion into "
+                f"{', '.join(NEVER_AUTOMATIC)} always goes to the coordinator"
+            )
+        if name not in AUTO_GRANTABLE:
+            raise ValueError(f"{name!r} is not a category ({', '.join(AUTO_GRANTABLE)})")
+    return names
+
+
+class ExpansionPolicy(BaseModel):
+    """The policy's `[expansion]`: which categories an agent's expansion request is granted
+    in without the coordinator (`auto_grant`, empty by default: every request waits)."""
+
+    model_config = ConfigDict(strict=True, frozen=True, extra="forbid")
+    auto_grant: Annotated[
+        list[Annotated[str, Field(json_schema_extra={"enum": list(AUTO_GRANTABLE)})]],
+        AfterValidator(_auto_grantable),
+    ] = Field(default_factory=list)

@@ -20,6 +20,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from integrator import paths
 from integrator.documents.contract import parse_resource
 from integrator.documents.digests import digest_of
+from integrator.documents.expansion import ExpansionPolicy
 from integrator.errors import ConfigurationError
 from integrator.limits import POLICY_BYTES
 
@@ -144,6 +145,7 @@ class Policy(_Section):
     writeset: list[WriteSetRule] = Field(default_factory=list)
     planner: Planner = Field(default_factory=Planner)
     validation: Validation | None = None
+    expansion: ExpansionPolicy = Field(default_factory=ExpansionPolicy)
 
     @model_validator(mode="before")
     @classmethod
@@ -270,4 +272,6 @@ def policy_digest(policy: Policy, generation: int) -> str:
     document = policy.model_dump(mode="json")
     if document.get("validation") is None:
         document.pop("validation", None)  # policies without it keep the digest they had
+    if not document.get("expansion", {}).get("auto_grant"):
+        document.pop("expansion", None)  # likewise
     return digest_of({"schema": POLICY_SCHEMA, "generation": generation, "policy": document})

@@ -14,10 +14,18 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from integrator.documents.contract import OwnershipContract, parse_contract
 from integrator.documents.expansion import ExpansionRequest
 from integrator.errors import UsageError
-from integrator.fleet.workspace import bound_contract, worktree_root
+from integrator.fleet.workspace import (
+    bind,
+    binding_record,
+    bound_contract,
+    main_checkout,
+    worktree_root,
+)
 from integrator.plumbing import git
 
 
@@ -85,3 +93,81 @@ def request_expansion(
             raise UsageError(f"no contract is bound to {root}; pass --contract FILE")
         held = bound
     return build_request(root, held, add_paths, add_resources)
+
+
+def send_expansion(
+    worktree: Path, add_paths: Sequence[str], add_resources: Sequence[str] = ()
+) -> tuple[dict[str, object], int]:
+    """`contract request-expansion --send`, MCP `request_expansion`: file the request for
+    the worktree's bound contract with the coordinator; the answer document and its exit
+    code (0: granted and bound here, 3: waiting for the coordinator or dismissed).
+
+    Nothing is granted by the agent: the request is recorded pending (`contract list`
+    shows it, `contract expand --id ID` grants it), unless the policy's `[expansion]
+    auto_grant` covers it. A grant the coordinator made since — a newer generation of the
+    same attempt for the same worktree — is bound here first, with its attempt key, and
+    what it already holds is not asked for again.
+    """
+    from integrator.records.attempt_keys import stored_key
+    from integrator.records.canonical import Canonical
+    from integrator.records.expansions import Expansions
+
+    if not add_paths and not add_resources:
+        raise UsageError("name what to add: add paths and/or resources")
+    root = worktree_root(worktree)
+    contract = bound_contract(root)
+    if contract is None:
+        raise UsageError(f"no contract is bound to {root}; claim a task first")
+    with Canonical(main_checkout(root)) as canonical:
+        live = canonical.claim(contract.task_id)
+        if (
+            live is not None
+            and live.view.state == "live"
+            and live.contract.attempt_id == contract.attempt_id
+            and live.contract.worktree_id == contract.worktree_id
+            and live.contract.ownership_generation > contract.ownership_generation
+        ):
+            contract = live.contract
+            bind(root, contract, binding_record(root), stored_key(canonical, contract))
+        paths = [p for p in add_paths if p not in contract.paths]
+        resources = [r for r in add_resources if r not in contract.resources]
+        if not paths and not resources:
+            held = "the bound contract holds them already"
+            return _answer("granted", contract, held, None, add_paths, add_resources), 0
+        try:
+            request = build_request(root, contract, paths, resources)
+        except ValidationError as err:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()
+            )
+            raise UsageError(f"invalid expansion request: {problems}") from err
+        outcome = Expansions(canonical).file(request)
+        if isinstance(outcome, OwnershipContract):
+            bind(root, outcome, binding_record(root), stored_key(canonical, outcome))
+            why = "granted by the policy's [expansion] auto_grant"
+            return _answer("granted", outcome, why, request.request_id, paths, resources), 0
+    record = outcome.record
+    doc = _answer(record.state, contract, record.reason, request.request_id, paths, resources)
+    doc["ref"] = outcome.ref
+    return doc, 3
+
+
+def _answer(
+    state: str,
+    contract: OwnershipContract,
+    reason: str,
+    request_id: str | None,
+    paths: Sequence[str],
+    resources: Sequence[str],
+) -> dict[str, object]:
+    return {
+        "state": state,
+        "taskId": contract.task_id,
+        "requestId": request_id,
+        "addPaths": list(paths),
+        "addResources": list(resources),
+        "reason": reason,
+        "generation": contract.ownership_generation,
+        "contract": contract.wire() if state == "granted" else None,
+        "ref": None,
+    }

@@ -91,6 +91,21 @@ class GuardDecision(Document):
     paths: list[PathDecision]
 
 
+class ExpansionAnswer(Document):
+    """`integrator contract request-expansion --send`: the request filed for the coordinator
+    (pending), or granted by the policy's `[expansion] auto_grant` and bound here."""
+
+    state: str = Field(description="granted (bound here: write), pending or dismissed (do not)")
+    task_id: str = Field(alias="taskId")
+    request_id: str | None = Field(alias="requestId")
+    add_paths: list[str] = Field(alias="addPaths")
+    add_resources: list[str] = Field(alias="addResources")
+    reason: str
+    generation: int = Field(description="the generation of the contract bound here now")
+    contract: ContractDoc | None = Field(description="the bound contract, when granted")
+    ref: str | None = Field(description="where the request waits (`contract list` shows it)")
+
+
 class Submitted(Document):
     """`integrator submit --json`: the spool folder it went to, or the intake."""
 

@@ -8,7 +8,7 @@ output (output schemas in `integrator.mcp.models`):
 | `claim_task` | `integrator task claim --json` |
 | `show_contract` | `integrator guard show --json` |
 | `check_paths` | `integrator guard --path P … --json` |
-| `request_expansion` | `integrator contract request-expansion`, then `contract expand` |
+| `request_expansion` | `integrator contract request-expansion --send --json` (filed, not granted) |
 | `submit` | `integrator submit --json` (the bound contract, into the server's spool or intake) |
 | `read_verdict` | `integrator submit --wait --json` for a submission (its task and its id) |
 | `ready_tasks` | `integrator plan .agents --json` |
@@ -16,16 +16,17 @@ output (output schemas in `integrator.mcp.models`):
 A refusal is a tool error (`isError`) whose text is the CLI's error line and whose
 structured content is `{"error": {"type", "message", "exitCode"}}`; every result carries
 the CLI's exit code in `_meta["integrator/exitCode"]` (a denied path or a FENCED verdict is
-an answer, exit 1, not an error).
+an answer, exit 1, and a filed expansion request one with exit 3, not an error).
+
+The server acts for one agent (`integrator.mcp.identity`); over HTTP every request needs
+its bearer token and a Host naming the bound address (`integrator.mcp.http`).
 """
 
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Callable
 from datetime import timedelta
-from ipaddress import ip_address
 from typing import Annotated, Any
 
 from mcp.server import MCPServer
@@ -162,7 +163,7 @@ def _tools(
         (claim_task, models.ClaimDocument, "Claim the first ready task (or `task`): its contract, worktree and brief, as `integrator task claim --json`."),
         (show_contract, models.BoundContract, "The contract this worktree writes under, its live claim, and whether writes are allowed now."),
         (check_paths, models.GuardDecision, "Would the write guard allow writing these paths? Per path: allowed, why, and the contract line that decided."),
-        (request_expansion, None, "Ask to add paths or resources to the contract BEFORE writing them. Granted: the new contract (generation + 1), bound here. Otherwise a review error (exit 3): do not write."),
+        (request_expansion, models.ExpansionAnswer, "Ask to add paths or resources to the contract BEFORE writing them. The request is filed for the coordinator (state pending, exit 3): do not write them until a later call answers granted (it binds the coordinator's grant here). Only what the policy grants automatically is granted at once (state granted, exit 0)."),
         (submit, models.Submitted, "Submit a candidate commit under the bound contract to the daemon's spool or intake."),
         (read_verdict, models.Filed, "The daemon's verdict on a submission of a task (ACCEPTED, FENCED or REVIEW with every violation), waiting up to wait_seconds; a verdict on another candidate than the one submitted is an error."),
         (ready_tasks, models.Plan, "The task plan of this repository's queue: the ready set, what waits and why, the partition ceiling."),
@@ -186,42 +187,10 @@ def build_server(tools: AgentTools) -> MCPServer[Any]:
     )
 
 
-def parse_http(text: str, *, allow_remote: bool) -> tuple[str, int]:
-    """`HOST:PORT` (port 0 picks one); a host off the loopback needs `allow_remote`."""
-    host, sep, port = text.rpartition(":")
-    if not sep or not port.isdigit() or int(port) > 65535:
-        raise UsageError(f"--http {text!r} is not HOST:PORT")
-    host = host.strip("[]") or "127.0.0.1"
-    try:
-        loopback = host == "localhost" or ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback and not allow_remote:
-        raise UsageError(
-            f"--http {text!r} is not a loopback address; the MCP server has no authentication, "
-            "so it listens on 127.0.0.1 unless --allow-remote says otherwise"
-        )
-    return host, int(port)
+def http_app(server: MCPServer[Any]) -> Any:
+    """The SDK's Streamable HTTP app at `/mcp`, its own Host/Origin check off: the gate in
+    `integrator.mcp.http` checks those for every bound address, and the token."""
+    from mcp.server.transport_security import TransportSecuritySettings
 
-
-def serve_http(
-    server: MCPServer[Any], host: str, port: int, announce: Callable[[str], None]
-) -> None:
-    """Serve Streamable HTTP at `/mcp` on a socket bound here (so port 0 can be announced)."""
-    import anyio
-    import uvicorn
-
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-    except OSError as err:
-        raise UsageError(f"cannot listen on {host}:{port}: {err.strerror}") from err
-    sock.listen(64)
-    bound = sock.getsockname()[1]
-    app = server.streamable_http_app(host=host)
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    shown = f"[{host}]" if family == socket.AF_INET6 else host
-    announce(f"http://{shown}:{bound}/mcp")
-    anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))
+    off = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    return server.streamable_http_app(transport_security=off)

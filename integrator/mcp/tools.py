@@ -2,8 +2,10 @@
 
 Every tool returns `(document, exit code)` or raises the IntegratorError the CLI would
 raise for the same input, so the server refuses exactly what the command line refuses.
-Agent input is hostile: a worktree must belong to the server's repository, a submission
-id must be a spool id, paths go through the guard like any hook event.
+Agent input is hostile: a worktree must belong to the server's repository and be the
+server's agent's (`integrator.mcp.identity`), a submission id must be a spool id, paths go
+through the guard like any hook event, and an expansion is only asked for, never granted
+by the agent.
 
 Submissions travel through a `Transport`: the daemon's spool (`SpoolTransport`), or an
 intake (`IntakeTransport`: a git remote with `refs/integrator/submit/…`, for agents without
@@ -16,30 +18,19 @@ is an error.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import ValidationError
-
 from integrator.clock import utcnow
 from integrator.errors import ConfigurationError, UsageError
 from integrator.fleet import guard
-from integrator.fleet.workspace import (
-    bind,
-    binding_dir,
-    binding_record,
-    bound_contract,
-    main_checkout,
-    worktree_root,
-)
-from integrator.plumbing import git
+from integrator.fleet.workspace import binding_dir, main_checkout
+from integrator.mcp.identity import Identity, plain
 
 Result = tuple[dict[str, Any], int]
-TASK_ENV = "INTEGRATOR_TASK"
 SUBMITTED_KEPT = 10_000  # submissions one server remembers (task and candidate) for read_verdict
 
 
@@ -137,17 +128,10 @@ def _submission_id(submission: str) -> None:
         raise UsageError(f"{submission[:80]!r} is not a submission id")
 
 
-def plain(what: str, *values: str | None) -> None:
-    """UsageError when a tool argument holds a control character (a NUL in a path, a line
-    break in a task id): refused with the documented error shape before anything reads it,
-    never left to fail somewhere below with an error of its own."""
-    for value in values:
-        if value is not None and any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
-            raise UsageError(f"{what} {value[:80]!r} holds a control character")
-
-
 class AgentTools:
-    """The tools of one MCP server: its repository, the agent it speaks for, a transport."""
+    """The tools of one MCP server: its repository, the one agent it acts for (every
+    worktree and task a call names is checked against it: `integrator.mcp.identity`), a
+    transport."""
 
     def __init__(
         self,
@@ -157,32 +141,18 @@ class AgentTools:
         agent: str | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
-        self.root = worktree_root(worktree)
-        self.common = self._common(self.root)
+        self.identity = Identity(worktree, agent, env)
+        self.root = self.identity.root
         self.transport = transport
-        self.agent = agent
-        self.env = os.environ if env is None else env
+        self.agent = self.identity.agent
+        self.env = self.identity.env
         # What this server submitted: submission id → (task, candidate), so read_verdict
         # checks the verdict it finds is about exactly that (bounded: oldest dropped first).
         self.submitted: dict[str, tuple[str, str]] = {}
 
-    @staticmethod
-    def _common(path: Path) -> str:
-        proc = git.run_git(["rev-parse", "--path-format=absolute", "--git-common-dir"], cwd=path)
-        return os.path.realpath(proc.stdout.decode().strip())
-
     def worktree(self, given: str | None) -> Path:
-        """The worktree a call names (default: the server's), if it is of this repository."""
-        if not given:
-            return self.root
-        plain("worktree", given)
-        path = Path(given)
-        if not path.is_absolute() or not path.is_dir():
-            raise UsageError(f"worktree {given[:200]!r} is not an absolute path to a folder")
-        root = worktree_root(path)
-        if self._common(root) != self.common:
-            raise UsageError(f"{root} is not a worktree of this server's repository")
-        return root
+        """The worktree a call names (default: the server's), if it is its agent's."""
+        return self.identity.worktree(given)
 
     # -- the tools -----------------------------------------------------------------------
 
@@ -204,7 +174,8 @@ class AgentTools:
 
     def show_contract(self, worktree: str | None) -> Result:
         root = self.worktree(worktree)
-        return guard.bound_status(root, utcnow(), in_place_task=self.env.get(TASK_ENV)), 0
+        task = self.identity.in_place_task(root)
+        return guard.bound_status(root, utcnow(), in_place_task=task), 0
 
     def check_paths(self, paths: Sequence[str], worktree: str | None) -> Result:
         if not paths:
@@ -216,41 +187,24 @@ class AgentTools:
             root,
             utcnow(),
             relative_to_root=True,
-            in_place_task=self.env.get(TASK_ENV),
-            coordinator=guard.coordinator_mode(self.env),
+            in_place_task=self.identity.in_place_task(root),
+            coordinator=guard.coordinator_mode(self.identity.coordinator_env()),
         )
         return decision.to_json(), 0 if decision.allowed else 1
 
     def request_expansion(
         self, add_paths: Sequence[str], add_resources: Sequence[str], worktree: str | None
     ) -> Result:
-        """`contract request-expansion` then `contract expand`: the request is built from the
-        bound contract and the workspace's whole state, and handed to the coordinator's
-        operation; a grant is bound to the worktree."""
-        from integrator.fleet.expansion import build_request
-        from integrator.records.canonical import Canonical
-        from integrator.records.expansions import Expansions
+        """`contract request-expansion --send`: the request, built from the bound contract
+        and the workspace's whole state, is filed for the coordinator; only what the
+        policy's `[expansion] auto_grant` covers is granted (and bound) now."""
+        from integrator.fleet.expansion import send_expansion
 
         if not add_paths and not add_resources:
             raise UsageError("name what to add: add_paths and/or add_resources")
         plain("path", *add_paths)
         plain("resource", *add_resources)
-        root = self.worktree(worktree)
-        contract = bound_contract(root)
-        if contract is None:
-            raise UsageError(f"no contract is bound to {root}; claim a task first")
-        try:
-            request = build_request(root, contract, add_paths, add_resources)
-        except ValidationError as err:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()
-            )
-            raise UsageError(f"invalid expansion request: {problems}") from err
-        with Canonical(main_checkout(root)) as canonical:
-            granted = Expansions(canonical).expand(request)
-        if granted.worktree_id is not None:
-            bind(root, granted, binding_record(root))
-        return granted.wire(), 0
+        return send_expansion(self.worktree(worktree), add_paths, add_resources)
 
     def submit(self, candidate: str, bundle: bool, worktree: str | None) -> Result:
         if self.transport is None:

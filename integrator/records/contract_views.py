@@ -13,7 +13,7 @@ from integrator.documents.attempt_key import AttemptKey
 from integrator.documents.claim import Claim
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.expansion import parse_request
-from integrator.errors import ConfigurationError, UsageError
+from integrator.errors import ClaimConflictError, ConfigurationError, UsageError
 from integrator.records.archive_index import (
     archive_ref,
     archived_claim,
@@ -33,6 +33,7 @@ from integrator.records.expansions import (
     Expansions,
     archived_expansions,
     expansions,
+    find_expansion,
 )
 
 
@@ -107,6 +108,21 @@ def expand_contract(repo: str | Path, data: bytes) -> OwnershipContract:
     request = parse_request(data)
     with Canonical(repo) as canonical:
         return Expansions(canonical).expand(request)
+
+
+def expand_filed(repo: str | Path, request_id: str) -> OwnershipContract:
+    """Grant the recorded (pending) expansion request `request_id` — one an agent filed
+    (MCP `request_expansion`, `contract request-expansion --send`) or one `expand` could
+    not grant before: the new contract."""
+    with Canonical(repo) as canonical:
+        entry = find_expansion(canonical, request_id)
+        if entry is None:
+            raise UsageError(f"no expansion request {request_id!r} (see integrator contract list)")
+        if entry.record.state != "pending":
+            raise ClaimConflictError(
+                f"expansion request {request_id} is already {entry.record.state}"
+            )
+        return Expansions(canonical).expand(entry.request)
 
 
 def dismiss_request(repo: str | Path, request_id: str, reason: str) -> ExpansionEntry:

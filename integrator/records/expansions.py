@@ -1,8 +1,11 @@
 """Expansion requests (`integrator.expansion.v1`) and the record of those not granted.
 
-`Expansions.expand` grants a request by issuing generation + 1 of the claim. One it cannot grant
-(the claim moved on, or another live claim holds the paths) leaves the claim untouched and
-is recorded on its own chain, `refs/integrator/expansions/<taskId>/<requestId>`: each commit
+`Expansions.expand` (the coordinator's) grants a request by issuing generation + 1 of the
+claim. `Expansions.file` (the agent's) grants nothing: it records the request as pending for
+the coordinator, unless the policy's `[expansion] auto_grant` covers it, when it is handed
+to `expand`. A request not granted (filed, or one `expand` could not grant: the claim moved
+on, another live claim holds the paths) leaves the claim untouched and is recorded on its
+own chain, `refs/integrator/expansions/<taskId>/<requestId>`: each commit
 holds `request.json` and `expansion.json` (pending, granted or dismissed, and why), so the
 coordinator finds it (`integrator contract list`, `integrator review list`) and `git log`
 of the ref is its history. These refs take no part in authorization.
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Literal
 
 import structlog
 from pydantic import ValidationError
@@ -31,6 +35,7 @@ from integrator.plumbing import git, transaction
 from integrator.plumbing.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
 from integrator.records.archive_index import archived_entries
 from integrator.records.attempt_keys import key_store
+from integrator.records.auto_grant import not_automatic
 from integrator.records.canonical import Canonical, signature
 from integrator.records.claims import (
     Claims,
@@ -151,6 +156,22 @@ def find_expansion(canonical: Canonical, request_id: str) -> ExpansionEntry | No
     return None
 
 
+def _moved_on(request: ExpansionRequest, claim: Claim) -> str | None:
+    """Why `request` no longer fits the live claim (its compare-and-swap would fail)."""
+    view = claim.view
+    if view.state != "live":
+        return f"the claim is {view.state}"
+    if (
+        view.generation != request.expected_generation
+        or view.contract_digest != request.contract_digest
+    ):
+        return (
+            f"expected generation {request.expected_generation} / {request.contract_digest}, "
+            f"the live claim is generation {view.generation} / {view.contract_digest}"
+        )
+    return None
+
+
 class Expansions:
     """The coordinator's operations on expansion requests: grant (as generation + 1 of the
     claim, one compare-and-swap), refuse (recorded for review), dismiss."""
@@ -168,19 +189,9 @@ class Expansions:
         self.canonical.refresh()
         claim = self.claims.live(request.task_id)
         view = claim.view
-        if view.state != "live":
-            raise self._refuse(request, claim, f"the claim is {view.state}")
-        if (
-            view.generation != request.expected_generation
-            or view.contract_digest != request.contract_digest
-        ):
-            raise self._refuse(
-                request,
-                claim,
-                f"expected generation {request.expected_generation} / "
-                f"{request.contract_digest}, the live claim is generation {view.generation} / "
-                f"{view.contract_digest}",
-            )
+        moved = _moved_on(request, claim)
+        if moved is not None:
+            raise self._refuse(request, claim, moved)
         old = claim.contract
         written = written_already(self.canonical, old, request)
         if written is not None:
@@ -260,6 +271,28 @@ class Expansions:
         key_store(self.canonical).save(key)
         return contract
 
+    def file(self, request: ExpansionRequest) -> OwnershipContract | ExpansionEntry:
+        """An agent's request (MCP `request_expansion`, `contract request-expansion --send`):
+        recorded as pending for the coordinator, who grants it (`contract expand --id`) or
+        dismisses it; the agent decides nothing. Only what the policy's `[expansion]
+        auto_grant` covers is granted now, through `expand` and every check it makes.
+
+        A request filed before is answered with its record; one for a claim that moved on is
+        refused (ReviewRequired, recorded) as `expand` refuses it.
+        """
+        self.canonical.refresh()
+        known = find_expansion(self.canonical, request.request_id)
+        if known is not None:
+            return known
+        claim = self.claims.live(request.task_id)
+        moved = _moved_on(request, claim)
+        if moved is not None:
+            raise self._refuse(request, claim, moved)
+        why = not_automatic(self.canonical.policy_state().policy, request)
+        if why is None:
+            return self.expand(request)
+        return self._record(request, claim, f"waits for the coordinator: {why}", "request")
+
     def _refuse(
         self,
         request: ExpansionRequest,
@@ -269,12 +302,29 @@ class Expansions:
         conflicts: list[str] | None = None,
     ) -> ReviewRequired:
         """Record a refused expansion request for review; the error to raise says where."""
+        entry = self._record(request, claim, why, "refuse", conflicts)
+        rid = request.request_id
+        return ReviewRequired(
+            f"expansion of {request.task_id!r} not granted: {why}. The claim was not changed; "
+            f"request {rid} waits for review as {entry.ref} (`integrator contract list` shows "
+            f"it, `integrator contract dismiss {rid}` closes it)"
+        )
+
+    def _record(
+        self,
+        request: ExpansionRequest,
+        claim: Claim,
+        why: str,
+        event: Literal["request", "refuse"],
+        conflicts: list[str] | None = None,
+    ) -> ExpansionEntry:
+        """Record `request` as pending (the claim is not touched)."""
         ref = expansion_ref(request.task_id, request.request_id)
         record = ExpansionRecord(
             task_id=request.task_id,
             request_id=request.request_id,
             state="pending",
-            event="refuse",
+            event=event,
             at=self.claims.now(),
             reason=why,
             live_generation=claim.view.generation,
@@ -291,12 +341,7 @@ class Expansions:
             except RefMovedError:
                 if attempt == 2:
                     raise
-        rid = request.request_id
-        return ReviewRequired(
-            f"expansion of {request.task_id!r} not granted: {why}. The claim was not changed; "
-            f"request {rid} waits for review as {ref} (`integrator contract list` shows it, "
-            f"`integrator contract dismiss {rid}` closes it)"
-        )
+        return ExpansionEntry(ref, commit, record, request)
 
     def dismiss(
         self, request_id: str, reason: str = "dismissed by the coordinator"

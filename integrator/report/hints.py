@@ -39,7 +39,8 @@ HINTS: dict[Code, str] = {
     "then gate again",
     Code.BASE_NOT_ANCESTOR: "rebase the candidate onto the contract's base commit; with "
     "validation on that base is the queue head, which a plain clone lacks: "
-    f"git fetch origin '+{refnames.QUEUE}*:{refnames.QUEUE}*' first",
+    f"git fetch origin '+{refnames.QUEUE}*:{refnames.QUEUE}*' (or integrator sync --contract "
+    "FILE) first",
     Code.BASE_NOT_ON_QUEUE: "rebase onto the queue head and resubmit",
     Code.PATH_NOT_OWNED: "ask the coordinator to expand the claim (integrator contract expand) "
     "or drop the change",

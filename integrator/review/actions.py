@@ -18,12 +18,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
-import pygit2
 import structlog
 from pydantic import ValidationError
 
+from integrator.documents.claim import Claim
 from integrator.documents.submission import Submission
-from integrator.documents.verdict import Decision, Verdict, Violation
+from integrator.documents.verdict import Decision, Verdict
 from integrator.errors import (
     ConfigurationError,
     InfrastructureError,
@@ -32,7 +32,7 @@ from integrator.errors import (
 )
 from integrator.files import atomic_write
 from integrator.limits import ACTOR_CHARS, REASON_CHARS, SUBMISSION_BYTES, VERDICT_BYTES
-from integrator.plumbing import git, transaction
+from integrator.plumbing import transaction
 from integrator.records.canonical import Canonical
 from integrator.records.expansions import ExpansionEntry, expansions
 from integrator.records.held import (
@@ -43,6 +43,8 @@ from integrator.records.held import (
     history,
     write_record,
 )
+from integrator.review.changes import NO_PATCHES, Changes, FileDiff, changes
+from integrator.review.seen import ClaimMark, check
 from integrator.store.entries import codes_of, review_record
 from integrator.store.mirror import Mirror, for_spool
 from integrator.store.spool import (
@@ -145,8 +147,7 @@ def expansion_lines(spool: Spool, repo: Path | None = None) -> list[str]:
     return [
         f"expansion requests waiting for the coordinator ({len(pending_requests)}):",
         *(f"  {entry.describe()}" for entry in pending_requests),
-        "  grant: re-run `integrator contract expand --request FILE` "
-        "(git show REF:request.json); close: `integrator contract dismiss ID`",
+        "  grant: `integrator contract expand --id ID`; close: `integrator contract dismiss ID`",
     ]
 
 
@@ -285,10 +286,21 @@ class Review:
             raise UsageError(f"submission {sid} is in {folder}/, not held for review")
         return read_held(self.spool, folder, sid)
 
-    def live_contract(self, held: Held) -> bytes:
-        """The contract the coordinator holds now for the candidate's task."""
+    @staticmethod
+    def task_of(held: Held) -> str | None:
         task = held.verdict.task_id or held.submission.contract.get("taskId")
-        claim = self.canonical.claim(task) if isinstance(task, str) else None
+        return task if isinstance(task, str) else None
+
+    def live_claim(self, held: Held) -> Claim | None:
+        """The claim the coordinator holds now for the candidate's task (None: none)."""
+        task = self.task_of(held)
+        return self.canonical.claim(task) if task is not None else None
+
+    def live_contract(self, held: Held, seen: ClaimMark | None = None) -> bytes:
+        """The contract the coordinator holds now for the candidate's task; with `seen`,
+        ClaimMoved unless that claim is the one the reviewer was shown."""
+        claim = self.live_claim(held)
+        check(self.task_of(held), seen, claim)
         if claim is None:
             raise UsageError(
                 f"no claim for the task of {held.sid}; pass --contract with the contract the "
@@ -310,27 +322,36 @@ class Review:
             os.close(fd)
 
     def approve(
-        self, sid: str, actor: str, contract: bytes | None = None, reason: str | None = None
+        self,
+        sid: str,
+        actor: str,
+        contract: bytes | None = None,
+        reason: str | None = None,
+        *,
+        seen: ClaimMark | None = None,
     ) -> Verdict:
-        """Run the held candidate through the fence again under a re-issued contract."""
+        """Run the held candidate through the fence again under a re-issued contract (by
+        default the live claim's; with `seen`, only when it is the claim shown)."""
         _check_text(actor, reason)
         if self.engine is None:
             raise UsageError("approve needs the integration engine")
         with self._exclusive():
             held = self._undecided(sid)
-            data = contract if contract is not None else self.live_contract(held)
+            data = contract if contract is not None else self.live_contract(held, seen)
             verdict = self.engine.integrate(data, held.submission.candidate)
             digest = verdict.contract_digest
             self._record(held, "approve", actor, reason, verdict, digest)
         return verdict
 
-    def reject(self, sid: str, actor: str, reason: str) -> None:
-        """Archive a held candidate with the reason; nothing is integrated."""
+    def reject(self, sid: str, actor: str, reason: str, *, seen: ClaimMark | None = None) -> None:
+        """Archive a held candidate with the reason; nothing is integrated. With `seen`,
+        refused (ClaimMoved) unless the task's live claim is the one shown."""
         _check_text(actor, reason)
         if not reason.strip():
             raise UsageError("a rejection needs a reason")
         with self._exclusive():
             held = self._undecided(sid)
+            check(self.task_of(held), seen, self.live_claim(held))
             self._record(held, "reject", actor, reason, None, held.verdict.contract_digest)
 
     def _record(
@@ -401,67 +422,22 @@ class Review:
         """(base used, per-file patches with the violations that name each file).
 
         With `patches=False` only the changed paths, statuses and modes are read (no blob
-        contents beyond rename detection), so a caller can weigh a candidate before
-        rendering its patch.
+        contents beyond rename detection); `changes` weighs them and makes patches only
+        under a limit, from one diff.
         """
-        repo = self.canonical.repo
-        candidate = held.submission.candidate
-        if not git.has_object(repo, candidate):
-            return None, []
-        cand = self.canonical.commit(candidate)
+        found = self.changes(held, patch_limit=None if patches else NO_PATCHES)
+        return found.base, found.files
+
+    def changes(self, held: Held, *, patch_limit: int | None = None) -> Changes:
+        """The candidate's changes, with patches when its blobs weigh at most `patch_limit`."""
         base = held.verdict.base or held.submission.contract.get("baseCommit")
-        if not isinstance(base, str) or not git.has_object(repo, base):
-            # The base is missing (e.g. BASE_MISSING): show what the candidate itself did.
-            base = str(cand.parent_ids[0]) if cand.parent_ids else None
-        if base is not None:
-            found = self.canonical.commit(base).tree.diff_to_tree(cand.tree)
-        else:
-            found = cand.tree.diff_to_tree(swap=True)  # a root commit: everything is added
-        found.find_similar()
-        out = []
-        entries = (
-            [(p.delta, p.text or "") for p in found if p is not None]
-            if patches
-            else [(delta, "") for delta in found.deltas]
+        return changes(
+            self.canonical,
+            held.submission.candidate,
+            base,
+            held.verdict.violations,
+            patch_limit=patch_limit,
         )
-        for delta, text in entries:
-            path, old = delta.new_file.path, delta.old_file.path
-            named = [v for v in held.verdict.violations if v.path in (path, old)]
-            out.append(
-                FileDiff(
-                    path,
-                    old if old != path else None,
-                    delta.status_char(),
-                    text,
-                    named,
-                    delta.old_file.mode,
-                    delta.new_file.mode,
-                    _blob_size(repo, delta.old_file) + _blob_size(repo, delta.new_file),
-                )
-            )
-        return base, out
-
-
-def _blob_size(repo: pygit2.Repository, side: pygit2.DiffFile) -> int:
-    """A side's blob size from its object header (0 for an absent side or a gitlink)."""
-    if side.mode in (0, 0o160000) or side.id.raw == bytes(20):
-        return 0
-    try:
-        return int(repo.odb.read_header(side.id)[1])
-    except (KeyError, pygit2.GitError):
-        return 0
-
-
-@dataclass(frozen=True)
-class FileDiff:
-    path: str
-    old_path: str | None
-    status: str
-    patch: str
-    violations: list[Violation]
-    old_mode: int = 0  # 0: the path did not exist on that side
-    new_mode: int = 0
-    size: int = 0  # old + new blob bytes, read from object headers (what a patch would show)
 
 
 @contextlib.contextmanager

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from integrator.records.held import ReviewAction, history
-from integrator.review.actions import FileDiff, Held, Review
+from integrator.review.actions import Held, Review
+from integrator.review.changes import FileDiff
 
 
 def summary_document(h: Held) -> dict[str, Any]:

@@ -386,7 +386,7 @@ def decide(
                 who=who,
                 pusher=identity.name,
                 submitted=(submitted or {}).get(u.ref),
-            )  # fmt: skip
+            )
             for u in updates
         )
     accepted = not problems and all(v.accepted for v in refs)

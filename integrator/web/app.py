@@ -1,8 +1,10 @@
 """The review pages as an ASGI application (Starlette): Held, Candidate, Queue, and actions.
 
-Pages and their JSON twins only read. Approve and reject are POST-only and go through the
-same `Review` the CLI builds (`integrator review approve|reject`), with the real
-integration engine, so the web can refuse nothing less than the command line does. See
+Pages and their JSON twins only read, and keep no state for whoever reads them. Approve
+and reject are POST-only and go through the same `Review` the CLI builds (`integrator
+review approve|reject`), with the real integration engine, so the web can refuse nothing
+less than the command line does; each carries the task's claim as the page showed it, and
+a claim that moved since is refused (409) before anything is done. See
 `integrator.web.security` for who may act, and docs/review.md for the pages.
 """
 
@@ -13,7 +15,6 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl
 
 import jinja2
 from starlette.applications import Starlette
@@ -21,26 +22,38 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from integrator.documents.verdict import Verdict
 from integrator.errors import ConfigurationError, IntegratorError, UsageError
-from integrator.limits import FORM_BYTES, WEB_REASON_CHARS
 from integrator.review.actions import Held, Review
+from integrator.review.seen import ClaimMark, ClaimMoved
+from integrator.tokens import bearer, token_matches
 from integrator.web import sources, views
 from integrator.web.candidate import verdict_lines
+from integrator.web.forms import (
+    Refused,
+    actor_of,
+    claim_of,
+    local_target,
+    read_form,
+    reason_of,
+)
+from integrator.web.guard import Guard
 from integrator.web.security import (
+    ACTION_HEADER,
     COOKIE,
-    HEADERS,
+    LoginForms,
     Session,
     Sessions,
-    bearer,
     csrf_matches,
-    safe_actor,
-    token_matches,
+    origin_is,
 )
 
-STATIC = {"review.css": "text/css; charset=utf-8"}
+STATIC = {
+    "review.css": "text/css; charset=utf-8",
+    "review.js": "text/javascript; charset=utf-8",
+}
 
 
 @dataclass(frozen=True)
@@ -57,54 +70,23 @@ class Backend:
 class WebConfig:
     token: str | None
     actor: str
-    allowed_hosts: tuple[str, ...] | None = None  # None: any Host header
+    allowed_hosts: frozenset[str] | None = None  # None: any Host header (no server)
 
 
-class Refused(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.message = message
+class Moved(Refused):
+    """409: the claim the page showed is not the live one."""
+
+    def __init__(self, err: ClaimMoved) -> None:
+        super().__init__(409, views.text(str(err), 2000))
+        self.seen = _shown(err.seen)
+        self.live = _shown(err.live)
 
 
-def _host_of(header: str) -> str:
-    if header.startswith("["):
-        return header[1:].partition("]")[0]
-    return header.rpartition(":")[0] if header.count(":") == 1 else header
-
-
-class Guard:
-    """Every response gets the security headers; a Host header naming anything but the
-    bound loopback address is refused (a DNS-rebinding page cannot read the pages)."""
-
-    def __init__(self, app: ASGIApp, allowed_hosts: tuple[str, ...] | None) -> None:
-        self.app = app
-        self.allowed = allowed_hosts
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        host = dict(scope["headers"]).get(b"host", b"").decode("latin-1")
-        if self.allowed is not None and _host_of(host) not in self.allowed:
-            response = Response("unknown host\n", 421, media_type="text/plain")
-            await self._with_headers(response, scope, receive, send)
-            return
-        await self._with_headers(self.app, scope, receive, send)
-
-    async def _with_headers(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
-        async def sending(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                present = {k.lower() for k, _ in message.get("headers", [])}
-                extra = [
-                    (k.lower().encode(), v.encode())
-                    for k, v in HEADERS.items()
-                    if k.lower().encode() not in present
-                ]
-                message["headers"] = [*message.get("headers", []), *extra]
-            await send(message)
-
-        await app(scope, receive, sending)
+def _shown(mark: ClaimMark) -> ClaimMark:
+    """A claim mark with its words safe to show (they come from claim records)."""
+    attempt = views.text(mark.attempt, 200) if mark.attempt is not None else None
+    digest = views.text(mark.digest, 200) if mark.digest is not None else None
+    return ClaimMark(mark.generation, digest, attempt)
 
 
 class Site:
@@ -112,6 +94,7 @@ class Site:
         self.config = config
         self.backend = backend
         self.sessions = Sessions()
+        self.login_forms = LoginForms()
         self.env = jinja2.Environment(
             loader=jinja2.PackageLoader("integrator.web", "templates"),
             autoescape=True,
@@ -122,124 +105,91 @@ class Site:
 
     # -- plumbing --------------------------------------------------------------------------
 
-    def session(self, request: Request) -> tuple[Session, bool]:
-        found = self.sessions.get(request.cookies.get(COOKIE))
-        return (found, False) if found is not None else (self.sessions.new(), True)
+    def session(self, request: Request) -> Session | None:
+        """The live login the request's cookie names; nothing is made for one without."""
+        return self.sessions.get(request.cookies.get(COOKIE))
 
     def page(
         self,
         request: Request,
-        session: Session,
-        fresh: bool,
+        session: Session | None,
         template: str,
         status: int = 200,
         **context: Any,
     ) -> HTMLResponse:
         body = self.env.get_template(template).render(
-            csrf=session.csrf,
-            authenticated=session.authenticated,
+            csrf=session.csrf if session is not None else "",
+            authenticated=session is not None,
             read_only=self.config.token is None,
             actor=views.text(self.config.actor, 64),
             path=request.url.path,
             **context,
         )
-        response = HTMLResponse(body, status)
-        if fresh:
-            self.set_cookie(response, session)
-        return response
+        return HTMLResponse(body, status)
 
-    def set_cookie(self, response: Response, session: Session) -> None:
-        response.set_cookie(COOKIE, session.sid, httponly=True, samesite="strict", path="/")
-
-    def problem(self, request: Request, status: int, message: str) -> HTMLResponse:
-        session, fresh = self.session(request)
+    def problem(self, request: Request, err: Refused) -> HTMLResponse:
+        moved = (err.seen, err.live) if isinstance(err, Moved) else None
         return self.page(
-            request, session, fresh, "error.html", status, message=message, title="Refused"
-        )
+            request, self.session(request), "error.html", err.status,
+            message=err.message, title="Refused", moved=moved,
+        )  # fmt: skip
 
-    async def form(self, request: Request) -> dict[str, str]:
-        kind = request.headers.get("content-type", "").partition(";")[0].strip().lower()
-        if kind != "application/x-www-form-urlencoded":
-            raise Refused(415, "actions take a form (application/x-www-form-urlencoded)")
-        body = b""
-        async for chunk in request.stream():
-            body += chunk
-            if len(body) > FORM_BYTES:
-                raise Refused(413, f"the form is larger than {FORM_BYTES} bytes")
-        try:
-            pairs = parse_qsl(
-                body.decode("ascii"),
-                keep_blank_values=True,
-                strict_parsing=False,
-                encoding="utf-8",
-                errors="strict",
-                max_num_fields=16,
-            )
-        except (UnicodeDecodeError, ValueError) as err:
-            raise Refused(400, f"the form cannot be read: {err}") from err
-        out: dict[str, str] = {}
-        for key, value in pairs:
-            if key in out:
-                raise Refused(400, f"the form names {views.text(key, 40)!r} twice")
-            out[key] = value
-        return out
-
-    def same_origin(self, request: Request) -> bool:
+    @staticmethod
+    def from_these_pages(request: Request, what: str) -> str | None:
+        """The request's own origin (its `Origin`, or None when it sends none); refused when
+        the browser says it came from anywhere but these pages: another site, or another
+        port of this host (`same-site` in the browser's words)."""
         site = request.headers.get("sec-fetch-site")
-        if site is not None:  # the browser's own word on where the request came from
-            return site in ("same-origin", "none")
+        if site is not None and site != "same-origin":
+            raise Refused(403, f"{what} was not sent from these pages ({site} request)")
         origin = request.headers.get("origin")
-        own = f"{request.url.scheme}://{request.headers.get('host', '')}"
-        return origin is None or origin == own
+        if origin is not None and not origin_is(origin, request.headers.get("host")):
+            raise Refused(
+                403,
+                f"{what} was sent from another origin ({views.text(origin, 200)}), not from "
+                "these pages: a page on another port of this host is another origin",
+            )
+        return origin
 
-    def authorize(self, request: Request, session: Session, form: dict[str, str]) -> None:
-        """Refused unless the request carries the token (bearer) or comes from an
-        authenticated session's own form (same origin, its CSRF token)."""
+    def authorize(self, request: Request, session: Session | None, form: dict[str, str]) -> bool:
+        """Refused unless the request carries the token (bearer: True), or comes from a
+        logged-in tab of these pages (False): its session's cookie and CSRF token, `Origin`
+        this origin, and the tab's action key in `X-Integrator-Action`."""
+        if self.config.token is None:
+            raise Refused(
+                403, "these pages are read-only: the server was started without --token-file"
+            )
         token = bearer(request.headers.get("authorization"))
         if token is not None:
             if token_matches(self.config.token, token):
-                return
+                return True
             raise Refused(403, "the bearer token is not the review token")
-        if not self.same_origin(request):
-            raise Refused(403, "the form was not sent from these pages (cross-site request)")
+        origin = self.from_these_pages(request, "the form")
+        if session is None:
+            raise Refused(403, "approving or rejecting needs the review token: log in first")
         if not csrf_matches(session, form.get("csrf")):
             raise Refused(
                 403,
                 "the form's CSRF token is missing or belongs to another session; "
                 "reload the page and try again",
             )
-        if self.config.token is None:
+        if origin is None or origin != session.origin:
             raise Refused(
                 403,
-                "these pages are read-only: the server was started without --token-file",
+                "an action from a session must name its origin (Origin header), the one it "
+                "logged in from: the pages' own script sends it",
             )
-        if not session.authenticated:
-            raise Refused(403, "approving or rejecting needs the review token: log in first")
-
-    def actor_of(self, form: dict[str, str]) -> str:
-        given = form.get("actor", "").strip()
-        if not given:
-            return self.config.actor
-        if not safe_actor(given):
+        key = request.headers.get(ACTION_HEADER)
+        if not key:
             raise Refused(
-                400,
-                "the actor name may hold letters, digits and . _ @ + - (up to 64, starting "
-                "with a letter or digit)",
+                403,
+                "this tab holds no action key: a session cookie alone cannot act (every "
+                "service on this host receives it). Log in in this tab, with JavaScript "
+                "on: the pages' script keeps the key in the tab and sends it with each action",
             )
-        return given
-
-    @staticmethod
-    def reason_of(form: dict[str, str], *, required: bool) -> str | None:
-        reason = form.get("reason", "").replace("\r\n", "\n").strip()
-        if not reason:
-            if required:
-                raise Refused(400, "a reason is required to reject a candidate")
-            return None
-        if len(reason) > WEB_REASON_CHARS:
-            raise Refused(400, f"the reason is longer than {WEB_REASON_CHARS} characters")
-        if any(ord(c) < 32 and c not in "\n\t" for c in reason):
-            raise Refused(400, "the reason holds control characters")
-        return reason
+        if not session.has_key(key):
+            raise Refused(403, "this tab's action key is not its session's: log in again here")
+        return False
 
     # -- pages -----------------------------------------------------------------------------
 
@@ -251,8 +201,7 @@ class Site:
                 return sources.held_page(review.spool, review.canonical, filters)
 
         page = await self.read(read)
-        session, fresh = self.session(request)
-        return self.page(request, session, fresh, "held.html", page=page, title="Held")
+        return self.page(request, self.session(request), "held.html", page=page, title="Held")
 
     async def candidate(self, request: Request) -> Response:
         sid = self.sid(request)
@@ -262,8 +211,7 @@ class Site:
                 return sources.candidate_page(review, sid)
 
         view = await self.read(read)
-        session, fresh = self.session(request)
-        return self.page(request, session, fresh, "candidate.html", c=view, title=sid)
+        return self.page(request, self.session(request), "candidate.html", c=view, title=sid)
 
     async def patch(self, request: Request) -> Response:
         sid = self.sid(request)
@@ -285,8 +233,7 @@ class Site:
                 return sources.queue_page(review.spool, review.canonical)
 
         view = await self.read(read)
-        session, fresh = self.session(request)
-        return self.page(request, session, fresh, "queue.html", q=view, title="Queue")
+        return self.page(request, self.session(request), "queue.html", q=view, title="Queue")
 
     async def read(self, work: Callable[[], Any]) -> Any:
         try:
@@ -307,37 +254,41 @@ class Site:
 
     async def approve(self, request: Request) -> Response:
         sid = self.sid(request)
-        session, fresh = self.session(request)
-        form = await self.form(request)
-        self.authorize(request, session, form)
-        actor, reason = self.actor_of(form), self.reason_of(form, required=False)
+        session = self.session(request)
+        form = await read_form(request)
+        scripted = self.authorize(request, session, form)
+        seen = claim_of(form, required=not scripted)
+        actor = actor_of(form, self.config.actor)
+        reason = reason_of(form, required=False)
 
         def act() -> Verdict:
             with self.backend.open_review(True) as review:
-                return review.approve(sid, actor, None, reason)
+                return review.approve(sid, actor, None, reason, seen=seen)
 
         verdict = await self.act(act)
         return self.page(
-            request, session, fresh, "result.html", title=f"approve {sid}", sid=sid,
+            request, session, "result.html", title=f"approve {sid}", sid=sid,
             action="approve", by=views.text(actor), decision=verdict.decision.value,
             lines=verdict_lines(verdict), staging=verdict.staging_commit,
         )  # fmt: skip
 
     async def reject(self, request: Request) -> Response:
         sid = self.sid(request)
-        session, fresh = self.session(request)
-        form = await self.form(request)
-        self.authorize(request, session, form)
-        actor, reason = self.actor_of(form), self.reason_of(form, required=True)
+        session = self.session(request)
+        form = await read_form(request)
+        scripted = self.authorize(request, session, form)
+        seen = claim_of(form, required=not scripted)
+        actor = actor_of(form, self.config.actor)
+        reason = reason_of(form, required=True)
         assert reason is not None
 
         def act() -> None:
             with self.backend.open_review(False) as review:
-                review.reject(sid, actor, reason)
+                review.reject(sid, actor, reason, seen=seen)
 
         await self.act(act)
         return self.page(
-            request, session, fresh, "result.html", title=f"reject {sid}", sid=sid,
+            request, session, "result.html", title=f"reject {sid}", sid=sid,
             action="reject", by=views.text(actor), decision="ARCHIVED",
             lines=(("-", "reason", views.text(reason)),), staging=None,
         )  # fmt: skip
@@ -345,37 +296,47 @@ class Site:
     async def act(self, work: Callable[[], Any]) -> Any:
         try:
             return await run_in_threadpool(work)
+        except ClaimMoved as err:
+            raise Moved(err) from err
         except UsageError as err:
             raise Refused(409, str(err)) from err
         except IntegratorError as err:
             raise Refused(503 if err.exit_code == 4 else 409, str(err)) from err
 
     async def login(self, request: Request) -> Response:
-        session, fresh = self.session(request)
-        target = _local_target(request.query_params.get("next"))
+        session = self.session(request)
         if request.method == "GET":
-            return self.page(request, session, fresh, "login.html", title="Log in", next=target)
-        form = await self.form(request)
-        target = _local_target(form.get("next"))
-        if not self.same_origin(request) or not csrf_matches(session, form.get("csrf")):
+            target = local_target(request.query_params.get("next"))
+            return self.page(
+                request, session, "login.html", title="Log in", next=target,
+                login_csrf=self.login_forms.issue(),
+            )  # fmt: skip
+        form = await read_form(request)
+        target = local_target(form.get("next"))
+        origin = self.from_these_pages(request, "the login form")
+        if not self.login_forms.valid(form.get("csrf")):
             raise Refused(403, "the login form is stale; reload the page and try again")
         if self.config.token is None:
             raise Refused(403, "these pages are read-only: there is no token to log in with")
         if not token_matches(self.config.token, form.get("token")):
             raise Refused(403, "that is not the review token")
-        fresh_session = self.sessions.login(session)
-        response = RedirectResponse(target, status_code=303)
-        self.set_cookie(response, fresh_session)
+        own = origin or f"{request.url.scheme}://{request.headers.get('host', '')}"
+        fresh, key = self.sessions.login(session, own)
+        response = self.page(
+            request, fresh, "logged-in.html", title="Logged in", next=target, key=key
+        )
+        response.set_cookie(COOKIE, fresh.sid, httponly=True, samesite="strict", path="/")
         return response
 
     async def logout(self, request: Request) -> Response:
-        session, _ = self.session(request)
-        form = await self.form(request)
-        if not self.same_origin(request) or not csrf_matches(session, form.get("csrf")):
+        session = self.session(request)
+        form = await read_form(request)
+        self.from_these_pages(request, "the form")
+        if session is None or not csrf_matches(session, form.get("csrf")):
             raise Refused(403, "the form is stale; reload the page and try again")
         self.sessions.drop(session.sid)
         response = RedirectResponse("/", status_code=303)
-        self.set_cookie(response, self.sessions.new())
+        response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
         return response
 
     # -- JSON twins and files --------------------------------------------------------------
@@ -412,20 +373,8 @@ def _json(document: Any) -> Response:
     return Response(body.encode(), media_type="application/json")
 
 
-def _local_target(value: str | None) -> str:
-    """Where to go after logging in: one of our own pages, never another site."""
-    if value and (value in ("/", "/queue") or value.startswith("/held/")):
-        try:
-            sources.check_sid(value.removeprefix("/held/"))
-        except UsageError:
-            return value if value in ("/", "/queue") else "/"
-        return value
-    return "/"
-
-
-def create_app(config: WebConfig, backend: Backend) -> ASGIApp:
-    """The application, wrapped in the guard that sets headers and checks the Host."""
-    site = Site(config, backend)
+def application(site: Site) -> ASGIApp:
+    """The site's routes, wrapped in the guard that sets headers and checks the Host."""
 
     def handled(endpoint: Callable[[Request], Any]) -> Callable[[Request], Any]:
         async def run(request: Request) -> Response:
@@ -434,7 +383,7 @@ def create_app(config: WebConfig, backend: Backend) -> ASGIApp:
             except Refused as err:
                 if request.url.path.startswith("/api/"):
                     return _error_json(err.status, err.message)
-                return site.problem(request, err.status, err.message)
+                return site.problem(request, err)
             return response
 
         return run
@@ -453,7 +402,11 @@ def create_app(config: WebConfig, backend: Backend) -> ASGIApp:
         Route("/static/{name}", handled(site.static), methods=["GET"]),
         Route("/favicon.ico", lambda _: Response(status_code=204), methods=["GET"]),
     ]
-    return Guard(Starlette(routes=routes), config.allowed_hosts)
+    return Guard(Starlette(routes=routes), site.config.allowed_hosts)
+
+
+def create_app(config: WebConfig, backend: Backend) -> ASGIApp:
+    return application(Site(config, backend))
 
 
 def _error_json(status: int, message: str) -> Response:

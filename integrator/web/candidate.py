@@ -13,12 +13,14 @@ from dataclasses import dataclass
 from integrator.documents.contract import OwnershipContract, parse_contract
 from integrator.documents.verdict import Verdict, Violation
 from integrator.errors import ContractError
-from integrator.limits import DIFF_CHARS, DIFF_LINES
+from integrator.limits import DIFF_CHARS, DIFF_LINES, PAGE_FILES, PAGE_VIOLATIONS
 from integrator.paths import Match, PathMatcher
 from integrator.records.expansions import ExpansionEntry
 from integrator.records.held import ReviewAction
 from integrator.records.marks import FalsePositive
-from integrator.review.actions import FileDiff, Held
+from integrator.review.actions import Held
+from integrator.review.changes import FileDiff
+from integrator.review.seen import NO_CLAIM, ClaimMark
 from integrator.web.views import (
     ExpansionRow,
     LandingView,
@@ -159,6 +161,13 @@ class CandidateView:
     legacy: bool = False
     false_positive: str | None = None
     landing: LandingView | None = None  # held after it landed: where that landing is now
+    claim: ClaimMark = NO_CLAIM  # the live claim as shown: the forms carry it
+    files_left_out: str | None = None  # past PAGE_FILES: what the list leaves out
+    violations_left_out: str | None = None  # past PAGE_VIOLATIONS
+
+    @property
+    def claim_generation(self) -> str:
+        return "" if self.claim.generation is None else str(self.claim.generation)
 
 
 def mode(value: int) -> str:
@@ -209,6 +218,35 @@ def contract_view(held: Held) -> ContractView:
         max_patch_bytes=f"{contract.max_patch_bytes:,}",
         digest=contract.digest,
         document=shown,
+    )
+
+
+def listed(files: Sequence[FileDiff], limit: int = PAGE_FILES) -> list[FileDiff]:
+    """At most `limit` of `files`, in their order: those with violations first chosen,
+    then the others from the top (linear in the number of files)."""
+    if len(files) <= limit:
+        return list(files)
+    keep = [i for i, f in enumerate(files) if f.violations][:limit]
+    chosen = set(keep)
+    for i in range(len(files)):
+        if len(keep) >= limit:
+            break
+        if i not in chosen:
+            keep.append(i)
+    return [files[i] for i in sorted(keep)]
+
+
+def left_out(files: Sequence[FileDiff], shown: Sequence[FileDiff]) -> str | None:
+    """What a capped file list leaves out, in words (None: nothing)."""
+    missing = len(files) - len(shown)
+    if missing <= 0:
+        return None
+    violating = sum(1 for f in files if f.violations) - sum(1 for f in shown if f.violations)
+    return (
+        f"{len(shown):,} of {len(files):,} changed paths are listed (a page lists at most "
+        f"{PAGE_FILES:,}, those with violations first); {missing:,} are left out, "
+        f"{violating:,} of them with violations: the raw patch and "
+        "`integrator review show ID` have them all"
     )
 
 
@@ -268,7 +306,10 @@ def _kind(line: str) -> str:
     return "ctx"
 
 
-def violation_rows(verdict: Verdict, files: Sequence[FileDiff]) -> tuple[ViolationRow, ...]:
+def violation_rows(
+    verdict: Verdict, files: Sequence[FileDiff], limit: int = PAGE_VIOLATIONS
+) -> tuple[ViolationRow, ...]:
+    """The verdict's first `limit` violations, each marked when its path is not in the diff."""
     in_diff = {id(v) for f in files for v in f.violations}
     return tuple(
         ViolationRow(
@@ -278,7 +319,17 @@ def violation_rows(verdict: Verdict, files: Sequence[FileDiff]) -> tuple[Violati
             v.mode,
             id(v) in in_diff or v.path is None,
         )
-        for v in verdict.violations
+        for v in verdict.violations[:limit]
+    )
+
+
+def violations_left_out(verdict: Verdict, limit: int = PAGE_VIOLATIONS) -> str | None:
+    missing = len(verdict.violations) - limit
+    if missing <= 0:
+        return None
+    return (
+        f"{limit:,} of {len(verdict.violations):,} violations are listed; {missing:,} are "
+        "left out: `integrator review show ID` lists them all"
     )
 
 
@@ -336,12 +387,16 @@ def candidate_view(
     omitted: str | None = None,
     mark: FalsePositive | None = None,
     landing: LandingView | None = None,
+    claim: ClaimMark = NO_CLAIM,
 ) -> CandidateView:
-    """Everything the Candidate page shows, from what was read for it."""
+    """Everything the Candidate page shows, from what was read for it: work linear in its
+    files and violations, and at most PAGE_FILES files and PAGE_VIOLATIONS violations
+    shown (the diff itself is cut at DIFF_LINES and DIFF_CHARS)."""
     v = held.verdict
     task, attempt, generation = held.subject()
     contract, _ = contract_of(held)
     who = held.submission.submitter
+    shown = listed(files)
     return CandidateView(
         sid=held.sid,
         folder=held.folder,
@@ -361,7 +416,7 @@ def candidate_view(
             for r in v.resources
         ),
         contract=contract_view(held),
-        files=file_rows(files, contract.matcher() if contract else None),
+        files=file_rows(shown, contract.matcher() if contract else None),
         live_claim=live_claim_line(claim_chain[0][1] if claim_chain else None),
         claim_history=claim_events(claim_chain),
         review_history=review_events(review_chain),
@@ -370,12 +425,20 @@ def candidate_view(
         legacy=is_legacy(v),
         false_positive=mark_line(mark),
         landing=landing,
+        claim=claim,
+        files_left_out=left_out(files, shown),
+        violations_left_out=violations_left_out(v),
     )
 
 
 def verdict_lines(verdict: Verdict) -> tuple[tuple[str, str, str], ...]:
-    """(code, subject, detail) of each violation, for the page that reports an action."""
-    return tuple(_violation(v) for v in verdict.violations)
+    """(code, subject, detail) of each violation, for the page that reports an action (at
+    most PAGE_VIOLATIONS, and a last line saying how many more there are)."""
+    lines = tuple(_violation(v) for v in verdict.violations[:PAGE_VIOLATIONS])
+    missing = len(verdict.violations) - PAGE_VIOLATIONS
+    if missing > 0:
+        return (*lines, ("…", "-", f"{missing:,} more: `integrator review show ID` lists them"))
+    return lines
 
 
 def _violation(v: Violation) -> tuple[str, str, str]:

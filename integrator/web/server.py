@@ -1,20 +1,25 @@
-"""Serving the review pages: bind (loopback unless a token guards the actions), then uvicorn."""
+"""Serving the review pages: bind (loopback unless a token guards the actions and
+`--allow-host` names the host names it is reached by), then uvicorn."""
 
 from __future__ import annotations
 
 import signal
 import socket
+from collections.abc import Sequence
+from dataclasses import replace
 from types import FrameType
 from typing import TextIO
 
+import structlog
 import uvicorn
 
 from integrator.daemon.health import parse_bind
 from integrator.errors import UsageError
-from integrator.web.app import Backend, WebConfig, create_app
-from integrator.web.security import is_loopback
+from integrator.tokens import is_loopback
+from integrator.web.app import Backend, Site, WebConfig, application
+from integrator.web.security import allowed_hosts
 
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+log = structlog.get_logger("integrator.web")
 
 
 def listen(bind: str, *, token: bool) -> socket.socket:
@@ -43,24 +48,33 @@ def url_of(sock: socket.socket) -> str:
     return f"http://{shown}:{port}/"
 
 
-def serve(bind: str, config: WebConfig, backend: Backend, out: TextIO) -> int:
+def serve(
+    bind: str, config: WebConfig, backend: Backend, out: TextIO, allow: Sequence[str] = ()
+) -> int:
     """Serve until SIGINT or SIGTERM (uvicorn stops gracefully on either); exit 0."""
+    host, _ = parse_bind(bind)
+    if not is_loopback(host) and config.token is not None:
+        allowed_hosts(host, 0, allow)  # no --allow-host: refused before anything listens
     sock = listen(bind, token=config.token is not None)
-    host = sock.getsockname()[0]
+    try:
+        host, port = sock.getsockname()[:2]
+        config = replace(config, allowed_hosts=allowed_hosts(host, port, allow))
+    except BaseException:
+        sock.close()
+        raise
     loopback = is_loopback(host)
-    if loopback:
-        config = WebConfig(config.token, config.actor, LOOPBACK_HOSTS)
     where = "loopback only" if loopback else "NOT loopback: reachable from the network"
     access = "actions need the token" if config.token else "read-only (no --token-file)"
     print(f"review pages on {url_of(sock)} ({where}; {access})", file=out, flush=True)
-    app = create_app(config, backend)
+    site = Site(config, backend)
     server = uvicorn.Server(
         uvicorn.Config(
-            app,
+            application(site),
             log_level="warning",
             access_log=False,
             lifespan="off",
             server_header=False,
+            proxy_headers=False,  # the scheme and client are the socket's, whoever says else
             timeout_graceful_shutdown=5,
         )
     )
@@ -72,6 +86,7 @@ def serve(bind: str, config: WebConfig, backend: Backend, out: TextIO) -> int:
         server.run(sockets=[sock])
     finally:
         sock.close()
+        log.info("web.stopped", sessions=len(site.sessions))
     return 0
 
 

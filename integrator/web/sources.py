@@ -30,7 +30,8 @@ from integrator.records.held import history
 from integrator.records.landings import Finder
 from integrator.records.marks import FalsePositive, read_marks
 from integrator.records.marks import history as marks_history
-from integrator.review.actions import FileDiff, Held, Review, pending
+from integrator.review.actions import Held, Review, pending
+from integrator.review.seen import NO_CLAIM, ClaimMark
 from integrator.store.spool import ID_RE, VERDICT_FILE, Spool
 from integrator.web import candidate as candidate_views
 from integrator.web import views
@@ -86,30 +87,11 @@ def landing_of(finder: Finder, staging: str | None) -> views.LandingView | None:
 # -- the Candidate page ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Weighed:
-    base: str | None
-    files: list[FileDiff]
-    weight: int
-    with_patches: bool
-
-
-def weighed_diff(review: Review, held: Held, limit: int) -> Weighed:
-    """The candidate's diff; patches are rendered only when the blobs they show weigh at
-    most `limit` bytes (object headers tell, without reading the blobs)."""
-    base, files = review.diff(held, patches=False)
-    weight = sum(f.size for f in files)
-    if weight > limit or not files:
-        return Weighed(base, files, weight, False)
-    base, files = review.diff(held)
-    return Weighed(base, files, weight, True)
-
-
 def candidate_page(review: Review, sid: str) -> candidate_views.CandidateView:
     """Read everything the Candidate page shows (UsageError when `sid` is not held)."""
     held = review.get(sid)
     canonical = review.canonical
-    diff = weighed_diff(review, held, PAGE_PATCH_BYTES)
+    diff = review.changes(held, patch_limit=PAGE_PATCH_BYTES)
     omitted = None
     if not diff.with_patches and diff.files:
         omitted = (
@@ -135,7 +117,18 @@ def candidate_page(review: Review, sid: str) -> candidate_views.CandidateView:
         omitted=omitted,
         mark=_mark(canonical, held.sid),
         landing=landing_of(Finder(canonical), held.verdict.staging_commit),
+        claim=_claim_mark(review, held),
     )
+
+
+def _claim_mark(review: Review, held: Held) -> ClaimMark:
+    """The task's live claim as the page shows it (and its forms carry); unreadable, as
+    none: an action then compares against what it reads itself, and says so."""
+    try:
+        return ClaimMark.of(review.live_claim(held))
+    except (IntegratorError, KeyError, ValueError, pygit2.GitError) as err:
+        log.warning("web.claim_unreadable", submission=held.sid, error=str(err))
+        return NO_CLAIM
 
 
 def _mark(canonical: Canonical, sid: str) -> FalsePositive | None:
@@ -150,7 +143,7 @@ def _mark(canonical: Canonical, sid: str) -> FalsePositive | None:
 def raw_patch(review: Review, sid: str) -> bytes:
     """The candidate's patch as text, at most RAW_PATCH_CAP bytes (a last line says so)."""
     held = review.get(sid)
-    diff = weighed_diff(review, held, RAW_PATCH_BYTES)
+    diff = review.changes(held, patch_limit=RAW_PATCH_BYTES)
     header = f"# submission {sid}: {diff.base or '(empty tree)'}..{held.submission.candidate}\n"
     if not diff.with_patches:
         if not diff.files:
@@ -170,21 +163,21 @@ def raw_patch(review: Review, sid: str) -> bytes:
 
 
 def held_page(spool: Spool, canonical: Canonical, filters: views.Filters) -> views.HeldPage:
-    """The Held page: every held candidate and the expansion requests waiting."""
+    """The Held page: one page of the held candidates (counted over all of them) and the
+    expansion requests waiting."""
     requests = []
     with contextlib.suppress(IntegratorError):  # the held candidates are still worth listing
         requests = expansions(canonical, pending_only=True)
     marks = {}
     with contextlib.suppress(IntegratorError, KeyError, ValueError):
         marks = read_marks(canonical)
-    items = pending(spool)
     finder = Finder(canonical)
-    landings = {}
-    for held in items:  # held after landing: its landing was ejected (or rebuilt away)
-        found = landing_of(finder, held.verdict.staging_commit)
-        if found is not None:
-            landings[held.sid] = found
-    return views.held_page(items, filters, datetime.now(UTC), requests, marks, landings)
+
+    def landing(held: Held) -> views.LandingView | None:
+        # held after landing: its landing was ejected (or rebuilt away)
+        return landing_of(finder, held.verdict.staging_commit)
+
+    return views.held_page(pending(spool), filters, datetime.now(UTC), requests, marks, landing)
 
 
 # -- the Queue page --------------------------------------------------------------------------

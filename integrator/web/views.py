@@ -9,8 +9,8 @@ a path named `<script>alert(1)</script>` is shown as those characters and nothin
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from urllib.parse import urlencode
 
@@ -18,6 +18,7 @@ from integrator.documents.submission import Submission
 from integrator.documents.trailers import TRAILER_CANDIDATE, trailers
 from integrator.documents.verdict import Code, Verdict
 from integrator.escape import visible
+from integrator.limits import HELD_PAGE_ROWS
 from integrator.records.expansions import ExpansionEntry
 from integrator.records.landings import describe, ejection_of, summary
 from integrator.records.marks import FalsePositive
@@ -34,6 +35,11 @@ def text(value: object, limit: int | None = None) -> str:
     if limit is not None and len(shown) > limit:
         return shown[: limit - 1] + "…"
     return shown
+
+
+def _page_number(value: str) -> bool:
+    """`value` is a page number: ASCII digits, at least 1, at most nine of them."""
+    return value.isascii() and value.isdigit() and len(value) <= 9 and int(value) > 0
 
 
 def submitted_at(sid: str) -> datetime | None:
@@ -135,34 +141,61 @@ class HeldRow:
 
 
 @dataclass(frozen=True)
+class HeldFacts:
+    """What the Held page filters and counts by, for every held candidate (the rows shown
+    are made only for the page: their text is spelled out, which costs)."""
+
+    sid: str
+    decision: str
+    codes: tuple[str, ...]
+    raw_task: str | None
+    legacy: bool
+
+    @classmethod
+    def of(cls, held: Held) -> HeldFacts:
+        task, _, _ = held.subject()
+        verdict = held.verdict
+        return cls(held.sid, verdict.decision.value, codes_of(verdict), task, is_legacy(verdict))
+
+
+@dataclass(frozen=True)
 class Filters:
-    """The Held page's query: each filter is dropped when its value is not a known one."""
+    """The Held page's query: each filter is dropped when its value is not a known one;
+    `page` is the page of the filtered list shown (from 1; past the last: the last)."""
 
     code: str | None = None
     task: str | None = None
     decision: str | None = None
+    page: int = 1
 
     @classmethod
     def parse(cls, query: Mapping[str, str]) -> Filters:
         code = query.get("code") or None
         decision = (query.get("decision") or "").upper() or None
         task = query.get("task") or None
+        number = query.get("page") or ""
         return cls(
             code if code in _CODES else None,
             task[:200] if task else None,
             decision if decision in HELD_DECISIONS else None,
+            int(number) if _page_number(number) else 1,
         )
 
-    def keep(self, row: HeldRow) -> bool:
+    def keep(self, facts: HeldFacts | HeldRow) -> bool:
         return (
-            (self.code is None or self.code in row.codes)
-            and (self.task is None or self.task == row.raw_task)
-            and (self.decision is None or self.decision == row.decision)
+            (self.code is None or self.code in facts.codes)
+            and (self.task is None or self.task == facts.raw_task)
+            and (self.decision is None or self.decision == facts.decision)
         )
 
-    def link(self, **changes: str | None) -> str:
-        """The query string of these filters with `changes` applied (None drops one)."""
-        values = {"code": self.code, "task": self.task, "decision": self.decision, **changes}
+    def link(self, page: int | None = None, **changes: str | None) -> str:
+        """The query string of these filters with `changes` applied (None drops one), on
+        page `page` (none given: the first, since the filtered list changed)."""
+        values: dict[str, object] = {
+            "code": self.code, "task": self.task, "decision": self.decision, **changes,
+        }  # fmt: skip
+        if page is not None and page > 1:
+            values["page"] = page
         return "?" + urlencode({k: v for k, v in values.items() if v})
 
     @property
@@ -182,17 +215,30 @@ class ExpansionRow:
 
 @dataclass(frozen=True)
 class HeldPage:
-    rows: tuple[HeldRow, ...]
-    total: int
+    rows: tuple[HeldRow, ...]  # the rows of this page
+    total: int  # every held candidate
     counts: tuple[tuple[str, int], ...]
     decisions: tuple[tuple[str, int], ...]
     tasks: tuple[str, ...]
     filters: Filters
     expansions: tuple[ExpansionRow, ...] = ()
+    matching: int = 0  # held candidates the filters keep, on every page
+    page: int = 1
+    pages: int = 1
+    first: int = 0  # the place of this page's first row among the matching ones (from 1)
+    legacy: int = 0  # matching candidates from a legacy runner, on every page
 
     @property
-    def legacy(self) -> int:
-        return sum(r.legacy for r in self.rows)
+    def last(self) -> int:
+        return self.first + len(self.rows) - 1 if self.rows else self.first
+
+    @property
+    def previous_link(self) -> str | None:
+        return self.filters.link(self.page - 1) if self.page > 1 else None
+
+    @property
+    def next_link(self) -> str | None:
+        return self.filters.link(self.page + 1) if self.page < self.pages else None
 
 
 def is_legacy(verdict: Verdict) -> bool:
@@ -253,27 +299,40 @@ def held_page(
     now: datetime,
     expansions: Sequence[ExpansionEntry] = (),
     marks: Mapping[str, FalsePositive] | None = None,
-    landings: Mapping[str, LandingView] | None = None,
+    landing: Callable[[Held], LandingView | None] | None = None,
+    per_page: int = HELD_PAGE_ROWS,
 ) -> HeldPage:
-    """Every held candidate, newest first, the filtered ones shown, counts over all."""
+    """One page of the held candidates, newest first, the filtered ones shown, counts over
+    all; `landing` (where an ejected landing is now: a read of the repository) is asked only
+    for the rows of the page."""
     marked = marks or {}
-    landed = landings or {}
-    rows = sorted(
-        (held_row(h, now, marked.get(h.sid), landed.get(h.sid)) for h in items),
-        key=lambda r: r.sid,
-        reverse=True,
-    )
-    counts = Counter(code for row in rows for code in row.codes)
-    decisions = Counter(row.decision for row in rows)
-    tasks = sorted({row.raw_task for row in rows if row.raw_task})
+    by_sid = {h.sid: h for h in items}
+    facts = sorted((HeldFacts.of(h) for h in items), key=lambda f: f.sid, reverse=True)
+    counts = Counter(code for f in facts for code in f.codes)
+    decisions = Counter(f.decision for f in facts)
+    tasks = sorted({f.raw_task for f in facts if f.raw_task})
+    kept = [f for f in facts if filters.keep(f)]
+    pages = max(1, -(-len(kept) // per_page))
+    page = min(filters.page, pages)
+    start = (page - 1) * per_page
+    shown = []
+    for f in kept[start : start + per_page]:
+        held = by_sid[f.sid]
+        where = landing(held) if landing is not None else None
+        shown.append(held_row(held, now, marked.get(f.sid), where))
     return HeldPage(
-        rows=tuple(r for r in rows if filters.keep(r)),
-        total=len(rows),
+        rows=tuple(shown),
+        total=len(facts),
         counts=tuple(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))),
         decisions=tuple((d, decisions[d]) for d in HELD_DECISIONS if decisions[d]),
         tasks=tuple(text(t, 80) for t in tasks),
-        filters=filters,
+        filters=replace(filters, page=page),
         expansions=tuple(expansion_row(e) for e in expansions),
+        matching=len(kept),
+        page=page,
+        pages=pages,
+        first=start + 1 if shown else 0,
+        legacy=sum(r.legacy for r in kept),
     )
 
 

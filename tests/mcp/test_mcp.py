@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
-import time
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,64 +12,18 @@ import anyio
 import jsonschema
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp_types import TextContent
 
-from integrator.fleet.assignments import Fleet
-from integrator.fleet.taskqueue import Queue
 from integrator.fleet.workspace import binding_dir
-from integrator.mcp.server import build_server
 from integrator.mcp.tools import AgentTools, SpoolTransport
-from integrator.records.prepare import prepare
-from tests.factories import task_file
-from tests.gitutil import GIT_ENV, commit_files, git, make_repo
+from tests.gitutil import GIT_ENV, git, make_repo
 from tests.gitutil import run_integrator as cli
+from tests.mcp.world import http_server, make_world, session, structured, text
 from tests.test_api import _modules_loaded
 
 TOOLS = {
     "claim_task", "show_contract", "check_paths", "request_expansion", "submit",
     "read_verdict", "ready_tasks",
 }  # fmt: skip
-
-
-def make_world(tmp_path: Path) -> tuple[Path, Path, Path]:
-    """An initialized repository whose queue holds CODE (src/**) and DOCS (docs/**), with
-    CODE claimed into worktree `.trees/alice`; returns (main, worktree, spool)."""
-    main = make_repo(tmp_path / "repo")
-    commit_files(main, {"src/a.py": "a\n", "docs/x.md": "x\n"}, "init")
-    git("reset", "-q", "--hard", cwd=main)
-    prepare(main, update_checkout=True)  # a fleet's main checkout, on main
-    queue = Queue.find(main)
-    queue.init()
-    (queue.root / "workspaces.toml").write_text(
-        '[agents.alice]\nworkspace = "alice"\n[agents.bob]\nworkspace = "bob"\n'
-    )
-    queue.add(task_file("CODE", ["src/**"]))
-    queue.add(task_file("DOCS", ["docs/**"]))
-    assignment = Fleet(main).claim("alice", task_id="CODE").assignment
-    assert assignment is not None and assignment.worktree is not None
-    return main, assignment.worktree, tmp_path / "spool"
-
-
-def session(tools: AgentTools, body: Callable[[Client], Awaitable[None]]) -> None:
-    async def run() -> None:
-        async with Client(build_server(tools)) as client:
-            await body(client)
-
-    anyio.run(run)
-
-
-def text(result: Any) -> str:
-    """The text of a tool result's first content block."""
-    block = result.content[0]
-    assert isinstance(block, TextContent)
-    return block.text
-
-
-def structured(result: Any) -> dict[str, Any]:
-    assert not result.is_error, text(result)
-    doc = result.structured_content
-    assert isinstance(doc, dict)
-    return doc
 
 
 def test_tools_publish_input_and_output_schemas_and_answer_with_the_cli_documents(
@@ -169,40 +119,6 @@ def test_claim_task_returns_the_claim_document_and_refuses_as_the_cli_does(tmp_p
     assert (Path(claim["worktree"]) / ".claude/settings.local.json").exists()  # guard installed
     again = cli("task", "claim", "--agent", "carol", "--json", cwd=main)
     assert json.loads(again.stdout).keys() <= set(claim) | {"state", "waiting"}
-
-
-def test_request_expansion_grants_and_binds_or_goes_to_review_like_contract_expand(
-    tmp_path: Path,
-) -> None:
-    """An expansion into free paths is granted as generation 2 and bound to the worktree; one
-    into a path another live claim holds is refused with exit 3, recorded for review, and
-    `contract expand` with that very request answers the same."""
-    main, worktree, _ = make_world(tmp_path)
-    Fleet(main).claim("bob", task_id="DOCS")
-    answers: dict[str, Any] = {}
-
-    async def body(client: Client) -> None:
-        granted = await client.call_tool("request_expansion", {"add_paths": ["tests/**"]})
-        answers["granted"] = structured(granted)
-        conflict = await client.call_tool("request_expansion", {"add_paths": ["docs/**"]})
-        assert conflict.is_error and conflict.meta is not None
-        answers["conflict"] = (conflict.meta["integrator/exitCode"], text(conflict))
-        bad = await client.call_tool("request_expansion", {"add_resources": ["nonsense"]})
-        assert bad.is_error and "invalid expansion request" in text(bad)
-        after = await client.call_tool("check_paths", {"paths": ["tests/t.py"]})
-        answers["after"] = structured(after)["decision"]
-
-    session(AgentTools(worktree), body)
-    assert answers["granted"]["ownershipGeneration"] == 2
-    assert answers["granted"]["paths"] == ["src/**", "tests/**"]
-    assert answers["after"] == "allow"  # the new generation is bound here
-    code, message = answers["conflict"]
-    assert code == 3 and "not granted" in message and "DOCS" in message
-    ref = git("for-each-ref", "--format=%(refname)", "refs/integrator/expansions/CODE", cwd=main)
-    request = tmp_path / "request.json"
-    request.write_text(git("show", f"{ref.splitlines()[0]}:request.json", cwd=main))
-    again = cli("contract", "expand", "--repo", str(main), "--request", str(request), cwd=main)
-    assert again.returncode == 3 and again.stderr.strip() == message
 
 
 def test_a_stale_agent_is_fenced_the_same_through_mcp_and_the_cli(tmp_path: Path) -> None:
@@ -325,45 +241,22 @@ def test_stdio_server_as_a_real_subprocess(tmp_path: Path) -> None:
 
 
 def test_http_transport_listens_on_loopback_only(tmp_path: Path) -> None:
-    """`--http 127.0.0.1:0` serves Streamable HTTP at /mcp (stopped by PID); a non-loopback
-    address is refused with exit 2 unless --allow-remote."""
+    """`--http 127.0.0.1:0` serves Streamable HTTP at /mcp (stopped by PID) to a client with
+    its token (tests/mcp/test_identity.py has the refusals); a non-loopback address is
+    refused with exit 2 unless --allow-remote."""
     _, worktree, _ = make_world(tmp_path)
     refused = cli("mcp", "--http", "0.0.0.0:0", "--worktree", str(worktree), cwd=worktree)
     assert refused.returncode == 2 and "loopback" in refused.stderr
-    log = tmp_path / "mcp.log"
-    with log.open("wb") as sink:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "integrator",
-                "mcp",
-                "--http",
-                "127.0.0.1:0",
-                "--worktree",
-                str(worktree),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=sink,
-        )
-    try:
-        deadline = time.monotonic() + 30
-        while "listening on" not in log.read_text() and time.monotonic() < deadline:
-            assert proc.poll() is None, log.read_text()
-            time.sleep(0.05)
-        url = log.read_text().split("listening on ", 1)[1].split()[0]
-        assert url.startswith("http://127.0.0.1:") and url.endswith("/mcp")
+    with http_server(tmp_path, worktree) as server:
+        assert server.url.startswith("http://127.0.0.1:") and server.url.endswith("/mcp")
         names: set[str] = set()
 
         async def run() -> None:
-            async with Client(url) as client:
+            async with server.client() as client:
                 names.update(t.name for t in (await client.list_tools()).tools)
 
         anyio.run(run)
         assert names == TOOLS
-    finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=15)
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from integrator.mcp.tools import AgentTools, SpoolTransport
 from tests.gitutil import GIT_ENV, git, make_repo
 from tests.gitutil import run_integrator as cli
 from tests.intake_pushes import accepted, push_verdict
-from tests.mcp.test_mcp import make_world, session, structured, text
+from tests.mcp.world import make_world, session, structured, text
 
 
 def _commit(worktree: Path, content: str) -> str:

@@ -16,6 +16,7 @@ import pytest
 from integrator.documents.expansion import ExpansionRequest
 from integrator.errors import IntegratorError
 from integrator.fence.overlap import patterns_overlap
+from integrator.records.attempt_keys import stored_key
 from integrator.records.canonical import Canonical
 from integrator.records.claims import Claims, IssueRequest
 from integrator.records.expansions import Expansions
@@ -68,6 +69,19 @@ def _live_on(repo: Path, glob: str) -> list[str]:
         ]
 
 
+def _keys_match(repo: Path) -> None:
+    """Every live claim's attempt key is the one the key store holds for its contract: of
+    coordinators racing, the winner's key is the one recorded and stored, and no loser's
+    key fits a live claim."""
+    with Canonical(repo) as canonical:
+        for claim in canonical.claims():
+            if claim.view.state != "live":
+                continue
+            stored = stored_key(canonical, claim.contract)
+            assert stored is not None, claim.view.task_id
+            assert stored.public == claim.view.attempt_key, claim.view.task_id
+
+
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_canon(tmp_path_factory.mktemp("races")).path
@@ -85,6 +99,7 @@ def test_concurrent_issues_of_one_glob_leave_one_live_claim(repo: Path) -> None:
         results = _race(repo, issue)
         assert sorted(results.values()).count("ok") == 1, results
         assert len(_live_on(repo, glob)) == 1
+        _keys_match(repo)
 
 
 def test_concurrent_reclaims_of_overlapping_claims_leave_one_live(repo: Path) -> None:
@@ -104,6 +119,7 @@ def test_concurrent_reclaims_of_overlapping_claims_leave_one_live(repo: Path) ->
         results = _race(repo, reclaim)
         assert list(results.values()).count("ok") == 1, results
         assert len(_live_on(repo, glob)) == 1
+        _keys_match(repo)
 
 
 def test_concurrent_expansions_onto_one_glob_grant_one(repo: Path) -> None:
@@ -143,3 +159,4 @@ def test_concurrent_expansions_onto_one_glob_grant_one(repo: Path) -> None:
         results = _race(repo, expand)
         assert list(results.values()).count("ok") == 1, results
         assert len(_live_on(repo, glob)) == 1
+        _keys_match(repo)

@@ -25,7 +25,8 @@ from integrator.records.canonical import Canonical
 from integrator.records.claims import Claims, IssueRequest
 from integrator.records.expansions import Expansions
 from integrator.records.held import archived_ref, held_ref, history
-from integrator.review.actions import Held, expansion_lines, pending_expansions
+from integrator.review.actions import Held, Review, expansion_lines, pending_expansions
+from integrator.review.seen import ClaimMark, ClaimMoved
 from integrator.store.mirror import for_spool
 from integrator.store.spool import BUNDLE_FILE, Spool
 from tests.canon import make_canon
@@ -203,6 +204,29 @@ def test_approve_after_expansion_lands_through_the_fence(
         ("decision", None, "FENCED"),
         ("review", "approve", "ACCEPTED"),
     ]
+
+
+def test_an_action_under_a_claim_that_moved_is_refused_before_anything(desk: Desk) -> None:
+    """Approve and reject given the claim the reviewer was shown refuse, doing nothing, once
+    the coordinator moved it (here an expansion: generation 2), naming both claims; given
+    the live claim, approve integrates under exactly it."""
+    with desk.canonical() as canonical:
+        shown = ClaimMark.of(canonical.claim("docs"))
+    assert shown.generation == 1 and shown.digest == desk.contract.digest
+    expanded = desk.expand("billing/invoice.py")
+    with desk.canonical() as canonical:
+        review = Review(desk.spool, canonical, engine=Integrator(canonical))
+        with pytest.raises(ClaimMoved) as moved:
+            review.approve(desk.sid, "rm", seen=shown)
+        assert (moved.value.seen, moved.value.live.generation) == (shown, 2)
+        assert "generation 1" in str(moved.value) and "generation 2" in str(moved.value)
+        with pytest.raises(ClaimMoved):
+            review.reject(desk.sid, "rm", "not this one", seen=shown)
+        assert [a.action for _, a in history(canonical, desk.sid)] == ["hold"]
+        assert desk.folder_of(desk.sid) == "fenced"
+        live = ClaimMark(2, expanded.digest)
+        verdict = review.approve(desk.sid, "rm", seen=live)
+    assert verdict.decision is Decision.ACCEPTED and verdict.contract_digest == expanded.digest
 
 
 def test_approve_with_an_explicit_contract_file(desk: Desk, tmp_path: Path) -> None:

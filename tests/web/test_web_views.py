@@ -12,18 +12,22 @@ import pytest
 from integrator.documents.submission import Submission
 from integrator.documents.verdict import Code, Decision, Verdict, Violation
 from integrator.errors import ConfigurationError, UsageError
+from integrator.limits import PAGE_FILES
 from integrator.records.held import ReviewAction
-from integrator.review.actions import FileDiff, Held
+from integrator.review.actions import Held
+from integrator.review.changes import FileDiff
+from integrator.review.seen import ClaimMark
+from integrator.tokens import bearer, is_loopback, read_token, token_matches
 from integrator.web import candidate, views
-from integrator.web.app import _host_of, _local_target
+from integrator.web.forms import Refused, claim_of, local_target
 from integrator.web.security import (
+    TAB_KEYS,
+    LoginForms,
     Sessions,
-    bearer,
+    allowed_hosts,
     csrf_matches,
-    is_loopback,
-    read_token,
+    origin_is,
     safe_actor,
-    token_matches,
 )
 from integrator.web.server import listen
 from tests.factories import contract_doc
@@ -250,31 +254,52 @@ def test_queue_rows_read_trailers_and_time_in_queue() -> None:
 
 
 def test_sessions_rotate_on_login_and_stay_bounded() -> None:
-    """Logging in replaces the session id; each store drops its oldest past its limit and
-    forgets sessions past their age; a flood of anonymous visitors (cookieless requests
-    each make one) never evicts the release manager's login."""
+    """Only a login makes a session; logging in replaces the session id and adds this tab's
+    action key (the other tabs of the same origin keep theirs); the store drops its oldest
+    past its limit and forgets sessions past their age."""
     clock = [0.0]
     sessions = Sessions(limit=2, ttl=10, clock=lambda: clock[0])
-    anon = sessions.new()
-    logged = sessions.login(anon)
-    assert logged.authenticated and logged.sid != anon.sid and sessions.get(anon.sid) is None
-    assert csrf_matches(logged, logged.csrf) and not csrf_matches(logged, anon.csrf)
-    assert not csrf_matches(None, logged.csrf) and not csrf_matches(logged, None)
-    visitors = [sessions.new() for _ in range(1030)]
-    assert sessions.get(logged.sid) is logged  # still logged in
-    assert sessions.get(visitors[0].sid) is None and sessions.get(visitors[-1].sid) is not None
-    assert len(sessions) == 3  # two anonymous (the limit) and the login
-    second = sessions.login(None)
-    third = sessions.login(None)
-    assert sessions.get(logged.sid) is None  # logins are bounded too (the oldest goes)
-    assert sessions.get(second.sid) is second and sessions.get(third.sid) is third
-    late = sessions.new()
+    assert len(sessions) == 0 and sessions.get("planted") is None and len(sessions) == 0
+    first, key = sessions.login(None, "http://127.0.0.1:8787")
+    assert first.has_key(key) and not first.has_key("other") and not first.has_key(None)
+    second, key2 = sessions.login(first, "http://127.0.0.1:8787")
+    assert second.sid != first.sid and sessions.get(first.sid) is None
+    assert second.has_key(key) and second.has_key(key2) and second.csrf != first.csrf
+    assert csrf_matches(second, second.csrf) and not csrf_matches(second, first.csrf)
+    assert not csrf_matches(None, second.csrf) and not csrf_matches(second, None)
+    other, key3 = sessions.login(second, "http://127.0.0.1:9999")  # another origin: no keys
+    assert other.keys == [key3]
+    many = first
+    for _ in range(TAB_KEYS + 3):
+        many, _ = sessions.login(many, "http://x")
+    assert len(many.keys) == TAB_KEYS
+    third, _ = sessions.login(None, "http://x")
+    assert sessions.get(other.sid) is None  # the oldest goes past the limit
+    assert sessions.get(many.sid) is many and sessions.get(third.sid) is third
+    assert len(sessions) == 2
     clock[0] = 11
-    assert sessions.get(late.sid) is None
+    assert sessions.get(third.sid) is None
+
+
+def test_login_forms_are_signed_times_not_stored_tokens() -> None:
+    """The login form's CSRF token is the time it was served, signed by this process: it
+    holds nothing server-side, is refused when forged, altered, from another process, or
+    older than its age."""
+    now = [1_000_000.0]
+    forms = LoginForms(ttl=60, clock=lambda: now[0])
+    token = forms.issue()
+    assert forms.valid(token)
+    moment, _, signature = token.partition(".")
+    assert not forms.valid(f"{int(moment) + 1}.{signature}")
+    assert not forms.valid(LoginForms(clock=lambda: now[0]).issue())
+    assert not forms.valid(None) and not forms.valid("") and not forms.valid("x.y")
+    now[0] += 61
+    assert not forms.valid(token)
 
 
 def test_token_rules(tmp_path: Path) -> None:
-    """The token file must be private and hold one long token; comparison is exact."""
+    """The token file must be a private regular file holding one long token; comparison
+    is exact."""
     path = tmp_path / "token"
     path.write_text("  " + "k" * 20 + "\n")
     path.chmod(0o600)
@@ -283,9 +308,12 @@ def test_token_rules(tmp_path: Path) -> None:
         path.chmod(mode)
         with pytest.raises(ConfigurationError, match="readable by its group"):
             read_token(path)
-    path.chmod(0o644)
-    with pytest.raises(ConfigurationError, match="readable by every user"):
-        read_token(path)
+    for mode in (0o644, 0o604, 0o602, 0o601):  # any right of others is one too many
+        path.chmod(mode)
+        with pytest.raises(ConfigurationError, match="readable by every user"):
+            read_token(path)
+    with pytest.raises(ConfigurationError, match="not a regular file"):
+        read_token(tmp_path)  # a folder (or a pipe, a device) holds no token
     path.chmod(0o600)
     path.write_text("short\n")
     with pytest.raises(ConfigurationError, match="16 to 4096"):
@@ -307,13 +335,39 @@ def test_binding_actors_hosts_and_redirects() -> None:
     sock = listen("127.0.0.1:0", token=False)
     sock.close()
     assert safe_actor("rm-alice@host.example") and not safe_actor("<b>") and not safe_actor("-x")
-    assert [_host_of(h) for h in ("127.0.0.1:8787", "[::1]:80", "localhost")] == [
-        "127.0.0.1", "::1", "localhost",
-    ]  # fmt: skip
-    assert _local_target("/queue") == "/queue"
-    assert _local_target("https://evil.example/") == "/"
-    assert _local_target("/held/../../x") == "/"
-    assert _local_target("/held/20260601T115900000000Z-00000001").startswith("/held/")
+    assert local_target("/queue") == "/queue"
+    assert local_target("https://evil.example/") == "/"
+    assert local_target("/held/../../x") == "/"
+    assert local_target("/held/20260601T115900000000Z-00000001").startswith("/held/")
+
+
+def test_hosts_served_are_the_bound_port_and_the_allowed_names() -> None:
+    """On loopback only the bound address and `localhost`, on the bound port; each
+    `--allow-host` bare and on the bound port, or on its own port; off loopback nothing
+    unless named."""
+    assert allowed_hosts("127.0.0.1", 8787) == {"127.0.0.1:8787", "localhost:8787"}
+    assert allowed_hosts("::1", 80) == {"[::1]:80", "localhost:80"}
+    assert allowed_hosts("localhost", 5) == {"localhost:5", "127.0.0.1:5"}
+    assert allowed_hosts("0.0.0.0", 8787, ["Review.Example.org", "10.0.0.5:443"]) == {
+        "review.example.org", "review.example.org:8787", "10.0.0.5:443",
+    }  # fmt: skip
+    with pytest.raises(UsageError, match="--allow-host"):
+        allowed_hosts("0.0.0.0", 8787)
+    for bad in ("a b", "evil.example/x", "x:99999999", "x:65536", ""):
+        with pytest.raises(UsageError, match="is not HOST"):
+            allowed_hosts("127.0.0.1", 1, [bad])
+
+
+def test_an_origin_is_scheme_host_and_port() -> None:
+    """`Origin` matches only the Host it was sent to, port included: another port of
+    127.0.0.1 is another origin, and so are `null`, a path, or another scheme."""
+    assert origin_is("http://127.0.0.1:8787", "127.0.0.1:8787")
+    assert origin_is("https://review.example.org", "review.example.org")
+    assert not origin_is("http://127.0.0.1:3000", "127.0.0.1:8787")
+    assert not origin_is("null", "127.0.0.1:8787") and not origin_is(None, "127.0.0.1:8787")
+    assert not origin_is("http://127.0.0.1:8787/x", "127.0.0.1:8787")
+    assert not origin_is("ftp://127.0.0.1:8787", "127.0.0.1:8787")
+    assert not origin_is("http://127.0.0.1:8787", None)
 
 
 def test_views_shape_is_json_free_of_agent_markup() -> None:
@@ -323,3 +377,82 @@ def test_views_shape_is_json_free_of_agent_markup() -> None:
     row = views.held_row(held, NOW)
     assert row.agent == "<script>alert(1)</script>@ws"
     assert json.dumps(row.agent)  # plain text, nothing rendered
+
+
+def _sid(n: int) -> str:
+    return f"20260601T{n // 3600 % 24:02d}{n // 60 % 60:02d}{n % 60:02d}000000Z-{n:08d}"
+
+
+def test_the_held_page_is_one_page_of_the_filtered_list() -> None:
+    """250 held candidates are shown 100 at a time, newest first, counted over all; a page
+    past the last shows the last; where a landing is is asked only for the rows shown; a
+    filter link starts again at the first page."""
+    items = [
+        make_held(_sid(n), taskId="web" if n % 2 else "api",
+                  violations=[violation(Code.PATH_NOT_OWNED)])
+        for n in range(250)
+    ]  # fmt: skip
+    asked: list[str] = []
+
+    def landing(held: Held) -> None:
+        asked.append(held.sid)
+
+    first = views.held_page(items, views.Filters(), NOW, landing=landing)
+    assert (first.total, first.matching, first.page, first.pages) == (250, 250, 1, 3)
+    assert [r.sid for r in first.rows] == [_sid(n) for n in range(249, 149, -1)]
+    assert (first.first, first.last) == (1, 100) and sorted(asked) == sorted(first_sids := [
+        r.sid for r in first.rows
+    ])  # fmt: skip
+    assert first.previous_link is None and first.next_link == "?page=2"
+    assert first.counts == (("PATH_NOT_OWNED", 250),)
+    last = views.held_page(items, views.Filters.parse({"page": "9"}), NOW)
+    assert (last.page, last.first, last.last, len(last.rows)) == (3, 201, 250, 50)
+    assert last.next_link is None and last.previous_link == "?page=2"
+    web = views.held_page(items, views.Filters.parse({"task": "web", "page": "2"}), NOW)
+    assert (web.matching, web.pages, web.page, len(web.rows)) == (125, 2, 2, 25)
+    assert web.previous_link == "?task=web" and web.filters.link(code="PATH_NOT_OWNED") == (
+        "?code=PATH_NOT_OWNED&task=web"
+    )
+    assert not set(first_sids) & {r.sid for r in last.rows}
+    for junk in ("0", "-1", "x", "²", "9" * 10):
+        assert views.Filters.parse({"page": junk}).page == 1
+
+
+def test_a_long_candidate_lists_its_violating_paths_first_and_says_what_it_left_out() -> None:
+    """Past PAGE_FILES changed paths the page lists those with violations first, the
+    others from the top, in diff order, and says how many it left out."""
+    total = PAGE_FILES + 500
+    bad = {total - 1 - 7 * k for k in range(30)}
+    named = {n: [violation(Code.PATH_NOT_OWNED, f"f{n}")] for n in bad}
+    files = [FileDiff(f"f{n}", None, "A", "", named.get(n, [])) for n in range(total)]
+    shown = candidate.listed(files)
+    assert len(shown) == PAGE_FILES
+    assert [f.path for f in shown] == sorted((f.path for f in shown), key=lambda p: int(p[1:]))
+    assert {f.path for f in shown if f.violations} == {f"f{n}" for n in bad}
+    note = candidate.left_out(files, shown)
+    assert note is not None and note.startswith(f"1,000 of {total:,} changed paths")
+    assert "500 are left out, 0 of them with violations" in note
+    assert candidate.left_out(files[:10], files[:10]) is None
+    held = make_held(violations=[violation(Code.PATH_NOT_OWNED, f"p{n}") for n in range(1200)])
+    view = candidate.candidate_view(held, None, files)
+    assert len(view.files) == PAGE_FILES and view.files_left_out is not None
+    assert len(view.violations) == 1000 and view.violations_left_out is not None
+    assert "200 are left out" in view.violations_left_out
+    lines = candidate.verdict_lines(held.verdict)
+    assert len(lines) == 1001 and lines[-1][2].startswith("200 more")
+
+
+def test_an_action_form_names_the_claim_it_showed() -> None:
+    """The claim fields read as the claim shown (both empty: none); a form of the pages
+    must carry them, a script's may leave them out; anything else is refused."""
+    shown = {"claim-generation": "3", "claim-digest": "sha256:" + "a" * 64}
+    assert claim_of(shown, required=True) == ClaimMark(3, "sha256:" + "a" * 64)
+    none = {"claim-generation": "", "claim-digest": ""}
+    assert claim_of(none, required=True) == ClaimMark(None, None)
+    assert claim_of({}, required=False) is None
+    for form in ({}, {"claim-generation": "x", "claim-digest": "d"},
+                 {"claim-generation": "3", "claim-digest": ""},
+                 {"claim-generation": "3", "claim-digest": "<b>"}):  # fmt: skip
+        with pytest.raises(Refused) as refused:
+            claim_of(form, required=True)
+        assert refused.value.status == 400
