@@ -1,14 +1,16 @@
 """The team's two faces other than the command line, driven as their users drive them.
 
-The release manager uses the review pages over plain HTTP: `integrator review web` as a
-process on a free loopback port, a cookie session logged in with the review token on
-`/login`, and the approve and reject forms posted with the session's CSRF token, as a
-browser would post them. An agent uses `integrator mcp --intake` over stdio through the
+The release manager uses the review pages over plain HTTP, as a browser tab does:
+`integrator review web` as a process on a free loopback port, a cookie session logged in
+with the review token on `/login` (whose answer hands the tab its action key), and the
+approve and reject forms posted as the pages' script posts them — the form's CSRF token
+and the claim it shows, `Origin` this origin, the key in `X-Integrator-Action`. An agent uses `integrator mcp --intake` over stdio through the
 official MCP SDK's client (the SDK starts and ends the server process).
 """
 
 from __future__ import annotations
 
+import html
 import http.cookiejar
 import re
 import subprocess
@@ -26,6 +28,8 @@ from drills.team import Host, TeamWorld
 PY = sys.executable
 TOKEN = "drill-review-token-" + "r" * 24
 EXIT_META = "integrator/exitCode"
+ACTION_HEADER = "X-Integrator-Action"  # what the pages' script sends with an action form
+SECRET = ("token", "csrf")  # form fields commands.log does not spell out
 
 
 class ReviewPage:
@@ -50,13 +54,21 @@ class ReviewPage:
             return found.group(1) if found else None
 
         self.url = wait_until(started, 60, "the review pages to listen", [self.log])
+        self.key: str | None = None  # the tab's action key, once logged in
         jar = http.cookiejar.CookieJar()
         self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(jar))
 
-    def fetch(self, path: str, form: dict[str, str] | None = None) -> tuple[int, str]:
-        """GET (or POST the form, urlencoded) in the session; (status, body)."""
+    def fetch(
+        self, path: str, form: dict[str, str] | None = None, *, act: bool = False
+    ) -> tuple[int, str]:
+        """GET (or POST the form, urlencoded, from this origin; with `act`, carrying the
+        tab's action key as the pages' script does) in the session; (status, body)."""
         data = urllib.parse.urlencode(form).encode() if form is not None else None
         request = urllib.request.Request(self.url + path.lstrip("/"), data=data)
+        if form is not None:
+            request.add_header("Origin", self.url.rstrip("/"))
+        if act and self.key is not None:
+            request.add_header(ACTION_HEADER, self.key)
         try:
             with self.opener.open(request, timeout=60) as answer:
                 status, body = answer.status, answer.read()
@@ -65,34 +77,36 @@ class ReviewPage:
         text = body.decode("utf-8", "replace")
         with self.world.commands.open("a", encoding="utf-8") as fh:
             verb = "POST" if form is not None else "GET"
-            shown = {k: ("…" if k in ("token", "csrf") else v) for k, v in (form or {}).items()}
+            shown = {k: ("…" if k in SECRET else v) for k, v in (form or {}).items()}
             fh.write(f"## review page: {verb} {path} {shown or ''} → {status}\n\n")
         return status, text
 
-    def csrf(self, path: str) -> str:
+    def form(self, path: str, name: str) -> dict[str, str]:
+        """The hidden fields of the page's form `name` (its CSRF token, the claim it shows)."""
         status, page = self.fetch(path)
-        found = re.search(r'name="csrf" value="([^"]+)"', page)
+        found = re.search(rf'<form[^>]*id="{name}".*?</form>', page, re.S)
         if status != 200 or found is None:
-            raise DrillError(f"GET {path} answered {status} without a CSRF token", [self.log])
-        return found.group(1)
+            raise DrillError(f"GET {path} answered {status} without the {name} form", [self.log])
+        hidden = re.findall(r'<input type="hidden" name="([^"]+)" value="([^"]*)"', found.group(0))
+        return {key: html.unescape(value) for key, value in hidden}
 
     def login(self) -> None:
-        """Log in on /login with the token (the form's CSRF token first)."""
-        status, page = self.fetch("/login", {"csrf": self.csrf("/login"), "token": TOKEN,
-                                             "next": "/"})  # fmt: skip
-        if status != 200 or 'action="/logout"' not in page:
+        """Log in on /login with the token (the form's own fields first); the answer hands
+        the tab its action key, which the pages' script would keep in sessionStorage."""
+        fields = self.form("/login", "login") | {"token": TOKEN}
+        status, page = self.fetch("/login", fields)
+        found = re.search(r'id="action-key" data-key="([^"]+)"', page)
+        if status != 200 or found is None:
             raise DrillError(f"logging in on the review pages failed ({status})", [self.log])
+        self.key = html.unescape(found.group(1))
 
     def act(self, sid: str, action: str, reason: str) -> tuple[int, str]:
-        """Press approve or reject on the candidate's page: (status, decision shown)."""
-        csrf = self.csrf(f"/held/{sid}")
-        status, page = self.fetch(f"/held/{sid}/{action}", {"csrf": csrf, "reason": reason})
+        """Press approve or reject on the candidate's page: its form as shown (CSRF token,
+        the claim it shows) with a reason, sent with the action key; (status, decision)."""
+        fields = self.form(f"/held/{sid}", action) | {"reason": reason}
+        status, page = self.fetch(f"/held/{sid}/{action}", fields, act=True)
         found = re.search(r'id="decision">([A-Z_]+)<', page)
         return status, found.group(1) if found else page[-300:]
-
-    def held(self) -> list[str]:
-        """The submission ids the Held list shows."""
-        return sorted(set(re.findall(r'href="/held/([0-9TZ-]+[0-9a-f])"', self.fetch("/")[1])))
 
     def close(self) -> int:
         self.proc.terminate()
