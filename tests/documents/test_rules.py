@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from integrator.documents.bounds import CEILING_LIMITS
 from integrator.documents.rules import rules_from_bytes
 from integrator.errors import ContractError
-from integrator.documents.bounds import CEILING_LIMITS
 from tests.factories import contract_doc, create_contract
 
 SEGMENTS = st.sampled_from(["src", "docs", "a b", "é", "lib", "x.py", "*", "**", "*.md", "?"])
