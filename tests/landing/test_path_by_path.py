@@ -87,9 +87,7 @@ def test_contract_issue_names_two_thousand_paths_and_the_commit_lands(
     )
 
 
-def test_a_task_owning_two_thousand_paths_is_claimed_and_lands(
-    repo: Path, tmp_path: Path
-) -> None:
+def test_a_task_owning_two_thousand_paths_is_claimed_and_lands(repo: Path, tmp_path: Path) -> None:
     """`task claim --in-place` of a task file whose `owns` lists every path one by one."""
     task = tmp_path / "WIDE.md"
     task.write_text(task_file("WIDE", [p.lstrip("/") for p in _paths()]))
