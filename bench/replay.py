@@ -175,37 +175,59 @@ def replay_one(canonical: Canonical, engine: Integrator, commit: str) -> Outcome
     )  # fmt: skip
 
 
-def run(source: Path, work: Path, commits: Sequence[str], *, separately: bool) -> list[Outcome]:
+def run(
+    source: Path, work: Path, commits: Sequence[str], *, separately: bool, log: Path
+) -> tuple[list[Outcome], str]:
     """Replay `commits` in order, with one canonical repository and one engine (as a
-    daemon keeps them); `separately`: each on a canonical repository at its own parent."""
+    daemon keeps them); `separately`: each on a canonical repository at its own parent.
+    Each outcome is appended to `log` (JSON lines) as it is decided. Returns the outcomes
+    and what went wrong closing the repository, if anything (every landing was committed
+    by then: the queue says what landed)."""
     out: list[Outcome] = []
     canonical: Canonical | None = None
     engine: Integrator | None = None
-    try:
-        for index, commit in enumerate(commits):
-            if canonical is None or separately:
-                if canonical is not None:
+    trouble = ""
+    with log.open("w") as lines:
+        try:
+            for index, commit in enumerate(commits):
+                if canonical is None or separately:
+                    if canonical is not None:
+                        canonical.close()
+                    parent = _git(source, "rev-parse", f"{commit}^1").strip()
+                    canonical = Canonical(canonical_for(source, work, parent))
+                    engine = Integrator(canonical)
+                assert engine is not None
+                outcome = replay_one(canonical, engine, commit)
+                out.append(outcome)
+                lines.write(json.dumps(asdict(outcome)) + "\n")
+                if outcome.decision != "ACCEPTED" or outcome.paths >= 500:
+                    print(
+                        f"{commit[:12]} {outcome.paths:5d} paths {outcome.contract_bytes:7d} B "
+                        f"{outcome.decision} {','.join(outcome.codes)} issue "
+                        f"{outcome.issue_ms:.0f} ms integrate {outcome.integrate_ms:.0f} ms "
+                        f"{outcome.why}",
+                        flush=True,
+                    )
+                if index % 1000 == 999:
+                    lines.flush()
+                    print(f"... {index + 1} of {len(commits)}", flush=True)
+        finally:
+            if canonical is not None:
+                try:
                     canonical.close()
-                parent = _git(source, "rev-parse", f"{commit}^1").strip()
-                canonical = Canonical(canonical_for(source, work, parent))
-                engine = Integrator(canonical)
-            assert engine is not None
-            outcome = replay_one(canonical, engine, commit)
-            out.append(outcome)
-            if outcome.decision != "ACCEPTED" or outcome.paths >= 500:
-                print(
-                    f"{commit[:12]} {outcome.paths:5d} paths {outcome.contract_bytes:7d} B "
-                    f"{outcome.decision} {','.join(outcome.codes)} issue "
-                    f"{outcome.issue_ms:.0f} ms integrate {outcome.integrate_ms:.0f} ms "
-                    f"{outcome.why}",
-                    flush=True,
-                )
-            if index % 1000 == 999:
-                print(f"... {index + 1} of {len(commits)}", flush=True)
-    finally:
-        if canonical is not None:
-            canonical.close()
-    return out
+                except Exception as err:
+                    trouble = f"{type(err).__name__}: {err}"
+    return out, trouble
+
+
+def landed_on_queue(work: Path, start: str) -> dict[str, object]:
+    """What the queue of the replay's canonical repository holds at its end: the landings
+    since `start` (where it began) and its tree."""
+    head = _git(work, "rev-parse", "refs/integrator/queue/main").strip()
+    return {
+        "landings": int(_git(work, "rev-list", "--first-parent", "--count", f"{start}..{head}")),
+        "queue_tree": _git(work, "rev-parse", f"{head}^{{tree}}").strip(),
+    }
 
 
 def summary(outcomes: Sequence[Outcome]) -> dict[str, object]:
@@ -248,9 +270,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     commits = _largest(source, args.head, args.largest) if args.largest else _commits(source, args)
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    outcomes = run(source, args.out / "replay.git", commits, separately=bool(args.largest))
+    work = args.out / "replay.git"
+    outcomes, trouble = run(
+        source, work, commits, separately=bool(args.largest), log=args.out / "replay.jsonl"
+    )
     result = {**summary(outcomes), "seconds": round(time.perf_counter() - started, 1)}
     result["source"], result["head"] = str(source), _git(source, "rev-parse", args.head).strip()
+    if commits and not args.largest:
+        result.update(landed_on_queue(work, _git(source, "rev-parse", f"{commits[0]}^1").strip()))
+        result["last_tree"] = _git(source, "rev-parse", f"{commits[-1]}^{{tree}}").strip()
+    if trouble:
+        result["close_error"] = trouble
     (args.out / "replay.json").write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "not_accepted"}, indent=2))
     return 0 if result["accepted"] == result["commits"] else 1
