@@ -43,7 +43,7 @@ def repo(tmp_path: Path) -> Path:
     path = make_repo(tmp_path / "canon")
     _commit(path, None, "x = 0\n", "refs/heads/main")
     git("reset", "-q", "--hard", cwd=path)
-    done = run_integrator("init", "--repo", str(path))
+    done = run_integrator("init", "--repo", str(path), "--update-checkout")  # main checked out
     assert done.returncode == 0, done.stderr
     return path
 

@@ -59,7 +59,7 @@ def _through_daemon(repo: Path, spool: Spool, contract: Path, candidate: str) ->
 def repo(tmp_path: Path) -> Path:
     path = make_repo(tmp_path / "canon")
     commit_files(path, {"README.md": "hello\n"}, "base")
-    done = run_integrator("init", "--repo", str(path))
+    done = run_integrator("init", "--repo", str(path), "--update-checkout")  # main checked out
     assert done.returncode == 0, done.stderr
     return path
 
@@ -78,7 +78,7 @@ def test_a_raised_limit_admits_what_the_default_refuses(repo: Path, tmp_path: Pa
     spool = Spool(tmp_path / "spool").ensure()
     _set_policy(repo, RAISED_POLICY, tmp_path / "raised.toml")
     first, second = tmp_path / "first.json", tmp_path / "second.json"
-    assert _issue(repo, "first", _paths("first"), first) == (0, "")
+    assert _issue(repo, "first", _paths("first"), first)[0] == 0
     assert _issue(repo, "second", _paths("second"), second)[0] == 0
     base = json.loads(first.read_text())["baseCommit"]
     one = commit_files(repo, {"first/module_00001.py": "x\n"}, "one", parent=base, ref=None)
