@@ -13,7 +13,7 @@ import pytest
 from integrator.documents.policy import default_policy_text
 from integrator.documents.verdict import Code, Decision, Verdict
 from integrator.limits import MAX_GLOBS
-from integrator.store.spool import VERDICT_FILE, Spool
+from integrator.store.spool import REJECTION_FILE, VERDICT_FILE, Spool
 from tests.gitutil import commit_files, git, make_repo, run_integrator
 
 RAISED = 6000  # past the default of 5,000 globs
@@ -122,3 +122,37 @@ def test_a_policy_past_a_ceiling_is_refused_naming_key_and_ceiling(
         assert done.returncode == 2, (extra, done.stderr)
         assert said in done.stderr, (extra, done.stderr)
     assert git("rev-parse", "refs/integrator/policy", cwd=repo) == before
+
+
+def test_a_raised_contract_copied_without_its_key_is_rejected(repo: Path, tmp_path: Path) -> None:
+    """The attempt key is checked on any contract a policy could admit: under max_globs =
+    6000 another agent's unsigned submission under a copied 6,000-path contract is REJECTED
+    before any work, and nothing lands (the check read it at the default limits, found no
+    contract, left it to the gate, and the gate, at the raised policy, landed it)."""
+    spool = Spool(tmp_path / "spool").ensure()
+    _set_policy(repo, RAISED_POLICY, tmp_path / "raised.toml")
+    issued = tmp_path / "victim" / "wide.json"
+    issued.parent.mkdir()
+    assert _issue(repo, "wide", _paths("wide"), issued)[0] == 0
+    stolen = tmp_path / "stolen" / "wide.json"
+    stolen.parent.mkdir()
+    stolen.write_bytes(issued.read_bytes())  # the contract only: the key stays with its holder
+    attacker = tmp_path / "attacker"
+    git("clone", "-q", str(repo), str(attacker), cwd=tmp_path)
+    (attacker / "wide").mkdir()
+    (attacker / "wide" / "module_00001.py").write_text("planted\n")
+    git("add", "-A", cwd=attacker)
+    git("commit", "-qm", "planted", cwd=attacker)
+    sent = run_integrator(
+        "submit", "--spool", str(spool.root), "--contract", str(stolen), "--candidate", "HEAD",
+        "--repo", str(attacker), "--bundle",
+    )  # fmt: skip
+    assert sent.returncode == 0 and "unsigned" in sent.stderr, sent.stderr
+    sid = sent.stdout.split()[-1]
+    queue = git("rev-parse", "refs/integrator/queue/main", cwd=repo)
+    served = run_integrator("serve", "--once", "--repo", str(repo), "--spool", str(spool.root))
+    assert served.returncode == 0, served.stderr
+    assert spool.entries("rejected") == [sid]
+    rejection = json.loads((spool.folder("rejected") / sid / REJECTION_FILE).read_text())
+    assert "not signed" in rejection["reason"]
+    assert git("rev-parse", "refs/integrator/queue/main", cwd=repo) == queue
