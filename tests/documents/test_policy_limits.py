@@ -197,3 +197,36 @@ def test_an_expansion_request_is_read_under_the_policy_in_force(tmp_path: Path) 
     bigger = ContractLimits(expansion_bytes=128 << 10)
     with pytest.raises(UsageError, match=r"at most 5000 patterns \(limits.max_globs, the default"):
         parse_request(data, limits=bigger)
+
+
+@pytest.mark.parametrize(
+    ("extra", "refused"),
+    [
+        ("", r"more than 65536 bytes \(limits.expansion_bytes, the default"),
+        ("expansion_bytes = 262144", r"at most 5000 patterns \(limits.max_globs, the default"),
+        ("expansion_bytes = 262144\nmax_globs = 6000", None),
+    ],
+)
+def test_a_filed_expansion_request_is_held_to_the_policy_in_force(
+    tmp_path: Path, extra: str, refused: str | None
+) -> None:
+    """An agent's filed request (`request-expansion --send`, MCP) meets the limits a request
+    file handed to `contract expand` meets, measured as it is stored: 5,001 added paths are
+    refused by size, then by count, and filed for the coordinator once both are raised."""
+    from integrator.documents.expansion import ExpansionRequest
+    from integrator.records.expansions import Expansions
+
+    canon = make_canon(tmp_path, policy=_policy(extra) if extra else None)
+    contract = canon.issue("billing", ["billing/**"])
+    adds = [f"docs/page_{i:05d}.md" for i in range(5001)]
+    request = json.loads(_request(contract.wire(), canon.tree_of("main"), adds))
+    request["contractDigest"] = contract.digest
+    parsed = ExpansionRequest.model_validate_json(json.dumps(request))  # the model's bounds
+    with canon.open() as canonical:
+        if refused is not None:
+            with pytest.raises(UsageError, match=refused):
+                Expansions(canonical).file(parsed)
+            return
+        filed = Expansions(canonical).file(parsed)
+    assert not isinstance(filed, type(contract))  # recorded, waiting for the coordinator
+    assert filed.record.state == "pending"
