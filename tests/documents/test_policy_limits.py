@@ -39,6 +39,8 @@ def test_the_default_values_keep_the_digest_and_any_change_moves_it() -> None:
     """`[limits]` at the default values digests as a policy without it (every digest before
     the section stays); each key set otherwise gives its own digest."""
     plain = policy_digest(parse_policy(default_policy_text()), 4)
+    before = "sha256:f409ed9e46d35e38e0efe17cfe108072dc5329a2911ceb4b5606086817c95526"
+    assert policy_digest(parse_policy(default_policy_text()), 1) == before  # as before [limits]
     defaults = "\n".join(f"{key} = {getattr(DEFAULT_LIMITS, key)}" for key in KEYS)
     assert policy_digest(parse_policy(_policy(defaults)), 4) == plain
     seen = {plain}
