@@ -216,7 +216,7 @@ def test_a_filed_expansion_request_is_held_to_the_policy_in_force(
     file handed to `contract expand` meets, measured as it is stored: 5,001 added paths are
     refused by size, then by count, and filed for the coordinator once both are raised."""
     from integrator.documents.expansion import ExpansionRequest
-    from integrator.records.expansions import Expansions
+    from integrator.records.expansions import ExpansionEntry, Expansions
 
     canon = make_canon(tmp_path, policy=_policy(extra) if extra else None)
     contract = canon.issue("billing", ["billing/**"])
@@ -230,5 +230,5 @@ def test_a_filed_expansion_request_is_held_to_the_policy_in_force(
                 Expansions(canonical).file(parsed)
             return
         filed = Expansions(canonical).file(parsed)
-    assert not isinstance(filed, type(contract))  # recorded, waiting for the coordinator
+    assert isinstance(filed, ExpansionEntry)  # recorded, waiting for the coordinator
     assert filed.record.state == "pending"
