@@ -23,11 +23,23 @@ CANDIDATES = 8  # deleted files fully scored against each added one (those with 
 # Documents.
 # A real commit of git's own history touches 1,833 files: a contract must be able to name
 # a few thousand paths one by one (literal paths are matched through a set, not one by one).
+# These five are defaults: the policy's `[limits]` sets each (its key is the name in lower
+# case) up to its ceiling in CEILINGS, for contracts and expansion requests.
 CONTRACT_BYTES = 512 << 10  # an ownership contract document (fits a submission's 1 MiB)
 MAX_GLOBS = 5000  # `paths` and `deny` of one contract, each
 MAX_RESOURCES = 256  # `resources` of one contract
 MAX_GLOB_LENGTH = 1024  # characters in one glob
 EXPANSION_BYTES = 64 << 10  # an expansion request document
+# The most `[limits]` may set, key by key. A contract at every ceiling, as `contract issue`
+# writes it, still fits a submission (SUBMISSION_BYTES, fixed: the daemon reads it before
+# any policy); a glob may name the longest path git checks out, its wildcards escaped.
+CEILINGS = {
+    "contract_bytes": 896 << 10,
+    "max_globs": 20_000,
+    "max_resources": 1024,
+    "max_glob_length": 8192,
+    "expansion_bytes": 896 << 10,
+}
 POLICY_BYTES = 1 << 20  # a policy document (the coordinator's)
 TASK_FILE_BYTES = 256 << 10  # a task file
 REASON_CHARS = 4000  # a review or revoke reason typed by a person

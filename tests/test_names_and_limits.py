@@ -149,3 +149,62 @@ def test_limits_import_nothing_of_the_project() -> None:
         if isinstance(node, ast.ImportFrom)
     }
     assert imported <= {"__future__", "re"}
+
+
+def _written(name: str, value: int) -> str:
+    """A limit's value as docs/security.md writes it: bytes in KiB, counts with commas."""
+    if name.endswith("_bytes") and value % 1024 == 0:
+        return f"{value >> 10} KiB"
+    return f"{value:,}"
+
+
+def test_the_policy_sets_exactly_the_limits_it_names() -> None:
+    """`[limits]` has one key per entry of CEILINGS, each a constant's name in lower case
+    whose default is that constant; the policy model and the limits contracts are read
+    under agree on them."""
+    from dataclasses import fields
+
+    from integrator.documents.bounds import DEFAULT_LIMITS, ContractLimits
+    from integrator.documents.policy import Limits
+
+    keys = set(limits.CEILINGS)
+    assert {f.name for f in fields(ContractLimits)} == keys
+    assert set(Limits.model_fields) == keys
+    for key in keys:
+        default = getattr(limits, key.upper())
+        assert getattr(DEFAULT_LIMITS, key) == default == Limits.model_fields[key].default, key
+        assert limits.CEILINGS[key] >= default, key
+
+
+def test_docs_security_says_which_limits_the_policy_sets() -> None:
+    """Each row's last column: the `[limits]` key and its ceiling for the five the policy
+    sets, `fixed` for every other."""
+    rows = _security_table()
+    for name, row in rows.items():
+        policy = row.rsplit("|", 1)[-1].strip()
+        key = name.lower()
+        if key in limits.CEILINGS:
+            expected = f"`limits.{key}`, up to {_written(key, limits.CEILINGS[key])}"
+            assert policy == expected, (name, policy)
+        else:
+            assert policy.startswith("fixed"), (name, policy)
+    ceilings = rows["CEILINGS"].split("|")[0]  # its value column
+    for key, ceiling in limits.CEILINGS.items():
+        assert _written(key, ceiling) in ceilings, key
+
+
+def test_default_policy_lists_every_limit_it_may_set() -> None:
+    """The default policy's commented `[limits]` names each key with its default and its
+    ceiling, as docs/security.md's example does."""
+    from integrator.documents.policy import default_policy_text
+
+    text = default_policy_text()
+    security = (ROOT / "docs" / "security.md").read_text("utf-8")
+    for key, ceiling in limits.CEILINGS.items():
+        default = getattr(limits, key.upper())
+        line = re.search(rf"^# {key} = (\d+) .*\(ceiling (\d+)\)$", text, re.MULTILINE)
+        assert line is not None, key
+        assert (int(line.group(1)), int(line.group(2))) == (default, ceiling), key
+        example = re.search(rf"^{key} = (\d+) +# ceiling (\d+)", security, re.MULTILINE)
+        assert example is not None, key
+        assert (int(example.group(1)), int(example.group(2))) == (default, ceiling), key

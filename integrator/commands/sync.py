@@ -8,9 +8,9 @@ from typing import Any
 
 from integrator import jsontext, refnames
 from integrator.commands._common import print_json, read_input, say
+from integrator.documents.bounds import CEILING_LIMITS
 from integrator.errors import EXIT_OK, EXIT_USAGE, ContractError
 from integrator.fleet.sync import fetch_line, sync_base
-from integrator.limits import CONTRACT_BYTES
 
 
 def register(sub: Any) -> None:
@@ -41,7 +41,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        document = jsontext.loads(read_input(args.contract, CONTRACT_BYTES))
+        document = jsontext.loads(read_input(args.contract, CEILING_LIMITS.contract_bytes))
     except ValueError as err:
         raise ContractError(f"contract is invalid: {err}", [str(err)]) from err
     base = document.get("baseCommit") if isinstance(document, dict) else None

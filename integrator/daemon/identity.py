@@ -15,6 +15,7 @@ own refresh fetched.
 from __future__ import annotations
 
 from integrator.documents.attempt_key import signature_problem
+from integrator.documents.bounds import CEILING_LIMITS
 from integrator.documents.contract import parse_contract
 from integrator.documents.submission import Submission
 from integrator.errors import ContractError
@@ -25,7 +26,9 @@ from integrator.records.canonical import Canonical
 def submission_problem(canonical: Canonical, sid: str, submission: Submission) -> str | None:
     """Why `sid` is rejected for want of its attempt's signature; None when it may go on."""
     try:
-        contract = parse_contract(submission.contract_bytes())
+        # As far as any policy admits: never narrower than the gate's reading, or a contract
+        # a raised [limits] admits would skip this check and be judged by the gate alone.
+        contract = parse_contract(submission.contract_bytes(), limits=CEILING_LIMITS)
     except ContractError:
         return None  # the gate fences it CONTRACT_INVALID
     issued = issued_key(

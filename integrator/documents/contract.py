@@ -16,22 +16,20 @@ from pydantic import (
     AfterValidator,
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
 )
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 from integrator import paths
+from integrator.documents.bounds import CEILING_LIMITS, DEFAULT_LIMITS, ContractLimits, where
 from integrator.documents.digests import digest_of
 from integrator.errors import ContractError
-from integrator.limits import (
-    CONTRACT_BYTES,
-    HOLDER_CHARS,
-    MAX_GLOB_LENGTH,
-    MAX_GLOBS,
-    MAX_RESOURCES,
-)
+from integrator.limits import HOLDER_CHARS
 from integrator.paths import PathMatcher
 from integrator.refnames import refname_problem
 
@@ -66,8 +64,10 @@ def _oid(value: str) -> str:
 
 
 def _glob(value: str) -> str:
-    if len(value) > MAX_GLOB_LENGTH:
-        raise ValueError(f"a path pattern is longer than {MAX_GLOB_LENGTH} characters")
+    if len(value) > CEILING_LIMITS.max_glob_length:  # any policy's; `within_limits` applies its
+        raise ValueError(
+            f"a path pattern is longer than {CEILING_LIMITS.max_glob_length} characters"
+        )
     problem = paths.glob_problem(value)
     if problem:
         raise ValueError(f"path pattern {value!r}: {problem}")
@@ -91,6 +91,46 @@ def parse_resource(value: str) -> tuple[str, str]:
 
 def _resource(value: str) -> str:
     parse_resource(value)
+    return value
+
+
+def admitted_under(info: ValidationInfo) -> ContractLimits | None:
+    """The limits a document is being admitted under (`parse_contract` passes them as the
+    validation context); None: only the model's own bounds, the ceilings of any policy."""
+    context = info.context
+    limits = context.get("limits") if isinstance(context, dict) else None
+    return limits if isinstance(limits, ContractLimits) else None
+
+
+def _past(text: str) -> PydanticCustomError:
+    return PydanticCustomError("limit_exceeded", "{message}", {"message": text})
+
+
+def check_globs(value: Any, info: ValidationInfo) -> Any:
+    """A list of globs within the count and length it is admitted under, checked before
+    any item is: a list past them costs its length, not a validation of each glob."""
+    limits = admitted_under(info)
+    if limits is None or not isinstance(value, list):
+        return value
+    if len(value) > limits.max_globs:
+        key = where("max_globs", limits)
+        raise _past(f"at most {limits.max_globs} patterns ({key}), not {len(value)}")
+    for index, glob in enumerate(value):
+        if isinstance(glob, str) and len(glob) > limits.max_glob_length:
+            key = where("max_glob_length", limits)
+            raise _past(
+                f"pattern {index} is {len(glob)} characters, more than "
+                f"{limits.max_glob_length} ({key})"
+            )
+    return value
+
+
+def check_resources(value: Any, info: ValidationInfo) -> Any:
+    """A list of resources within the count it is admitted under."""
+    limits = admitted_under(info)
+    if limits is not None and isinstance(value, list) and len(value) > limits.max_resources:
+        key = where("max_resources", limits)
+        raise _past(f"at most {limits.max_resources} resources ({key}), not {len(value)}")
     return value
 
 
@@ -128,6 +168,16 @@ class Lease(Model):
     expires_at: AwareDatetime
 
 
+GLOBS_NOTE = (
+    f"At most the policy's limits.max_globs patterns (default {DEFAULT_LIMITS.max_globs:,}), "
+    f"each of at most limits.max_glob_length characters (default "
+    f"{DEFAULT_LIMITS.max_glob_length:,}); the bounds here are the ceilings of any policy."
+)
+RESOURCES_NOTE = (
+    f"At most the policy's limits.max_resources (default {DEFAULT_LIMITS.max_resources:,})."
+)
+
+
 class OwnershipContract(Model):
     """`coding.workspace.ownership.v1` — who may change what, on which base, under which generation."""
 
@@ -137,11 +187,21 @@ class OwnershipContract(Model):
     attempt_id: RefComponent
     base_commit: ObjectId
     ownership_generation: Annotated[int, Field(ge=1, le=JSON_SAFE_INT)]
-    paths: Annotated[list[Glob], Field(min_length=1, max_length=MAX_GLOBS)]
-    deny: Annotated[list[Glob], Field(max_length=MAX_GLOBS)] = Field(default_factory=list)
-    resources: Annotated[list[Resource], Field(max_length=MAX_RESOURCES)] = Field(
-        default_factory=list
-    )
+    paths: Annotated[
+        list[Glob],
+        Field(min_length=1, max_length=CEILING_LIMITS.max_globs, description=GLOBS_NOTE),
+        BeforeValidator(check_globs),
+    ]
+    deny: Annotated[
+        list[Glob],
+        Field(max_length=CEILING_LIMITS.max_globs, description=GLOBS_NOTE),
+        BeforeValidator(check_globs),
+    ] = Field(default_factory=list)
+    resources: Annotated[
+        list[Resource],
+        Field(max_length=CEILING_LIMITS.max_resources, description=RESOURCES_NOTE),
+        BeforeValidator(check_resources),
+    ] = Field(default_factory=list)
     worktree_id: Annotated[str, Field(min_length=1, max_length=HOLDER_CHARS)] | None = None
     lease: Lease
     max_patch_bytes: Annotated[int, Field(ge=0, le=JSON_SAFE_INT)]
@@ -175,24 +235,31 @@ def _render(err: ValidationError) -> list[str]:
     return out
 
 
-def parse_contract(data: str | bytes) -> OwnershipContract:
-    """Parse and validate a contract document; raises ContractError listing every problem.
+def parse_contract(
+    data: str | bytes, *, limits: ContractLimits = DEFAULT_LIMITS
+) -> OwnershipContract:
+    """Parse and validate a contract document under `limits` (the policy in force's where
+    a contract is admitted, `CEILING_LIMITS` where an admitted one is read back); raises
+    ContractError listing every problem, a limit passed naming its key.
 
     Contracts are immutable, and a flood of submissions usually repeats a few documents
-    byte for byte: those are parsed (and digested) once. A document over CONTRACT_BYTES is
+    byte for byte: those are parsed (and digested) once. A document over its byte limit is
     refused before it is parsed, which also bounds what the cache holds.
     """
     raw = data if isinstance(data, bytes) else data.encode("utf-8")
-    if len(raw) > CONTRACT_BYTES:
-        message = f"the contract is {len(raw)} bytes, more than the limit of {CONTRACT_BYTES}"
+    if len(raw) > limits.contract_bytes:
+        message = (
+            f"the contract is {len(raw)} bytes, more than the limit of {limits.contract_bytes} "
+            f"({where('contract_bytes', limits)})"
+        )
         raise ContractError(f"contract is invalid: {message}", [message])
-    return _parse_cached(raw)
+    return _parse_cached(raw, limits)
 
 
 @functools.lru_cache(maxsize=256)
-def _parse_cached(data: bytes) -> OwnershipContract:
+def _parse_cached(data: bytes, limits: ContractLimits) -> OwnershipContract:
     try:
-        return OwnershipContract.model_validate_json(data)
+        return OwnershipContract.model_validate_json(data, context={"limits": limits})
     except ValidationError as err:
         errors = _render(err)
         raise ContractError("contract is invalid: " + "; ".join(errors), errors) from err

@@ -10,8 +10,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from integrator.documents.bounds import CEILING_LIMITS, DEFAULT_LIMITS, ContractLimits, where
 from integrator.documents.contract import (
     DIGEST_RE,
     JSON_SAFE_INT,
@@ -21,10 +22,11 @@ from integrator.documents.contract import (
     ObjectId,
     RefComponent,
     Resource,
+    check_globs,
+    check_resources,
 )
 from integrator.documents.digests import digest_of
 from integrator.errors import UsageError
-from integrator.limits import EXPANSION_BYTES, MAX_GLOBS, MAX_RESOURCES
 
 # The pattern is in the JSON Schema too, so an agent in any language can check its request;
 # the validator gives a pydantic reader the clearer message.
@@ -48,10 +50,24 @@ class ExpansionRequest(Model):
     expected_generation: Annotated[int, Field(ge=1, le=JSON_SAFE_INT)]
     tree_digest: RequestDigest
     diff_digest: RequestDigest
-    add_paths: Annotated[list[Glob], Field(max_length=MAX_GLOBS)] = Field(default_factory=list)
-    add_resources: Annotated[list[Resource], Field(max_length=MAX_RESOURCES)] = Field(
-        default_factory=list
-    )
+    add_paths: Annotated[
+        list[Glob],
+        Field(
+            max_length=CEILING_LIMITS.max_globs,
+            description=f"At most the policy's limits.max_globs (default "
+            f"{DEFAULT_LIMITS.max_globs:,}).",
+        ),
+        BeforeValidator(check_globs),
+    ] = Field(default_factory=list)
+    add_resources: Annotated[
+        list[Resource],
+        Field(
+            max_length=CEILING_LIMITS.max_resources,
+            description=f"At most the policy's limits.max_resources (default "
+            f"{DEFAULT_LIMITS.max_resources:,}).",
+        ),
+        BeforeValidator(check_resources),
+    ] = Field(default_factory=list)
     workspace_tree: ObjectId | None = None
     workspace_head: ObjectId | None = None
 
@@ -61,13 +77,17 @@ class ExpansionRequest(Model):
         return digest_of(self.wire()).removeprefix("sha256:")[:16]
 
 
-def parse_request(data: bytes) -> ExpansionRequest:
-    """An expansion request read from a file an agent wrote: refused (UsageError, naming
-    each problem) past its size limit or when it is not a valid request."""
-    if len(data) > EXPANSION_BYTES:
-        raise UsageError(f"the expansion request is more than {EXPANSION_BYTES} bytes")
+def parse_request(data: bytes, *, limits: ContractLimits = DEFAULT_LIMITS) -> ExpansionRequest:
+    """An expansion request read from a file an agent wrote, under `limits` (the policy in
+    force's): refused (UsageError, naming each problem) past its size limit or when it is
+    not a valid request."""
+    if len(data) > limits.expansion_bytes:
+        raise UsageError(
+            f"the expansion request is more than {limits.expansion_bytes} bytes "
+            f"({where('expansion_bytes', limits)})"
+        )
     try:
-        return ExpansionRequest.model_validate_json(data)
+        return ExpansionRequest.model_validate_json(data, context={"limits": limits})
     except ValidationError as err:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()

@@ -16,13 +16,17 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.config import JsonDict
+from pydantic_core import PydanticCustomError
 
+from integrator import limits as fixed
 from integrator import paths
+from integrator.documents.bounds import DEFAULT_LIMITS, KEYS, ContractLimits
 from integrator.documents.contract import parse_resource
 from integrator.documents.digests import digest_of
 from integrator.documents.expansion import ExpansionPolicy
 from integrator.errors import ConfigurationError
-from integrator.limits import POLICY_BYTES
+from integrator.limits import CEILINGS, POLICY_BYTES
 
 POLICY_SCHEMA = "integrator.policy.v1"
 
@@ -133,6 +137,81 @@ class Validation(_Section):
         return self
 
 
+# Why each ceiling is where it is: what a higher value would make false.
+_CEILING_REASONS = {
+    "contract_bytes": "a contract as `contract issue` writes it must fit a submission "
+    f"(SUBMISSION_BYTES, {fixed.SUBMISSION_BYTES} bytes, which the daemon reads before "
+    "any policy)",
+    "max_globs": "a contract naming that many globs must still fit a submission",
+    "max_resources": "a contract naming that many resources must still fit a submission",
+    "max_glob_length": "a glob of the longest path git checks out (4,096 bytes), "
+    "its wildcards escaped, is the longest one that names anything",
+    "expansion_bytes": "a request may add at most what a contract holds",
+}
+
+
+def _refused(text: str) -> PydanticCustomError:
+    return PydanticCustomError("limits", "{message}", {"message": text})
+
+
+_FLOORS = {"contract_bytes": 1024, "expansion_bytes": 1024, "max_globs": 1, "max_glob_length": 1}
+
+
+def _limit(key: str, what: str) -> Any:
+    """A `[limits]` field: its default, and its floor and ceiling in the JSON Schema (the
+    validator below refuses past them, saying why)."""
+    bounds: JsonDict = {"minimum": _FLOORS.get(key, 0), "maximum": CEILINGS[key]}
+    return Field(default=getattr(DEFAULT_LIMITS, key), description=what, json_schema_extra=bounds)
+
+
+class Limits(_Section):
+    """`[limits]`: the limits contracts and expansion requests are admitted under, each
+    up to its ceiling (docs/security.md). Every other limit is fixed."""
+
+    contract_bytes: int = _limit("contract_bytes", "Bytes of one contract document.")
+    max_globs: int = _limit(
+        "max_globs", "Globs in `paths`, and in `deny`, of one contract; an expansion's addPaths."
+    )
+    max_resources: int = _limit(
+        "max_resources", "`resources` of one contract; an expansion's addResources."
+    )
+    max_glob_length: int = _limit("max_glob_length", "Characters in one glob.")
+    expansion_bytes: int = _limit("expansion_bytes", "Bytes of one expansion request document.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        for key in data:
+            if key in KEYS:
+                continue
+            if isinstance(key, str) and isinstance(getattr(fixed, key.upper(), None), int):
+                raise _refused(
+                    f"{key} is fixed: no policy changes it (docs/security.md says why); "
+                    f"[limits] sets {', '.join(KEYS)}"
+                )
+            raise _refused(f"unknown key {key!r}; [limits] sets {', '.join(KEYS)}")
+        return data
+
+    @model_validator(mode="after")
+    def _within_ceilings(self) -> Limits:
+        for key in KEYS:
+            value = getattr(self, key)
+            floor = _FLOORS.get(key, 0)
+            if value < floor:
+                raise _refused(f"limits.{key} = {value} is below its floor of {floor}")
+            if value > CEILINGS[key]:
+                raise _refused(
+                    f"limits.{key} = {value} is above its ceiling of {CEILINGS[key]}: "
+                    f"{_CEILING_REASONS[key]}"
+                )
+        return self
+
+    def contract_limits(self) -> ContractLimits:
+        return ContractLimits(**{key: getattr(self, key) for key in KEYS})
+
+
 class Policy(_Section):
     """The policy document (`integrator.policy.v1`, written as TOML)."""
 
@@ -146,6 +225,7 @@ class Policy(_Section):
     planner: Planner = Field(default_factory=Planner)
     validation: Validation | None = None
     expansion: ExpansionPolicy = Field(default_factory=ExpansionPolicy)
+    limits: Limits = Field(default_factory=Limits)
 
     @model_validator(mode="before")
     @classmethod
@@ -165,6 +245,11 @@ class Policy(_Section):
                 "a [validation] section it defaults to false, and the promoter moves the target)"
             )
         return {**data, "integration": {**integration, "target_follows_queue": False}}
+
+    @cached_property
+    def contract_limits(self) -> ContractLimits:
+        """The limits contracts are admitted under with this policy in force."""
+        return self.limits.contract_limits()
 
     def mode_for(self, category: Category) -> Mode:
         if category is Category.SOURCE:
@@ -274,4 +359,6 @@ def policy_digest(policy: Policy, generation: int) -> str:
         document.pop("validation", None)  # policies without it keep the digest they had
     if not document.get("expansion", {}).get("auto_grant"):
         document.pop("expansion", None)  # likewise
+    if not policy.contract_limits.changed():
+        document.pop("limits", None)  # the default limits: the digest it had before [limits]
     return digest_of({"schema": POLICY_SCHEMA, "generation": generation, "policy": document})

@@ -4,7 +4,9 @@ The guard runs before every file write an agent makes, so it reads the contract 
 contract models (pydantic): `ContractRules` holds the fields it decides on, type-checked,
 each glob checked as the contract model checks it. The guard then requires the rules'
 digest to equal the live claim's `contractDigest`, so a document that passes here but is
-not the one the coordinator issued writes nothing.
+not the one the coordinator issued writes nothing. For the same reason the guard reads up
+to the ceilings of any policy (`CEILING_LIMITS`), never the policy itself: the live claim
+was admitted under the policy in force when it was issued, and a policy change revokes it.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ from functools import cached_property
 from typing import Any
 
 from integrator import jsontext
+from integrator.documents.bounds import CEILING_LIMITS, ContractLimits
 from integrator.errors import ContractError
-from integrator.limits import CONTRACT_BYTES, MAX_GLOB_LENGTH, MAX_GLOBS
 from integrator.paths import PathMatcher, glob_problem
 from integrator.refnames import refname_problem
 
@@ -65,24 +67,29 @@ def _refused(problem: str) -> ContractError:
     return ContractError(f"contract is invalid: {problem}", [problem])
 
 
-def _globs(document: dict[str, Any], key: str, *, required: bool) -> tuple[str, ...]:
+def _globs(
+    document: dict[str, Any], key: str, limits: ContractLimits, *, required: bool
+) -> tuple[str, ...]:
     value = document.get(key, [] if not required else None)
-    if not isinstance(value, list) or (required and not value) or len(value) > MAX_GLOBS:
-        raise _refused(f"{key}: not a list of 1 to {MAX_GLOBS} patterns")
+    most, longest = limits.max_globs, limits.max_glob_length
+    if not isinstance(value, list) or (required and not value) or len(value) > most:
+        raise _refused(f"{key}: not a list of 1 to {most} patterns")
     for glob in value:
-        if not isinstance(glob, str) or len(glob) > MAX_GLOB_LENGTH:
-            raise _refused(f"{key}: a pattern is not a string of at most {MAX_GLOB_LENGTH}")
+        if not isinstance(glob, str) or len(glob) > longest:
+            raise _refused(f"{key}: a pattern is not a string of at most {longest}")
         problem = glob_problem(glob)
         if problem:
             raise _refused(f"{key}: pattern {glob!r}: {problem}")
     return tuple(value)
 
 
-def rules_from_bytes(data: bytes, *, stated_digest: str | None = None) -> ContractRules:
+def rules_from_bytes(
+    data: bytes, *, stated_digest: str | None = None, limits: ContractLimits = CEILING_LIMITS
+) -> ContractRules:
     """The rules of a contract document; ContractError when it is not one the guard reads.
     `stated_digest`: the digest the claim holding the document states for it."""
-    if len(data) > CONTRACT_BYTES:
-        raise _refused(f"the contract is {len(data)} bytes, more than {CONTRACT_BYTES}")
+    if len(data) > limits.contract_bytes:
+        raise _refused(f"the contract is {len(data)} bytes, more than {limits.contract_bytes}")
     try:
         document = jsontext.loads(data)
     except ValueError as err:
@@ -102,8 +109,8 @@ def rules_from_bytes(data: bytes, *, stated_digest: str | None = None) -> Contra
         task,
         worktree,
         generation,
-        _globs(document, "paths", required=True),
-        _globs(document, "deny", required=False),
+        _globs(document, "paths", limits, required=True),
+        _globs(document, "deny", limits, required=False),
         data,
         stated_digest,
     )

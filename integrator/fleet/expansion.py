@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from integrator.documents.bounds import CEILING_LIMITS
 from integrator.documents.contract import OwnershipContract, parse_contract
 from integrator.documents.expansion import ExpansionRequest
 from integrator.errors import UsageError
@@ -86,7 +87,7 @@ def request_expansion(
         raise UsageError("name what to add: --add-path GLOB and/or --add-resource KIND:NAME")
     root = worktree_root(worktree)
     if contract is not None:
-        held = parse_contract(contract())
+        held = parse_contract(contract(), limits=CEILING_LIMITS)  # contract expand judges
     else:
         bound = bound_contract(root)
         if bound is None:

@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from integrator import jsontext
 from integrator.documents.attempt_key import AttemptKey
+from integrator.documents.bounds import CEILING_LIMITS
 from integrator.documents.contract import OwnershipContract, parse_contract
 from integrator.errors import (
     ConfigurationError,
@@ -373,7 +374,7 @@ def bound_contract(worktree: Path) -> OwnershipContract | None:
         data = (binding_dir(worktree) / "contract.json").read_bytes()
     except FileNotFoundError:
         return None
-    return parse_contract(data)
+    return parse_contract(data, limits=CEILING_LIMITS)  # a copy of one issued: admitted
 
 
 def binding_record(worktree: Path) -> dict[str, str]:

@@ -121,7 +121,7 @@ class Gate:
         policy_oid = canonical.ref(refnames.POLICY) if authoritative else None
         policy = self.policy_override or canonical.policy_state(policy_oid)
         try:
-            contract = parse_contract(contract_data)
+            contract = parse_contract(contract_data, limits=policy.policy.contract_limits)
         except ContractError as err:
             return Stopped(self._unparsed(contract_data, err, candidate, policy))
         # A shallow clone without a configured id cannot prove the repository, and a clone

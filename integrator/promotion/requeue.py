@@ -16,6 +16,7 @@ import json
 import socket
 from datetime import timedelta
 
+from integrator.documents.bounds import CEILING_LIMITS
 from integrator.documents.contract import OwnershipContract, parse_contract
 from integrator.documents.submission import Submission, Submitter
 from integrator.documents.verdict import Code, Verdict
@@ -86,7 +87,8 @@ def requeue(
         ejected = [v for v in verdict.violations if v.code is Code.VALIDATION_FAILED]
         if not ejected or verdict.task_id is None or verdict.generation is None:
             raise UsageError(f"{sid} was not ejected by validation; approve or reject it instead")
-        old = parse_contract(json.dumps(held.submission.contract).encode())
+        # It landed (validation ejected it): admitted then, read up to any policy's limits.
+        old = parse_contract(json.dumps(held.submission.contract).encode(), limits=CEILING_LIMITS)
         landing = _landing_of(review.spool, sid, verdict.staging_commit)
         contract = _live_contract(
             canonical, verdict.task_id, landing, verdict.generation, lease, old.base_commit

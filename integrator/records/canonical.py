@@ -14,6 +14,7 @@ import pygit2
 
 from integrator import refnames
 from integrator.clock import Clock, utcnow
+from integrator.documents.bounds import CEILING_LIMITS
 from integrator.documents.claim import Claim, parse_claim_state, view_from_state
 from integrator.documents.contract import parse_contract
 from integrator.documents.policy import (
@@ -296,7 +297,8 @@ class Canonical:
         cached = self._claims.get(oid)
         if cached is None:
             view = view_from_state(parse_claim_state(self.blob_at(oid, "claim.json")))
-            contract = parse_contract(self.blob_at(oid, "contract.json"))
+            # Admitted when it was issued; read back up to any policy's limits.
+            contract = parse_contract(self.blob_at(oid, "contract.json"), limits=CEILING_LIMITS)
             cached = Claim(oid, view, contract)
             if len(self._claims) > 10_000:
                 self._claims.clear()

@@ -120,6 +120,7 @@ def build_contract(
         canonical.queue_ref if canonical.ref(canonical.queue_ref) else "HEAD"
     )
     base = str(git.resolve_commit(canonical.repo, base_rev).id)
+    policy = canonical.policy_state()  # its digest and its [limits], of one policy
     doc: dict[str, object] = {
         "schema": CONTRACT_SCHEMA,
         "repo": _identity(canonical),
@@ -135,11 +136,11 @@ def build_contract(
             "expiresAt": (now + request.lease).isoformat().replace("+00:00", "Z"),
         },
         "maxPatchBytes": request.max_patch_bytes,
-        "policyDigest": canonical.policy_state().digest,
+        "policyDigest": policy.digest,
     }
     if request.worktree_id:
         doc["worktreeId"] = request.worktree_id
-    return parse_contract(json.dumps(doc))
+    return parse_contract(json.dumps(doc), limits=policy.policy.contract_limits)
 
 
 def overlaps_with_live(

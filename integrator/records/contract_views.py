@@ -104,9 +104,9 @@ def reclaim_contract(
 
 def expand_contract(repo: str | Path, data: bytes) -> OwnershipContract:
     """Grant the expansion request `data` (refused, and recorded as pending, when it cannot
-    be granted): the new contract."""
-    request = parse_request(data)
+    be granted): the new contract. The request is read under the policy in force's limits."""
     with Canonical(repo) as canonical:
+        request = parse_request(data, limits=canonical.policy_state().policy.contract_limits)
         return Expansions(canonical).expand(request)
 
 

@@ -23,7 +23,8 @@ from pydantic import ValidationError
 from integrator import refnames
 from integrator.documents.claim import Claim, Grant, claim_state
 from integrator.documents.contract import OwnershipContract
-from integrator.documents.expansion import ExpansionRecord, ExpansionRequest
+from integrator.documents.expansion import ExpansionRecord, ExpansionRequest, parse_request
+from integrator.documents.policy import Policy
 from integrator.errors import (
     ClaimConflictError,
     ConfigurationError,
@@ -281,6 +282,8 @@ class Expansions:
         refused (ReviewRequired, recorded) as `expand` refuses it.
         """
         self.canonical.refresh()
+        # Within the policy in force's [limits], as `contract expand` reads a request file.
+        parse_request(request.to_json().encode(), limits=self._policy().contract_limits)
         known = find_expansion(self.canonical, request.request_id)
         if known is not None:
             return known
@@ -288,10 +291,13 @@ class Expansions:
         moved = _moved_on(request, claim)
         if moved is not None:
             raise self._refuse(request, claim, moved)
-        why = not_automatic(self.canonical.policy_state().policy, request)
+        why = not_automatic(self._policy(), request)
         if why is None:
             return self.expand(request)
         return self._record(request, claim, f"waits for the coordinator: {why}", "request")
+
+    def _policy(self) -> Policy:
+        return self.canonical.policy_state().policy
 
     def _refuse(
         self,

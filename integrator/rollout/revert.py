@@ -30,6 +30,7 @@ from typing import Any
 import pygit2
 import structlog
 
+from integrator.documents.bounds import DEFAULT_LIMITS, ContractLimits
 from integrator.documents.contract import OwnershipContract
 from integrator.documents.submission import Submission
 from integrator.documents.trailers import TRAILER_CANDIDATE, TRAILER_REVERTS, trailers
@@ -37,13 +38,7 @@ from integrator.documents.verdict import Decision, Verdict
 from integrator.errors import ConfigurationError, IntegratorError, UsageError
 from integrator.fence.diff import recompute
 from integrator.fence.resources import touched_resources
-from integrator.limits import (
-    DEFAULT_MAX_PATCH_BYTES,
-    HOLDER_CHARS,
-    MAX_GLOB_LENGTH,
-    MAX_GLOBS,
-    MAX_RESOURCES,
-)
+from integrator.limits import DEFAULT_MAX_PATCH_BYTES, HOLDER_CHARS
 from integrator.paths import PathMatcher, glob_problem, unsafe_reason
 from integrator.plumbing import git
 from integrator.records.attempt_keys import stored_key
@@ -78,17 +73,18 @@ class RevertPlan:
     def task(self) -> str:
         return f"{REVERT_TASK_PREFIX}{self.staging[:12]}"
 
-    def globs(self) -> tuple[str, ...]:
-        return tuple(literal_glob(p) for p in self.paths)
+    def globs(self, limits: ContractLimits = DEFAULT_LIMITS) -> tuple[str, ...]:
+        return tuple(literal_glob(p, limits) for p in self.paths)
 
 
-def literal_glob(path: str) -> str:
-    """An ownership glob naming exactly `path` (anchored, wildcards escaped)."""
+def literal_glob(path: str, limits: ContractLimits = DEFAULT_LIMITS) -> str:
+    """An ownership glob naming exactly `path` (anchored, wildcards escaped), within the
+    glob length of `limits` (the policy in force's)."""
     if unsafe_reason(path) or path != path.strip():
         raise UsageError(f"cannot name {path!r} in a contract; revert this landing by hand")
     glob = "/" + "".join(f"\\{ch}" if ch in _GLOB_SPECIAL else ch for ch in path)
     problem = glob_problem(glob)
-    if problem or len(glob) > MAX_GLOB_LENGTH:
+    if problem or len(glob) > limits.max_glob_length:
         raise UsageError(f"cannot name {path!r} in a contract ({problem or 'too long'})")
     return glob
 
@@ -118,13 +114,18 @@ def plan_revert(canonical: Canonical, rev: str) -> RevertPlan:
     paths = tuple(dict.fromkeys(p for change in diff.changes for p in change.paths))
     if not paths:
         raise UsageError(f"{staging} changed nothing; there is nothing to revert")
-    if len(paths) > MAX_GLOBS:
-        raise UsageError(f"{staging} changed {len(paths)} paths, more than a contract names")
+    limits = policy.contract_limits
+    if len(paths) > limits.max_globs:
+        raise UsageError(
+            f"{staging} changed {len(paths)} paths, more than a contract names "
+            f"(limits.max_globs = {limits.max_globs})"
+        )
     touched = touched_resources(policy, diff.changes, diff.reconfigured)
     resources = tuple(t.resource for t in touched)
-    if len(resources) > MAX_RESOURCES:
+    if len(resources) > limits.max_resources:
         raise UsageError(
-            f"{staging} touched {len(resources)} resources, more than a contract names"
+            f"{staging} touched {len(resources)} resources, more than a contract names "
+            f"(limits.max_resources = {limits.max_resources})"
         )
     summary = commit.message.splitlines()[0] if commit.message.strip() else "a landing"
     return RevertPlan(
@@ -186,7 +187,7 @@ def prepare_revert(
     canonical.refresh()
     plan = plan_revert(canonical, rev)
     commit = write_revert(canonical, plan.staging, revert_message(plan, actor, reason))
-    globs = plan.globs()
+    globs = plan.globs(canonical.policy_state().policy.contract_limits)
     matcher = PathMatcher.of(globs)
     uncovered: Sequence[str] = [p for p in plan.paths if not matcher.covers(p)]
     if uncovered:  # the escaping above must name each path; never send what it does not

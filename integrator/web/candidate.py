@@ -10,6 +10,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from integrator.documents.bounds import CEILING_LIMITS
 from integrator.documents.contract import OwnershipContract, parse_contract
 from integrator.documents.verdict import Verdict, Violation
 from integrator.errors import ContractError
@@ -187,7 +188,7 @@ def match_line(path: str, found: Match) -> MatchLine:
 def contract_of(held: Held) -> tuple[OwnershipContract | None, str | None]:
     """The contract the candidate was submitted with, parsed; else why it does not parse."""
     try:
-        return parse_contract(held.submission.contract_bytes()), None
+        return parse_contract(held.submission.contract_bytes(), limits=CEILING_LIMITS), None
     except ContractError as err:
         return None, text(str(err), 1000)
 

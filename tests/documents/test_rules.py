@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from integrator.documents.bounds import CEILING_LIMITS
 from integrator.documents.rules import rules_from_bytes
 from integrator.errors import ContractError
-from integrator.limits import CONTRACT_BYTES, MAX_GLOBS
 from tests.factories import contract_doc, create_contract
 
 SEGMENTS = st.sampled_from(["src", "docs", "a b", "é", "lib", "x.py", "*", "**", "*.md", "?"])
@@ -66,7 +66,7 @@ def test_rules_digest_and_match_as_the_model_does(
         {"paths": "src/**"},
         {"paths": ["!src/**"]},
         {"paths": ["src/../.git/config"]},
-        {"paths": ["src/**"] * (MAX_GLOBS + 1)},
+        {"paths": ["src/**"] * (CEILING_LIMITS.max_globs + 1)},  # the guard reads to the ceilings
         {"deny": [3]},
         {"deny": ["[[:alpha:]]"]},
         {"worktreeId": ""},
@@ -83,7 +83,7 @@ def test_rules_refuse_what_the_model_refuses(overrides: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize(
-    "data", [b"", b"[]", b"null", b"{", b"\xff\xfe", b" " * (CONTRACT_BYTES + 1)]
+    "data", [b"", b"[]", b"null", b"{", b"\xff\xfe", b" " * (CEILING_LIMITS.contract_bytes + 1)]
 )
 def test_rules_refuse_documents_that_are_no_contract(data: bytes) -> None:
     """Bytes that are not a JSON object, or past the contract size limit, are refused."""

@@ -173,6 +173,7 @@ def test_policy_set_refuses_auto_grant_of_ci_and_the_digest_records_auto_grant(
     document = plain.model_dump(mode="json")
     document.pop("expansion")
     document.pop("validation")  # None: left out as before, too
+    document.pop("limits")  # the default [limits]: left out too
     assert policy_digest(plain, 1) == digest_of(
         {"schema": POLICY_SCHEMA, "generation": 1, "policy": document}
     )
