@@ -29,11 +29,12 @@ def free_port() -> int:
 class GitServer:
     """One `git daemon --enable=receive-pack` serving `root`."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, owned: list[subprocess.Popen[bytes]]) -> None:
         self.root = root
         self.port = 0
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        self.owned = owned  # every daemon started goes here: the drill ends them (by PID)
         root.mkdir(parents=True, exist_ok=True)
 
     def url(self, name: str) -> str:
@@ -60,6 +61,7 @@ class GitServer:
                      f"--base-path={self.root}", "--listen=127.0.0.1", f"--port={self.port}"],
                     stdout=subprocess.DEVNULL, stderr=sink, env=environment(),
                 )  # fmt: skip
+            self.owned.append(proc)
             if self._ready(proc, log):
                 self.proc = proc
                 return

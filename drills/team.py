@@ -79,7 +79,7 @@ class TeamWorld:
             folder.mkdir(parents=True, exist_ok=True)
         self.commands = self.root / "commands.log"
         self._seq = 0
-        self.server = GitServer(self.root / "srv")
+        self.server = GitServer(self.root / "srv", ctx.procs)
         self.canon = self.server.bare("canon")
         self.intake_repo = self.server.bare("intake")
         self.server.start()
