@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,10 +19,11 @@ from typing import Any
 
 import pygit2
 
+from drills.commands import CommandLog
 from drills.context import Context
 from drills.procs import DrillError, Served, wait_until
 from drills.records import Contract, Decision, Result
-from drills.repo import MAIN, QUEUE, Spec, environment, first_parent_chain, git, make_commit, rev
+from drills.repo import MAIN, QUEUE, Spec, first_parent_chain, git, make_commit, rev
 from integrator.documents.attempt_key import AttemptKey
 from integrator.documents.submission import Submission
 from integrator.errors import ConfigurationError
@@ -32,10 +32,9 @@ from integrator.store.keys import KeyStore, store_of
 from integrator.store.spool import DECIDED, VERDICT_FILE, Spool
 
 PY = sys.executable
-_OUTPUT_LIMIT = 20_000
 
 
-class World:
+class World(CommandLog):
     """A canonical repository prepared with `integrator init`, its spool, and its records."""
 
     def __init__(
@@ -94,20 +93,6 @@ class World:
     def save_meta(self) -> None:
         (self.root / "world.json").write_text(json.dumps(self.meta, indent=2) + "\n")
 
-    def _seqname(self, label: str) -> str:
-        self._seq += 1
-        return f"{self._seq:03d}-{label}"
-
-    def _log(self, result: Result, label: str) -> None:
-        with self.commands.open("a", encoding="utf-8") as fh:
-            fh.write(f"## {label}  exit {result.code}  {result.seconds * 1000:.0f} ms\n")
-            fh.write("$ " + " ".join(result.argv) + "\n")
-            if result.out.strip():
-                fh.write(result.out[:_OUTPUT_LIMIT].rstrip() + "\n")
-            if result.err.strip():
-                fh.write("[stderr] " + result.err[:_OUTPUT_LIMIT].rstrip() + "\n")
-            fh.write("\n")
-
     def evidence(self, *extra: Path | str) -> list[str]:
         return [str(p) for p in extra] + [
             str(self.root / "refs.txt"),
@@ -133,42 +118,6 @@ class World:
         (self.root / "claims.txt").write_text("\n".join(claims) + "\n")
 
     # -- commands ----------------------------------------------------------------------------
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        expect: int | Collection[int] | None = 0,
-        env: Mapping[str, str] | None = None,
-        label: str = "command",
-        timeout: float = 120,
-    ) -> Result:
-        """Run a process to its end, log it, and check its exit status when `expect` is set."""
-        started = time.perf_counter()
-        try:
-            proc = subprocess.run(
-                list(argv), capture_output=True, env=environment(env), timeout=timeout, check=False
-            )
-        except subprocess.TimeoutExpired as err:
-            raise DrillError(
-                f"{' '.join(argv)} ran longer than {timeout} s", [self.commands]
-            ) from err
-        result = Result(
-            tuple(argv),
-            proc.returncode,
-            proc.stdout.decode("utf-8", "replace"),
-            proc.stderr.decode("utf-8", "replace"),
-            time.perf_counter() - started,
-        )
-        self._log(result, label)
-        wanted = {expect} if isinstance(expect, int) else expect
-        if wanted is not None and result.code not in wanted:
-            raise DrillError(
-                f"`{' '.join(argv[2:5])} …` exited {result.code}, expected "
-                f"{sorted(wanted)}: {result.err.strip()[-400:]}",
-                [self.commands],
-            )
-        return result
 
     def cli(
         self,

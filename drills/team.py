@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Collection, Mapping, Sequence
@@ -24,15 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from drills.commands import CommandLog
 from drills.context import Context
 from drills.procs import DrillError, Served, wait_until
 from drills.records import Contract, Result
-from drills.repo import MAIN, QUEUE, environment, git
+from drills.repo import MAIN, QUEUE, git
 from drills.server import GitServer
 
 PY = sys.executable
 POLL = "0.5"  # seconds between a host's looks at the intake: three hosts share two cores
-_OUTPUT_LIMIT = 20_000
 
 
 @dataclass
@@ -65,7 +64,7 @@ class Agent:
     candidate: str
 
 
-class TeamWorld:
+class TeamWorld(CommandLog):
     """The server, the coordinator's mirror, the hosts, and the records of every step."""
 
     def __init__(self, ctx: Context, files: Mapping[str, str], policy: str) -> None:
@@ -119,20 +118,6 @@ class TeamWorld:
     def save_meta(self) -> None:
         (self.root / "team.json").write_text(json.dumps(self.meta, indent=2) + "\n")
 
-    def _seqname(self, label: str) -> str:
-        self._seq += 1
-        return f"{self._seq:03d}-{label}"
-
-    def _log(self, result: Result, label: str) -> None:
-        with self.commands.open("a", encoding="utf-8") as fh:
-            fh.write(f"## {label}  exit {result.code}  {result.seconds * 1000:.0f} ms\n")
-            fh.write("$ " + " ".join(result.argv) + "\n")
-            if result.out.strip():
-                fh.write(result.out[:_OUTPUT_LIMIT].rstrip() + "\n")
-            if result.err.strip():
-                fh.write("[stderr] " + result.err[:_OUTPUT_LIMIT].rstrip() + "\n")
-            fh.write("\n")
-
     def note(self, text: str) -> None:
         """A line in commands.log between the commands (a fault injected, a phase)."""
         with self.commands.open("a", encoding="utf-8") as fh:
@@ -163,42 +148,6 @@ class TeamWorld:
         self.save_meta()
 
     # -- commands ----------------------------------------------------------------------------
-
-    def run(
-        self,
-        argv: Sequence[str],
-        *,
-        expect: int | Collection[int] | None = 0,
-        env: Mapping[str, str] | None = None,
-        label: str = "command",
-        timeout: float = 120,
-    ) -> Result:
-        """Run a process to its end, log it, and check its exit status when `expect` is set."""
-        started = time.perf_counter()
-        try:
-            proc = subprocess.run(
-                list(argv), capture_output=True, env=environment(env), timeout=timeout, check=False
-            )
-        except subprocess.TimeoutExpired as err:
-            raise DrillError(
-                f"{' '.join(argv)} ran longer than {timeout} s", [self.commands]
-            ) from err
-        result = Result(
-            tuple(argv),
-            proc.returncode,
-            proc.stdout.decode("utf-8", "replace"),
-            proc.stderr.decode("utf-8", "replace"),
-            time.perf_counter() - started,
-        )
-        self._log(result, label)
-        wanted = {expect} if isinstance(expect, int) else expect
-        if wanted is not None and result.code not in wanted:
-            raise DrillError(
-                f"`{' '.join(argv[2:5])} …` exited {result.code}, expected "
-                f"{sorted(wanted)}: {result.err.strip()[-400:]}",
-                [self.commands],
-            )
-        return result
 
     def cli(
         self,
