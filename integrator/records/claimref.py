@@ -13,25 +13,9 @@ from integrator import refnames
 from integrator.documents.claim import ClaimView, parse_claim_state, view_from_state
 from integrator.documents.rules import ContractRules, rules_from_bytes
 from integrator.errors import ConfigurationError
+from integrator.plumbing.catfile import batch_objects
 from integrator.plumbing.git import run_git
 from integrator.refnames import refname_problem
-
-
-def _objects(output: bytes, count: int) -> list[bytes | None]:
-    """The contents `git cat-file --batch` printed for `count` requests (None: missing)."""
-    out: list[bytes | None] = []
-    pos = 0
-    for _ in range(count):
-        end = output.index(b"\n", pos)
-        header = output[pos:end].split(b" ")
-        pos = end + 1
-        if len(header) != 3 or not header[2].isdigit():
-            out.append(None)  # "<spec> missing" (or ambiguous): nothing follows
-            continue
-        size = int(header[2])
-        out.append(output[pos : pos + size])
-        pos += size + 1  # the content, then a newline
-    return out
 
 
 def _claim_objects(repo: Path, task_id: str) -> tuple[str, bytes, bytes] | None:
@@ -45,7 +29,7 @@ def _claim_objects(repo: Path, task_id: str) -> tuple[str, bytes, bytes] | None:
         ["cat-file", "--batch"], cwd=repo, input="".join(s + "\n" for s in specs).encode()
     )
     try:
-        commit, state, contract = _objects(proc.stdout, len(specs))
+        commit, state, contract = batch_objects(proc.stdout, len(specs))
     except ValueError as err:
         raise ConfigurationError(f"git cat-file printed no readable answer for {ref}") from err
     if commit is None:

@@ -18,6 +18,7 @@ from integrator.errors import ConfigurationError
 from integrator.files import atomic_write
 from integrator.limits import MAX_UPDATES, SUBMISSION_BYTES, SYMREF_PATTERNS
 from integrator.plumbing import git
+from integrator.plumbing.catfile import batch_objects
 from integrator.plumbing.signing import DEFAULT_MAX_AGE, OPTION, Update, load_key
 from integrator.refnames import ref_problem
 from integrator.serverhook.decide import (
@@ -201,26 +202,13 @@ def read_submitted(
     if readable:
         batch = "".join(f"{u.new}:{SUBMISSION_FILE}\n" for u in readable).encode()
         shown = git.run_git(["cat-file", "--batch"], cwd=git_dir, input=batch, env=extra)
-        for update, body in zip(readable, _bodies(shown.stdout), strict=False):
+        try:
+            bodies = batch_objects(shown.stdout, len(readable))
+        except ValueError:
+            bodies = [None] * len(readable)
+        for update, body in zip(readable, bodies, strict=True):
             out[update.ref] = _facts(body)
     return out
-
-
-def _bodies(output: bytes) -> list[bytes | None]:
-    """The contents `git cat-file --batch` printed, in order (None: missing)."""
-    found: list[bytes | None] = []
-    pos = 0
-    while pos < len(output):
-        end = output.index(b"\n", pos)
-        header = output[pos:end].split(b" ")
-        pos = end + 1
-        if len(header) != 3 or not header[2].isdigit():
-            found.append(None)
-            continue
-        size = int(header[2])
-        found.append(output[pos : pos + size])
-        pos += size + 1
-    return found
 
 
 def _facts(body: bytes | None) -> Submitted:
