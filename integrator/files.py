@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import stat
 from pathlib import Path
 
 
@@ -77,3 +78,36 @@ def read_at_most(fd: int, limit: int) -> bytes:
         chunks.append(chunk)
         size += len(chunk)
     return b"".join(chunks)
+
+
+class NotPrivate(Exception):
+    """A file that may not hold a secret: `why` is `open` (with `strerror`), `type` (not a
+    regular file) or `mode` (group or others may read it; `mode` holds its bits)."""
+
+    def __init__(self, why: str, *, strerror: str = "", mode: int = 0) -> None:
+        super().__init__(why)
+        self.why = why
+        self.strerror = strerror
+        self.mode = mode
+
+
+def read_private(path: Path, limit: int, *, follow: bool = True) -> bytes:
+    """Up to `limit` bytes of a secret's file: a regular file only its owner may read
+    (`mode & 0o077 == 0`), checked on the descriptor that is read; never blocked on a pipe
+    planted at its name; a link at its name refused unless `follow`. NotPrivate otherwise."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags)
+    except OSError as err:
+        raise NotPrivate("open", strerror=err.strerror or str(err)) from err
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise NotPrivate("type")
+        if info.st_mode & 0o077:
+            raise NotPrivate("mode", mode=stat.S_IMODE(info.st_mode))
+        return read_at_most(fd, limit)
+    except OSError as err:
+        raise NotPrivate("open", strerror=err.strerror or str(err)) from err
+    finally:
+        os.close(fd)

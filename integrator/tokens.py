@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-import os
 import secrets
-import stat
 from pathlib import Path
 
 from integrator.errors import ConfigurationError
-from integrator.files import atomic_write, read_at_most
+from integrator.files import NotPrivate, atomic_write, read_private
 
 TOKEN_MIN = 16
 TOKEN_MAX = 4096
@@ -26,24 +24,16 @@ def read_token(path: Path) -> str:
     regular file no one but its owner may use (`mode & 0o077 == 0`), holding one long
     token. The mode checked is the one of the file read (one descriptor for both)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as err:
-        raise ConfigurationError(f"cannot read --token-file {path}: {err.strerror}") from err
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigurationError(f"--token-file {path} is not a regular file")
-        if info.st_mode & 0o077:
-            who = "every user" if info.st_mode & 0o007 else "its group"
+        data = read_private(path, TOKEN_MAX + 1)
+    except NotPrivate as err:
+        if err.why == "type":
+            raise ConfigurationError(f"--token-file {path} is not a regular file") from err
+        if err.why == "mode":
+            who = "every user" if err.mode & 0o007 else "its group"
             raise ConfigurationError(
-                f"--token-file {path} is readable by {who} "
-                f"(mode {stat.S_IMODE(info.st_mode):o}); chmod 600 it first"
-            )
-        data = read_at_most(fd, TOKEN_MAX + 1)
-    except OSError as err:
+                f"--token-file {path} is readable by {who} (mode {err.mode:o}); chmod 600 it first"
+            ) from err
         raise ConfigurationError(f"cannot read --token-file {path}: {err.strerror}") from err
-    finally:
-        os.close(fd)
     try:
         token = data.decode("ascii").strip()
     except UnicodeDecodeError as err:

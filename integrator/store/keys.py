@@ -17,7 +17,7 @@ from pathlib import Path
 
 from integrator.documents.attempt_key import AttemptKey, AttemptKeyError, parse_key
 from integrator.errors import ConfigurationError
-from integrator.files import atomic_write, read_at_most
+from integrator.files import NotPrivate, atomic_write, read_private
 from integrator.refnames import refname_problem
 
 STORE = Path("integrator") / "attempt-keys"  # under a repository's (common) git dir
@@ -57,21 +57,16 @@ def read_key_file(path: Path) -> AttemptKey:
     """The key in `path`; ConfigurationError when it is not a private key file of ours:
     a link, not a regular file, readable by group or others, or not a key document."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as err:
-        raise ConfigurationError(f"cannot open attempt key {path}: {err.strerror}") from err
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise ConfigurationError(f"attempt key {path} is not a regular file")
-        if info.st_mode & 0o077:
+        data = read_private(path, KEY_FILE_BYTES + 1, follow=False)
+    except NotPrivate as err:
+        if err.why == "type":
+            raise ConfigurationError(f"attempt key {path} is not a regular file") from err
+        if err.why == "mode":
             raise ConfigurationError(
-                f"attempt key {path} is readable by others (mode {stat.S_IMODE(info.st_mode):o});"
-                " keys must be mode 0600 (chmod 600 it, and ask for a new key if others read it)"
-            )
-        data = read_at_most(fd, KEY_FILE_BYTES + 1)
-    finally:
-        os.close(fd)
+                f"attempt key {path} is readable by others (mode {err.mode:o}); keys must be "
+                "mode 0600 (chmod 600 it, and ask for a new key if others read it)"
+            ) from err
+        raise ConfigurationError(f"cannot open attempt key {path}: {err.strerror}") from err
     try:
         return parse_key(data)
     except AttemptKeyError as err:

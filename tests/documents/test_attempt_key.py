@@ -144,3 +144,7 @@ def test_key_files_are_private_and_never_read_through_a_link(tmp_path: Path) -> 
         read_key_file(link)
     with pytest.raises(ConfigurationError, match="cannot name a key file"):
         store.load("../escape", "a", 1)
+    pipe = tmp_path / "pipe.key"
+    os.mkfifo(pipe, 0o600)  # planted where a key is looked for: refused, never waited on
+    with pytest.raises(ConfigurationError, match="not a regular file"):
+        read_key_file(pipe)
