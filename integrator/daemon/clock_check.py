@@ -32,6 +32,7 @@ import pygit2
 
 from integrator import refnames
 from integrator.errors import InfrastructureError
+from integrator.plumbing import git
 from integrator.records.canonical import Canonical
 
 DEFAULT_MAX_SKEW = 300.0  # seconds; `serve --config` [serve] max-clock-skew
@@ -51,7 +52,7 @@ def record_times(canonical: Canonical) -> list[Reading]:
     """The committer times of the newest authority records the mirror holds."""
     repo = canonical.repo
     names = [refnames.CLAIMS_INDEX, refnames.POLICY, canonical.queue_ref]
-    names += sorted(git_refs(repo, refnames.PROBE))
+    names += sorted(git.refs_under(repo, refnames.PROBE))
     out: list[Reading] = []
     for name in names:
         oid = canonical.ref(name)
@@ -64,10 +65,6 @@ def record_times(canonical: Canonical) -> list[Reading]:
         if isinstance(commit, pygit2.Commit):
             out.append(Reading(name, datetime.fromtimestamp(commit.commit_time, UTC)))
     return out
-
-
-def git_refs(repo: pygit2.Repository, prefix: str) -> list[str]:
-    return [name for name in repo.references if name.startswith(prefix)]
 
 
 def server_date(url: str) -> Reading | None:
