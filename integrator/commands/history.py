@@ -54,6 +54,10 @@ def run(args: argparse.Namespace) -> int:
     mirror = for_spool(root, args.mirror, timeout=2.0)
     try:
         if args.spool is not None:
+            from integrator.review.reconcile import listing
+
+            # Held copies another host decided are filed (and their rows recorded) first.
+            listing(Spool(args.spool), args.repo, mirror)
             try:
                 mirror.flush(retry=False)
             except InfrastructureError as err:

@@ -80,11 +80,13 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from integrator.daemon import logs
     from integrator.fleet.bound import checkout_of
     from integrator.mcp import http
     from integrator.mcp.server import build_server, http_app
     from integrator.mcp.tools import AgentTools, IntakeTransport, SpoolTransport, Transport
 
+    logs.configure(stream=logs.STDERR)  # stdout may be the protocol's channel
     transport = args.transport or ("http" if args.http else "stdio")
     if transport == "stdio" and (args.http or args.token_file):
         raise UsageError("--http and --token-file need --transport http")

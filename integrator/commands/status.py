@@ -79,6 +79,9 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from integrator.daemon import logs
+
+    logs.configure(stream=logs.STDERR)  # stdout carries the answer
     task_id = _task(args)
     repo = Path(args.repo).resolve()
     candidate = rev_parse_commit(repo, args.candidate) if args.candidate else None

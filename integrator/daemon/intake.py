@@ -50,6 +50,8 @@ from integrator.plumbing.remote import (
 )
 from integrator.records.canonical import Canonical, signature
 from integrator.refnames import refname_problem
+from integrator.store import republish
+from integrator.store.republish import ORIGIN_FILE
 from integrator.store.spool import (
     ID_RE,
     REJECTION_FILE,
@@ -62,14 +64,12 @@ from integrator.store.submitted import read_at_most_path, read_submitted
 
 log = structlog.get_logger("integrator.intake")
 
-ORIGIN_FILE = "intake.json"  # in the daemon's folder of a submission taken from the intake
-REPUBLISH_FILE = "intake-republish.json"  # in the spool: verdicts to publish again
 # In the spool: one file per document blob taken from the intake, naming the ref it was
 # taken as, so a document is imported once however many refs or runs bring it.
 TAKEN_DIR = "intake-taken"
 REMEMBERED = 200_000  # document blobs kept in memory (then forgotten at once; the files stay)
 
-__all__ = ["ORIGIN_FILE", "REPUBLISH_FILE", "Intake", "Pending"]
+__all__ = ["ORIGIN_FILE", "Intake", "Pending"]
 
 
 class Intake:
@@ -179,20 +179,20 @@ class Intake:
     def republish(self, sid: str) -> None:
         """Publish `sid`'s verdict again after it changed (its landing was ejected): the
         submitter's `status` reads what is true now, not the ACCEPTED it was first told.
-        Durable: the id waits in the spool's `intake-republish.json` until it is out, and
-        every drain tries again (a failure is also kept in `unpublished`: exit 4 for
-        `serve --once`)."""
-        self._pending_republish(add=sid)
+        Durable: the request waits in the spool (`store.republish`, where the review page
+        and `review approve` ask too) until it is out, and every drain tries again (a
+        failure is also kept in `unpublished`: exit 4 for `serve --once`)."""
+        republish.ask(self.spool.root, sid)
         self.retry_republish()
 
     def retry_republish(self) -> None:
-        """Try every verdict still waiting to be published again (not while the intake is
+        """Publish every verdict asked to be published again (not while the intake is
         known to be down: the next drain tries)."""
-        waiting = self._pending_republish()
+        waiting = republish.waiting(self.spool.root)
         if not waiting or self.trouble is not None:
             return
-        done = set()
         for sid in waiting:
+            republish.take(self.spool.root, sid)  # before the verdict is read
             try:
                 self._republish_one(sid)
             except (IntegratorError, OSError, ValueError, KeyError, TypeError) as err:
@@ -200,25 +200,7 @@ class Intake:
                 self.unpublished[sid] = str(err)
                 continue
             self.unpublished.pop(sid, None)
-            done.add(sid)
-        if done:
-            self._pending_republish(drop=done)
-
-    def _pending_republish(
-        self, *, add: str | None = None, drop: set[str] | None = None
-    ) -> list[str]:
-        path = self.spool.root / REPUBLISH_FILE
-        try:
-            listed = jsontext.loads(read_at_most_path(path, 1 << 20))
-        except (OSError, ValueError):
-            listed = []
-        sids = [s for s in listed if isinstance(s, str)] if isinstance(listed, list) else []
-        changed = [s for s in sids if s not in (drop or set())]
-        if add is not None and add not in changed:
-            changed.append(add)
-        if changed != sids:
-            atomic_write(path, json.dumps(changed).encode() + b"\n")
-        return changed
+            republish.done(self.spool.root, sid)
 
     def _republish_one(self, sid: str) -> None:
         """Push `sid`'s verdict as it is filed now to the ref its first verdict went to (as

@@ -10,28 +10,22 @@ the contract the coordinator re-issued or expanded, and reports that verdict.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Protocol
 
 import structlog
-from pydantic import ValidationError
 
 from integrator.documents.claim import Claim
-from integrator.documents.submission import Submission
 from integrator.documents.verdict import Decision, Verdict
 from integrator.errors import (
-    ConfigurationError,
     InfrastructureError,
     IntegratorError,
     UsageError,
 )
 from integrator.files import atomic_write
-from integrator.limits import ACTOR_CHARS, REASON_CHARS, SUBMISSION_BYTES, VERDICT_BYTES
+from integrator.limits import ACTOR_CHARS, REASON_CHARS
 from integrator.plumbing import transaction
 from integrator.records.canonical import Canonical
 from integrator.records.expansions import ExpansionEntry, expansions
@@ -40,86 +34,36 @@ from integrator.records.held import (
     ReviewAction,
     archived_ref,
     held_ref,
-    history,
     write_record,
 )
 from integrator.review.changes import NO_PATCHES, Changes, FileDiff, changes
+from integrator.review.held import HELD_FOLDERS, REVIEW_FILE, Held, exclusive, pending, read_held
+from integrator.review.reconcile import (
+    decided_error,
+    decided_on_server,
+    file_decided,
+    listing,
+    reconciled,
+)
 from integrator.review.seen import ClaimMark, check
+from integrator.store import republish
 from integrator.store.entries import codes_of, review_record
 from integrator.store.mirror import Mirror, for_spool
 from integrator.store.spool import (
-    SUBMISSION_FILE,
     VERDICT_FILE,
     Spool,
     folder_for,
-    submitted,
 )
-from integrator.store.submitted import read_at_most_path, read_submitted
 
 log = structlog.get_logger("integrator.review")
 
-REVIEW_FILE = "review.json"
-REVIEW_LOCK = "review.lock"
-HELD_FOLDERS = ("fenced", "review")
-
-
-@dataclass(frozen=True)
-class Held:
-    """A candidate waiting in `fenced/` or `review/`."""
-
-    sid: str
-    folder: str
-    verdict: Verdict
-    submission: Submission
-    raw: bytes
-
-    def subject(self) -> tuple[str | None, str | None, int | None]:
-        """(task, attempt, generation): from the verdict, else from the submitted contract.
-
-        A verdict names them only when the contract parsed; the submission still carries the
-        contract as sent, so even a CONTRACT_INVALID candidate's review is found by task.
-        """
-        v, contract = self.verdict, self.submission.contract
-        task, attempt = contract.get("taskId"), contract.get("attemptId")
-        generation = v.generation
-        if generation is None:
-            sent = contract.get("ownershipGeneration")
-            generation = sent if type(sent) is int else None  # not a bool, not a string
-        return (
-            v.task_id or (task if isinstance(task, str) else None),
-            v.attempt_id or (attempt if isinstance(attempt, str) else None),
-            generation,
-        )
-
-
-def read_held(spool: Spool, folder: str, sid: str) -> Held:
-    """A held submission and its verdict; ConfigurationError when the folder is damaged."""
-    path = spool.folder(folder) / sid
-    try:
-        raw = read_submitted(submitted(path), SUBMISSION_FILE, SUBMISSION_BYTES)
-        verdict = Verdict.model_validate_json(read_at_most_path(path / VERDICT_FILE, VERDICT_BYTES))
-        submission = Submission.model_validate_json(raw)
-    except (OSError, ValidationError, IntegratorError) as err:
-        raise ConfigurationError(
-            f"{path} is not a complete held submission ({type(err).__name__}); "
-            "move it out of the spool and look at it by hand"
-        ) from err
-    return Held(sid, folder, verdict, submission, raw)
-
-
-def pending(spool: Spool) -> list[Held]:
-    """Every held candidate of a spool, in submission order (reads no repository).
-
-    A damaged folder is logged and left out, so one bad entry does not hide the others.
-    """
-    items = []
-    for folder in HELD_FOLDERS:
-        for sid in spool.entries(folder):
-            try:
-                items.append(read_held(spool, folder, sid))
-            except ConfigurationError as err:
-                log.warning("review.unreadable", submission=sid, error=str(err))
-    return sorted(items, key=lambda h: h.sid)
+# What the review's callers import from here (the held copies and the reconciliation
+# live in `review.held` and `review.reconcile`).
+__all__ = [
+    "HELD_FOLDERS", "REVIEW_FILE", "Held", "Lander", "Review", "decided_on_server",
+    "default_actor", "expansion_lines", "listing", "open_review", "pending",
+    "pending_expansions", "read_held", "reconciled",
+]  # fmt: skip
 
 
 def pending_expansions(spool: Spool, repo: Path | None = None) -> list[ExpansionEntry]:
@@ -149,75 +93,6 @@ def expansion_lines(spool: Spool, repo: Path | None = None) -> list[str]:
         *(f"  {entry.describe()}" for entry in pending_requests),
         "  grant: `integrator contract expand --id ID`; close: `integrator contract dismiss ID`",
     ]
-
-
-_PAST = {"approve": "approved", "reject": "rejected", "requeue": "requeued", "hold": "held"}
-
-
-def decided_on_server(canonical: Canonical, sid: str) -> ReviewAction | None:
-    """The review decision of `sid` that some host recorded in git — it is no longer held
-    there and its chain ends in an approve, reject or requeue — or None while it is held
-    (or git knows nothing of it). Held records are the authority every host reads."""
-    if canonical.ref(held_ref(sid)) is not None:
-        return None
-    records = history(canonical, sid)
-    if not records:
-        return None
-    action = records[-1][1]
-    return action if action.action in ("approve", "reject", "requeue") else None
-
-
-def _file_decided(spool: Spool, held: Held, decided: ReviewAction) -> None:
-    """File a submission another host decided under `archived/`, with that host's record
-    as its `review.json`."""
-    path = spool.folder(held.folder) / held.sid
-    atomic_write(path / REVIEW_FILE, decided.to_json().encode() + b"\n")
-    spool.move(held.sid, held.folder, "archived")
-    log.info("review.decided_elsewhere", submission=held.sid, action=decided.action,
-             actor=decided.actor, at=decided.at.isoformat())  # fmt: skip
-
-
-def reconciled(spool: Spool, canonical: Canonical) -> list[Held]:
-    """`pending`, after reading the server and filing what other hosts decided; when the
-    server cannot be read, the spool's own view (said in the log), never an error: a
-    listing must not go dark with the git server."""
-    items = pending(spool)
-    try:
-        canonical.refresh()
-    except IntegratorError as err:
-        log.warning("review.unreconciled", error=str(err))
-        return items
-    still = []
-    for held in items:
-        decided = decided_on_server(canonical, held.sid)
-        if decided is None:
-            still.append(held)
-        else:
-            _file_decided(spool, held, decided)
-    return still
-
-
-def listing(spool: Spool, repo: Path | None = None) -> list[Held]:
-    """`reconciled`, opening the spool's repository (`repo`, default the one it records);
-    the spool's own view when there is none or it cannot be opened."""
-    repo = repo or spool.repo_path()
-    if repo is None:
-        return pending(spool)
-    try:
-        with Canonical(repo) as canonical:
-            return reconciled(spool, canonical)
-    except IntegratorError as err:
-        log.warning("review.unreconciled", error=str(err))
-        return pending(spool)
-
-
-def _decided_error(sid: str, decided: ReviewAction) -> UsageError:
-    return UsageError(
-        f"{sid} was already {_PAST.get(decided.action, decided.action)} by {decided.actor} at "
-        f"{decided.at.isoformat()}"
-        + (f" ({decided.reason})" if decided.reason else "")
-        + "; nothing changed"
-    )
 
 
 class Lander(Protocol):
@@ -263,7 +138,7 @@ class Review:
 
     def pending(self) -> list[Held]:
         """What this spool holds, after filing what other hosts decided."""
-        return reconciled(self.spool, self.canonical)
+        return reconciled(self.spool, self.canonical, self.mirror)
 
     def _undecided(self, sid: str) -> Held:
         """The held submission `sid`, read after the server: one another host approved,
@@ -274,8 +149,9 @@ class Review:
             return self.get(sid)
         found = self.spool.find(sid)
         if found is not None and found[0] in HELD_FOLDERS:
-            _file_decided(self.spool, read_held(self.spool, found[0], sid), decided)
-        raise _decided_error(sid, decided)
+            held = read_held(self.spool, found[0], sid)
+            file_decided(self.spool, held, decided, self.canonical, self.mirror)
+        raise decided_error(sid, decided[1])
 
     def get(self, sid: str) -> Held:
         found = self.spool.find(sid)
@@ -308,19 +184,6 @@ class Review:
             )
         return claim.contract.to_json().encode()
 
-    @contextlib.contextmanager
-    def _exclusive(self) -> Iterator[None]:
-        """One review action at a time on this spool: an approve that is integrating and a
-        reject of the same submission must not both act (the reject would be recorded
-        while the approve lands the code). Held across the whole action, re-reading the
-        submission inside; the kernel drops the lock if the process dies."""
-        fd = os.open(self.spool.root / REVIEW_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
-
     def approve(
         self,
         sid: str,
@@ -335,7 +198,7 @@ class Review:
         _check_text(actor, reason)
         if self.engine is None:
             raise UsageError("approve needs the integration engine")
-        with self._exclusive():
+        with exclusive(self.spool):
             held = self._undecided(sid)
             data = contract if contract is not None else self.live_contract(held, seen)
             verdict = self.engine.integrate(data, held.submission.candidate)
@@ -349,7 +212,7 @@ class Review:
         _check_text(actor, reason)
         if not reason.strip():
             raise UsageError("a rejection needs a reason")
-        with self._exclusive():
+        with exclusive(self.spool):
             held = self._undecided(sid)
             check(self.task_of(held), seen, self.live_claim(held))
             self._record(held, "reject", actor, reason, None, held.verdict.contract_digest)
@@ -400,6 +263,10 @@ class Review:
         destination = folder_for(verdict.decision) if verdict is not None else "archived"
         if destination != held.folder:
             self.spool.move(held.sid, held.folder, destination)
+        if verdict is not None and republish.from_intake(self.spool.folder(destination) / held.sid):
+            # Its verdict on the intake is the one that held it: the daemon serving the
+            # intake publishes this one at its next drain.
+            republish.ask(self.spool.root, held.sid)
         if self.mirror is not None:
             task, attempt, generation = held.subject()
             record = review_record(
