@@ -184,6 +184,10 @@ class Review:
             )
         return claim.contract.to_json().encode()
 
+    def _exclusive(self) -> contextlib.AbstractContextManager[None]:
+        """The spool's review lock (`review.held.exclusive`), for actions kept elsewhere."""
+        return exclusive(self.spool)
+
     def approve(
         self,
         sid: str,
