@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: venv test test-repeat lint typecheck demo drills drills-quick bench bench-quick schema e2e screenshots soak fuzz demo-remote clean
+.PHONY: venv test test-repeat lint typecheck demo drills drills-quick bench bench-quick schema e2e screenshots soak soak-system fuzz demo-remote clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,12 @@ drills: $(STAMP)
 
 drills-quick: $(STAMP)
 	$(PY) -m drills
+
+# The system soak: the team drill's workload for DURATION (seconds, or 30m) with random
+# faults, then its invariants, memory and refs (docs/drills.md, "The system soak").
+DURATION ?= 120
+soak-system: $(STAMP)
+	SOAK_DURATION=$(DURATION) $(PY) -m drills --only soak-system
 
 bench: $(STAMP)
 	$(PY) -m bench --full

@@ -49,10 +49,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"unknown drill(s): {', '.join(unknown)}; known: {', '.join(names)}", file=sys.stderr)
         return 2
     selected = [e for e in catalogue if not args.only or e.name in args.only]
+    alone = [e for e in selected if e.alone and not args.only]
     left_out = [e for e in selected if e.full_only and not args.full and not args.only]
-    selected = [e for e in selected if e not in left_out]
+    selected = [e for e in selected if e not in left_out and e not in alone]
     for entry in left_out:
         print(f"not in a quick run: {entry.name} ({entry.full_only})", file=sys.stderr)
+    for entry in alone:
+        print(f"run on its own: {entry.name} ({entry.alone})", file=sys.stderr)
     mode = "full" if args.full else "quick"
     out = args.out.resolve()
     run_dir = out / f"{time.strftime('%Y%m%dT%H%M%S')}-{mode}-{os.getpid()}"

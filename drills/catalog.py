@@ -9,6 +9,7 @@ from drills import (  # noqa: F401  (registration)
     d_merges,
     d_rollout,
     d_scale,
+    d_soak,
     d_team,
 )
 from drills.registry import REGISTRY, Drill

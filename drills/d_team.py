@@ -132,9 +132,6 @@ class Team:
     "page, CLI and MCP agents, a revert, a server outage and a host SIGKILLed",
     gate="every submission one final state, the same on every channel; target only on "
     "validated trees; nothing twice, nothing lost, no ref left behind",
-    full_only="it fails on an open bug: a release manager's approval on one host's page is "
-    "not re-published on the intake nor seen by the other hosts (docs/drills.md, team drill); "
-    "run it with --only team",
 )
 def team(ctx: Context) -> str:  # noqa: PLR0915 — one scenario, step by step
     started = time.perf_counter()

@@ -31,18 +31,21 @@ class Drill:
     # Why a quick run (`make drills-quick`, CI) leaves it out unless named with --only;
     # empty: every run has it. `make drills` (--full) always runs it.
     full_only: str = ""
+    # Why it runs only when named with --only (a soak with its own make target); empty: it
+    # is part of the runs above.
+    alone: str = ""
 
 
 REGISTRY: dict[str, Drill] = {}
 
 
 def drill(
-    *, name: str, group: str, title: str, gate: str, full_only: str = ""
+    *, name: str, group: str, title: str, gate: str, full_only: str = "", alone: str = ""
 ) -> Callable[[DrillFunc], DrillFunc]:
     def register(func: DrillFunc) -> DrillFunc:
         if name in REGISTRY:
             raise ValueError(f"drill {name!r} registered twice")
-        REGISTRY[name] = Drill(name, group, title, gate, func, full_only)
+        REGISTRY[name] = Drill(name, group, title, gate, func, full_only, alone)
         return func
 
     return register

@@ -12,6 +12,8 @@ is counted by kind (disk, git-server, intake, other) in
 
 from __future__ import annotations
 
+import hashlib
+import os
 import random
 import re
 import socket
@@ -82,9 +84,13 @@ class HostProbe:
         # would make a ref git refuses, and a probe that can never be pushed would blame
         # every failure on the server).
         host = re.sub(r"[^A-Za-z0-9_-]", "-", socket.gethostname()).strip("-")[:64]
+        git_dir = git.common_dir(canonical.repo)
+        # Several hosts on one machine (containers sharing a hostname, a test bench) each
+        # probe their own ref: the mirror's folder tells them apart.
+        mirror = hashlib.sha256(os.fsencode(Path(git_dir).resolve())).hexdigest()[:8]
         return cls(
-            git.common_dir(canonical.repo), canonical.target, canonical.remote_url,
-            intake_url, key, host or "host",
+            git_dir, canonical.target, canonical.remote_url, intake_url, key,
+            f"{host or 'host'}-{mirror}",
         )  # fmt: skip
 
     def write_trouble(self) -> Trouble | None:

@@ -24,6 +24,9 @@ from integrator.records.landings import locate
 # integrator's commit (its lock files are renamed one by one) lasts microseconds, a move
 # made by hand persists.
 HEAD_SETTLE = (0.002, 0.01, 0.05)
+# In remote mode the mirror's refs move only when it fetches: read the server again after
+# these pauses (the server's transaction may have renamed the claim, not yet the queue).
+REMOTE_SETTLE = (0.05, 0.25)
 _CHAIN_LIMIT = 1_000_000  # cached chain commits before the cache starts over
 _WALK_LIMIT = 10_000  # first parents walked per queue move
 
@@ -102,6 +105,11 @@ class QueueHistory:
         if cand is None or str(cand.id) != claim.view.candidate:
             return None
         commit = self.commit(staging)
+        if commit is None and self.canonical.remote is not None:
+            # The fetch saw the claim consumed before the queue that holds the landing (the
+            # objects come with the queue): read the server once more.
+            self.canonical.refresh()
+            commit = self.commit(staging)
         if commit is None or trailers(commit.message).get(TRAILER_CANDIDATE) != str(cand.id):
             return None
         return self._as_landed(contract, str(cand.id), staging, str(commit.tree_id))
@@ -120,8 +128,11 @@ class QueueHistory:
         longer holds it: the answer is its ejection, FENCED with the ejection's code.
         """
         canonical = self.canonical
-        for pause in (0.0, *HEAD_SETTLE):
+        remote = canonical.remote is not None
+        for pause in (0.0, *(REMOTE_SETTLE if remote else HEAD_SETTLE)):
             time.sleep(pause)
+            if pause and remote:
+                canonical.refresh()
             queue = canonical.ref(canonical.queue_ref)
             if queue is not None and self.on_queue(staging, canonical.commit(queue)):
                 return recovered_verdict(contract, candidate, tree, staging)
