@@ -5,7 +5,8 @@ the team drill — a `git daemon` on 127.0.0.1 with the canonical repository and
 a coordinator, three `serve --intake` hosts with validation on — and for DURATION sends one
 agent after another through `submit --intake`: most change their own task's folder, a few
 are culprits (the validation script fails on them: ejected) and a few write outside their
-contract (FENCED). Meanwhile, at random (seeded: `SOAK_SEED`), one fault at a time:
+contract (FENCED). Meanwhile, at random moments (seeded: `SOAK_SEED`), one fault at a time, every kind once
+in a shuffled order before any comes again:
 
 - a host SIGKILLed and restarted on the same mirror and spool;
 - the git server stopped by its PID for 2–4 s and started again on the same port;
@@ -121,6 +122,7 @@ class Soak:
         self.hosts = [self.world.add_host(name) for name in HOSTS]
         self.mounts = Mounts()
         self.faults: Counter[str] = Counter()
+        self.deck: list[str] = []
         self.left_out: list[str] = []
         self.subs: list[Sub] = []
         self.tasks: list[str] = []
@@ -158,12 +160,16 @@ class Soak:
     # -- the faults --------------------------------------------------------------------------
 
     def fault(self) -> None:
-        choices = ["kill", "server"]
-        if self.disk is not None:
-            choices.append("disk")
-        if "read-only mirror" not in " ".join(self.left_out):
-            choices.append("readonly")
-        getattr(self, f"_fault_{self.rng.choice(choices)}")()
+        """The next fault of a shuffled deck of every kind (each kind once before any comes
+        again: a short soak has them all)."""
+        if not self.deck:
+            self.deck = ["kill", "server"]
+            if self.disk is not None:
+                self.deck.append("disk")
+            if "read-only mirror" not in " ".join(self.left_out):
+                self.deck.append("readonly")
+            self.rng.shuffle(self.deck)
+        getattr(self, f"_fault_{self.deck.pop()}")()
 
     def _fault_kill(self) -> None:
         host = self.rng.choice(self.hosts)
