@@ -95,8 +95,12 @@ class TeamWorld(CommandLog):
         policy_file = self.root / "policy.toml"
         policy_file.write_text(policy)
         self.coordinator = self.root / "coordinator.git"
+        # One verdict key for the team's hosts: each signs what it publishes on the intake,
+        # the coordinator trusts it, and every agent's key file carries it.
+        self.verdict_key = self.root / "verdict.key"
         self.cli("init", "--repo", str(self.coordinator), "--remote", self.url,
-                 "--policy", str(policy_file), label="init-coordinator")  # fmt: skip
+                 "--policy", str(policy_file), "--verdict-key", str(self.verdict_key),
+                 label="init-coordinator")  # fmt: skip
         initial = self.server_ref(QUEUE)
         assert initial is not None
         self.initial = initial
@@ -184,7 +188,8 @@ class TeamWorld(CommandLog):
 
     def add_host(self, name: str) -> Host:
         mirror = self.root / f"{name}.git"
-        self.cli("init", "--repo", str(mirror), "--remote", self.url, label=f"init-{name}")
+        self.cli("init", "--repo", str(mirror), "--remote", self.url, "--verdict-key",
+                 str(self.verdict_key), label=f"init-{name}")  # fmt: skip
         host = Host(name, mirror, self.root / f"spool-{name}")
         self.hosts.append(host)
         return host

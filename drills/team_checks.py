@@ -315,10 +315,14 @@ def check_intake(ctx: Context, world: TeamWorld, subs: list[Sub]) -> None:
         created = sum(1 for line in lines if line.split(" ", 1)[0] == ZERO)
         if created != 1:
             problems.append(f"{ref} was created {created} times")
+        signed = git("cat-file", "-t", f"{ref}:verdict.sig", cwd=world.intake_repo, check=False)
+        if signed.strip() != "blob":
+            problems.append(f"{ref} is not signed (no verdict.sig)")
     ctx.expect(
         "every submission got exactly one verdict on the intake, and no submit ref is left",
         not problems,
-        expected=f"{len(expected)} verdict refs, one per submission, each created once; nothing else",
+        expected=f"{len(expected)} verdict refs, one per submission, each created once and "
+        "signed with the team's verdict key; nothing else",
         actual="; ".join(problems) or f"{len(expected)} verdicts, no submit refs",
         evidence=[world.root / "server-refs.txt"],
     )

@@ -10,6 +10,7 @@ from integrator import refnames
 from integrator.commands._common import add_json, add_repo, print_json, say
 from integrator.errors import ConfigurationError, UsageError
 from integrator.plumbing.remote import INTAKE_KEY_FILE_CONFIG, KEY_FILE_CONFIG
+from integrator.records import verdict_keys
 from integrator.records.canonical import Canonical
 from integrator.records.prepare import prepare, prepare_remote
 
@@ -61,6 +62,23 @@ def register(sub: Any) -> None:
         help="with --remote: the key that signs verdicts published on an intake that is "
         "another server (the canonical server's key serves an intake on the same URL)",
     )
+    parser.add_argument(
+        "--verdict-key",
+        type=Path,
+        metavar="F",
+        help="sign every verdict this host's daemon publishes on an intake with the "
+        "integrator.verdict-key.v1 key in F (made there, mode 0600, when absent); its "
+        "public half is printed: give it to the coordinator (--trust-verdict-key)",
+    )
+    parser.add_argument(
+        "--trust-verdict-key",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="trust verdicts signed by KEY (ed25519:<base64>, repeatable): contracts issued "
+        "here carry the trusted keys to their agents, whose readers then believe no other "
+        'verdict (docs/security.md, "Verdict keys")',
+    )
     add_json(parser)
     parser.set_defaults(func=run)
 
@@ -73,6 +91,12 @@ def run(args: argparse.Namespace) -> int:
         except OSError as err:
             raise ConfigurationError(f"cannot read policy {args.policy}: {err.strerror}") from err
     keys = {KEY_FILE_CONFIG: args.remote_key_file, INTAKE_KEY_FILE_CONFIG: args.intake_key_file}
+    if args.verdict_key is not None and not args.verdict_key.exists():
+        from integrator.fleet.keys import tracked_tree_problem
+
+        problem = tracked_tree_problem(args.verdict_key)
+        if problem is not None:
+            raise UsageError(f"--verdict-key {args.verdict_key}: {problem}")
     if args.remote and args.update_checkout:
         raise UsageError(
             "--update-checkout is for a canonical repository on this host, not a mirror: "
@@ -99,7 +123,9 @@ def run(args: argparse.Namespace) -> int:
     with Canonical(args.repo) as canonical:
         state = canonical.policy_state()
         keeps = canonical.keeps_checkout
-    actions = list(prepared.actions) or ["nothing to do: already initialized"]
+        git_dir = Path(canonical.repo.path)
+    signing = verdict_keys.configure(git_dir, args.verdict_key, args.trust_verdict_key)
+    actions = list(prepared.actions) + signing or ["nothing to do: already initialized"]
     if args.json:
         print_json(
             {

@@ -27,9 +27,10 @@ from pathlib import Path
 import structlog
 
 from integrator import faults, jsontext, refnames
-from integrator.daemon import admission
+from integrator.daemon import admission, intake_verdicts
 from integrator.daemon.admission import Pending
 from integrator.daemon.probe import Backoff
+from integrator.documents.verdict_key import SIGNATURE_FILE
 from integrator.errors import GitTimeoutError, InfrastructureError, IntegratorError, UsageError
 from integrator.files import atomic_write
 from integrator.fleet.intake import SUBMISSION_FILE, submit_ref, verdict_ref
@@ -48,6 +49,7 @@ from integrator.plumbing.remote import (
     push_signature,
     remote_refs,
 )
+from integrator.records import verdict_keys
 from integrator.records.canonical import Canonical, signature
 from integrator.refnames import refname_problem
 from integrator.store import republish
@@ -85,6 +87,10 @@ class Intake:
         self.key = canonical.push_key(INTAKE_KEY_FILE_CONFIG)
         if self.key is None and url == canonical.remote_url:
             self.key = canonical.push_key(KEY_FILE_CONFIG)
+        # Every verdict published is signed, when this host has a verdict key; a verdict
+        # ref there that no trusted key signed is someone else's and is replaced.
+        self.verdict_key = verdict_keys.daemon_key(canonical.repo)
+        self.trusted = verdict_keys.trusted(canonical.repo)
         self.imported = 0
         self.published = 0
         self.trouble: str | None = None  # the last fetch or publish failure, None once it works
@@ -346,7 +352,7 @@ class Intake:
                 )
                 try:
                     if not self._push_answers([(item, commit)]):
-                        self._settle(item, target, source)
+                        self._settle(item, target, source, commit)
                 except IntegratorError as err:
                     log.warning("intake.refusal_unpublished", submission=item.name, error=str(err))
                     self.unpublished[target] = str(err)
@@ -420,15 +426,29 @@ class Intake:
              f"{commit}:{target}", f":{source}"]
         )  # fmt: skip
         if proc.returncode != 0:
-            self._settle(item, target, source)
+            self._settle(item, target, source, commit)
         # The daemon's own note (beside the verdict, outside the submitter's folder) of the
         # ref this verdict went to: where a changed verdict is published again.
         atomic_write(folder / ORIGIN_FILE, json.dumps({"task": item.task_id}).encode() + b"\n")
         log.info("intake.published", submission=item.sid, task=item.task_id, verdict=target)
 
-    def _settle(self, item: Pending, target: str, source: str) -> None:
-        """A publish that did not come back clean: another daemon's verdict may be there."""
+    def _settle(self, item: Pending, target: str, source: str, commit: str) -> None:
+        """A publish that did not come back clean: another daemon's verdict may be there
+        — or, on an intake that cannot guard its refs, a verdict no integrator wrote,
+        which is replaced by this one (leased on what was seen)."""
         now = remote_refs(Path(self.canonical.repo.path), self.url, [target, source])
+        there = now.get(target)
+        if there is not None:
+            forged = intake_verdicts.untrusted(
+                self._git, self.url, self.canonical.repo, self.trusted, item
+            )
+            if forged is not None:
+                log.warning("intake.untrusted_verdict", submission=item.sid, task=item.task_id,
+                            verdict=target, why=forged)  # fmt: skip
+                intake_verdicts.replace(
+                    self._git, self.url, self.key, item, there, commit, now.get(source)
+                )
+                return
         if target in now and source not in now:
             return  # published (by us, or by another daemon first)
         if target in now and now.get(source) == item.commit:
@@ -444,9 +464,11 @@ class Intake:
 
     def _verdict_commit(self, item: Pending, name: str, document: bytes) -> str:
         buffer = ObjectBuffer(self.canonical.repo)
-        tree = buffer.add(
-            "tree", tree_bytes({name.encode(): (b"100644", buffer.add("blob", document))})
-        )
+        files = {name.encode(): (b"100644", buffer.add("blob", document))}
+        if self.verdict_key is not None:
+            signed = self.verdict_key.sign(item.task_id, item.sid, name, document)
+            files[SIGNATURE_FILE.encode()] = (b"100644", buffer.add("blob", signed))
+        tree = buffer.add("tree", tree_bytes(files))
         sig = signature(self.canonical.clock())
         message = f"verdict {item.sid} of task {item.task_id}\n"
         commit = buffer.add("commit", commit_bytes(tree, [], sig, sig, message)).hex()

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from integrator import jsontext
+from integrator.limits import MAX_VERDICT_KEYS
 
 KEY_SCHEMA = "integrator.attempt-key.v1"
 SIGNATURE_SCHEMA = "integrator.submission-signature.v1"
@@ -85,6 +86,8 @@ class AttemptKey:
     contract_digest: str
     private: bytes  # the 32-byte Ed25519 seed
     public: str  # ed25519:<base64>
+    # The integrators' verdict keys its holder trusts (`verdict_key`): the coordinator's.
+    verdict_keys: tuple[str, ...] = ()
 
     def sign(self, message: bytes) -> str:
         from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -112,13 +115,20 @@ class AttemptKey:
             "contractDigest": self.contract_digest,
             "public": self.public,
             "private": _b64(self.private),
-        }
+        } | ({"verdictKeys": list(self.verdict_keys)} if self.verdict_keys else {})
 
     def to_bytes(self) -> bytes:
         return json.dumps(self.document(), indent=2).encode() + b"\n"
 
 
-def new_key(task_id: str, attempt_id: str, generation: int, contract_digest: str) -> AttemptKey:
+def new_key(
+    task_id: str,
+    attempt_id: str,
+    generation: int,
+    contract_digest: str,
+    *,
+    verdict_keys: tuple[str, ...] = (),
+) -> AttemptKey:
     """A fresh key pair for the contract `contract_digest` of (task, attempt, generation)."""
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -133,8 +143,9 @@ def new_key(task_id: str, attempt_id: str, generation: int, contract_digest: str
         serialization.Encoding.Raw, serialization.PublicFormat.Raw
     )
     return AttemptKey(
-        task_id, attempt_id, generation, contract_digest, seed, PUBLIC_PREFIX + _b64(public)
-    )
+        task_id, attempt_id, generation, contract_digest, seed, PUBLIC_PREFIX + _b64(public),
+        verdict_keys,
+    )  # fmt: skip
 
 
 def parse_key(data: bytes) -> AttemptKey:
@@ -160,9 +171,18 @@ def parse_key(data: bytes) -> AttemptKey:
     if not PUBLIC_RE.match(strings["public"]):
         raise AttemptKeyError("public is not ed25519:<base64 of 32 bytes>")
     seed = _unb64(strings["private"], 32, "private")
+    trusted = doc.get("verdictKeys", [])
+    if (
+        not isinstance(trusted, list)
+        or len(trusted) > MAX_VERDICT_KEYS
+        or not all(isinstance(k, str) and PUBLIC_RE.match(k) for k in trusted)
+    ):
+        raise AttemptKeyError(
+            f"verdictKeys is not a list of at most {MAX_VERDICT_KEYS} ed25519:<base64> keys"
+        )
     key = AttemptKey(
         strings["taskId"], strings["attemptId"], generation, strings["contractDigest"],
-        seed, strings["public"],
+        seed, strings["public"], tuple(trusted),
     )  # fmt: skip
     if public_of(seed) != key.public:
         raise AttemptKeyError("the private key is not the public key's other half")

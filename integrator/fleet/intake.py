@@ -20,8 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from integrator import jsontext, refnames
+from integrator.documents.verdict_key import (
+    SIGNATURE_FILE,
+    TRUSTED_CONFIG,
+    signature_problem,
+)
 from integrator.errors import InfrastructureError, IntegratorError, UsageError
-from integrator.limits import VERDICT_BYTES
+from integrator.limits import VERDICT_BYTES, VERDICT_SIGNATURE_BYTES
 from integrator.plumbing.git import run_git, server_said
 from integrator.refnames import refname_problem
 from integrator.store.submitted import read_at_most_path
@@ -158,13 +163,39 @@ def _shown(value: str | None) -> str:
     return repr(value[:100] + ("…" if len(value) > 100 else ""))
 
 
+def trusted_verdict_keys(repo: Path) -> frozenset[str]:
+    """The verdict keys a reader in `repo` trusts: its config's `integrator.trustedVerdictKey`
+    (kept there by `submit` and `sync` from the attempt key file) and the environment's."""
+    from integrator.records.verdict_keys import trusted_in
+
+    listed = run_git(["config", "--get-all", TRUSTED_CONFIG], cwd=repo, check=False)
+    return trusted_in(listed.stdout.decode("utf-8", "replace").split())
+
+
+def remember_verdict_keys(repo: Path, keys: tuple[str, ...]) -> None:
+    """Keep the verdict keys an attempt key file carried in `repo`'s config, so every later
+    read of a verdict there believes only verdicts those keys signed."""
+    have = trusted_verdict_keys(repo)
+    for key in keys:
+        if key not in have:
+            run_git(["config", "--add", TRUSTED_CONFIG, key], cwd=repo)
+
+
 def find_verdict(
-    url: str, repo: Path, task_id: str, sid: str, *, candidate: str | None = None
+    url: str,
+    repo: Path,
+    task_id: str,
+    sid: str,
+    *,
+    candidate: str | None = None,
+    untrusted: list[str] | None = None,
 ) -> Published | None:
     """The verdict the daemons published for submission `sid` of task `task_id` — read at
     `refs/integrator/verdicts/<task>/<id>` and nowhere else — or None (not yet).
     ForeignVerdictError when what is there is not about this submission (`candidate`, when
-    the caller knows it, is the commit it submitted)."""
+    the caller knows it, is the commit it submitted). Where the reader trusts verdict keys,
+    a verdict no trusted key signed for this submission is not one: None, with why it was
+    not believed appended to `untrusted` (a daemon replaces it when it decides)."""
     ref = verdict_ref(_component(task_id, "task id"), _component(sid, "submission id"))
     listed = run_git(["ls-remote", "--refs", url, ref], cwd=repo, check=False)
     if listed.returncode != 0:
@@ -178,18 +209,32 @@ def find_verdict(
         return None
     local = f"{refnames.INTAKE_VERDICTS}{task_id}/{sid}"
     run_git(["fetch", "--quiet", "--no-tags", url, f"+{ref}:{local}"], cwd=repo)
+    trusted = trusted_verdict_keys(repo)
     for name_in_tree, rejected in ((VERDICT_FILE, False), (REJECTION_FILE, True)):
-        sized = run_git(["cat-file", "-s", f"{local}:{name_in_tree}"], cwd=repo, check=False)
-        if sized.returncode != 0:
-            continue
-        if int(sized.stdout.decode().strip() or 0) > VERDICT_BYTES:
-            raise ForeignVerdictError(f"{ref} on {url} holds a verdict over {VERDICT_BYTES} bytes")
-        shown = run_git(["cat-file", "blob", f"{local}:{name_in_tree}"], cwd=repo, check=False)
-        if shown.returncode != 0:
+        shown = _blob_at(repo, local, name_in_tree, VERDICT_BYTES)
+        if shown is None:
             continue  # not a blob: no verdict document
         where = f"{ref} on {url}"
-        check_verdict(
-            shown.stdout, rejected, sid=sid, task_id=task_id, candidate=candidate, where=where
-        )
-        return Published(task_id, sid, rejected, shown.stdout)
+        if trusted:
+            signed = _blob_at(repo, local, SIGNATURE_FILE, VERDICT_SIGNATURE_BYTES)
+            problem = signature_problem(trusted, signed, task=task_id, submission=sid,
+                                        name=name_in_tree, document=shown)  # fmt: skip
+            if problem is not None:
+                if untrusted is not None:
+                    untrusted.append(f"the verdict at {where} is not believed: {problem}")
+                return None
+        check_verdict(shown, rejected, sid=sid, task_id=task_id, candidate=candidate, where=where)
+        return Published(task_id, sid, rejected, shown)
     raise InfrastructureError(f"{ref} on {url} holds no verdict")
+
+
+def _blob_at(repo: Path, commit: str, name: str, limit: int) -> bytes | None:
+    """The blob `name` in `commit`'s tree (measured before it is read), or None when there
+    is none; ForeignVerdictError when it is over `limit` bytes."""
+    sized = run_git(["cat-file", "-s", f"{commit}:{name}"], cwd=repo, check=False)
+    if sized.returncode != 0:
+        return None
+    if int(sized.stdout.decode().strip() or 0) > limit:
+        raise ForeignVerdictError(f"{commit}:{name} is over {limit} bytes")
+    shown = run_git(["cat-file", "blob", f"{commit}:{name}"], cwd=repo, check=False)
+    return shown.stdout if shown.returncode == 0 else None

@@ -157,7 +157,10 @@ def to_intake(
     message = f"submission {sid} of task {task_id}\n"
     commit = intake.submission_commit(repo_path, submission, candidate, message)
     intake.push_submission(url, repo_path, task_id, sid, commit)
-    return Pushed(sid, candidate, repo_path, str(signer) if isinstance(signer, NoKey) else None)
+    if isinstance(signer, NoKey):
+        return Pushed(sid, candidate, repo_path, str(signer))
+    intake.remember_verdict_keys(repo_path, signer.verdict_keys)
+    return Pushed(sid, candidate, repo_path)
 
 
 def poll(
@@ -187,15 +190,27 @@ def wait_published(
     url: str, repo: Path, task_id: str, sid: str, timeout: float, *, candidate: str | None = None
 ) -> intake.Published:
     """Poll the intake until a verdict for submission `sid` of task `task_id` is published
-    (on `candidate`, when given: another candidate's verdict there is an error)."""
-    return poll(
-        lambda: intake.find_verdict(url, repo, task_id, sid, candidate=candidate),
-        timeout,
-        f"no verdict for {sid} of task {task_id} on {url} within {timeout:g} s; it is still "
-        "queued (is a daemon serving the intake?)",
-        first=0.1,
-        most=1.0,
-    )
+    (on `candidate`, when given: another candidate's verdict there is an error). A verdict
+    no trusted verdict key signed is not one: waited past, and named if time runs out."""
+    untrusted: list[str] = []
+    try:
+        return poll(
+            lambda: intake.find_verdict(
+                url, repo, task_id, sid, candidate=candidate, untrusted=untrusted
+            ),
+            timeout,
+            f"no verdict for {sid} of task {task_id} on {url} within {timeout:g} s; it is "
+            "still queued (is a daemon serving the intake?)",
+            first=0.1,
+            most=1.0,
+        )
+    except InfrastructureError as err:
+        if untrusted:
+            raise InfrastructureError(
+                f"no trusted verdict for {sid} of task {task_id} on {url} within {timeout:g} "
+                f"s: {untrusted[-1]} (a daemon replaces it when it decides)"
+            ) from err
+        raise
 
 
 def wait_filed(spool: Spool, sid: str, timeout: float) -> tuple[str, Path]:

@@ -33,6 +33,7 @@ from integrator.fence.overlap import Overlap, find_overlaps
 from integrator.limits import DEFAULT_MAX_PATCH_BYTES
 from integrator.plumbing import git, transaction
 from integrator.plumbing.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
+from integrator.records import verdict_keys
 from integrator.records.archive_index import archived_claim, record_tip
 from integrator.records.attempt_keys import key_store
 from integrator.records.canonical import Canonical, signature
@@ -285,7 +286,7 @@ class Claims:
         generation = previous.view.generation + 1 if previous else 1
         policy = self.canonical.ref(refnames.POLICY)
         contract = build_contract(self.canonical, request, generation, now)
-        key = issued_key_for(contract)
+        key = issued_key_for(contract, verdict_keys.trusted(self.canonical.repo))
         state = claim_state(
             contract, state="live", lease_expires_at=contract.lease.expires_at, event="issue",
             attempt_key=key.public,
@@ -370,7 +371,7 @@ class Claims:
         )
         policy = self.canonical.ref(refnames.POLICY)
         contract = build_contract(self.canonical, request, claim.view.generation + 1, now)
-        key = issued_key_for(contract)
+        key = issued_key_for(contract, verdict_keys.trusted(self.canonical.repo))
         state = claim_state(
             contract,
             state="live",
@@ -442,11 +443,15 @@ class Claims:
         )
 
 
-def issued_key_for(contract: OwnershipContract) -> AttemptKey:
-    """A new key pair for `contract` (its public half goes into the claim commit)."""
+def issued_key_for(
+    contract: OwnershipContract, verdict_keys: frozenset[str] = frozenset()
+) -> AttemptKey:
+    """A new key pair for `contract` (its public half goes into the claim commit), carrying
+    the verdict keys its holder is to trust (the issuing repository's)."""
     return new_key(
-        contract.task_id, contract.attempt_id, contract.ownership_generation, contract.digest
-    )
+        contract.task_id, contract.attempt_id, contract.ownership_generation, contract.digest,
+        verdict_keys=tuple(sorted(verdict_keys)),
+    )  # fmt: skip
 
 
 def history(canonical: Canonical, task_id: str) -> list[tuple[str, dict[str, object], str]]:

@@ -34,6 +34,7 @@ from integrator.errors import (
 )
 from integrator.plumbing import git, transaction
 from integrator.plumbing.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
+from integrator.records import verdict_keys
 from integrator.records.archive_index import archived_entries
 from integrator.records.attempt_keys import key_store
 from integrator.records.auto_grant import not_automatic
@@ -214,7 +215,7 @@ class Expansions:
         )
         policy = self.canonical.ref(refnames.POLICY)
         contract = build_contract(self.canonical, new_request, view.generation + 1, now)
-        key = issued_key_for(contract)
+        key = issued_key_for(contract, verdict_keys.trusted(self.canonical.repo))
         state = claim_state(
             contract,
             state="live",
