@@ -31,11 +31,14 @@ from integrator import jsontext
 from integrator.documents.attempt_key import AttemptKeyError, new_key, parse_key, signature_problem
 from integrator.documents.contract import parse_contract
 from integrator.documents.rules import rules_from_bytes
+from integrator.documents.verdict_key import new_verdict_key, parse_verdict_key
+from integrator.documents.verdict_key import signature_problem as verdict_signature_problem
 from integrator.errors import ContractError, UsageError
 from integrator.fleet.events import GuardInputError, parse_event
 from integrator.fleet.patches import PatchError, parse_patch
 from integrator.fleet.shell import ShellError, shell_patches
 from integrator.fleet.tasks import TaskFileError, parse_task
+from integrator.limits import VERDICT_SIGNATURE_BYTES as SIGNATURE_LIMIT
 from integrator.store.spool import SUBMISSION_FILE, Spool
 from tests.factories import contract_doc
 
@@ -213,6 +216,46 @@ def test_attempt_key_and_signature_readers() -> None:
         return problem
 
     report("submission signature", run(documents(valid), check))
+
+
+def test_verdict_key_and_verdict_signature_readers() -> None:
+    """The verdict key file reader and a reader's check of a published verdict's
+    `verdict.sig`: a mutated key document is refused with AttemptKeyError, a mutated
+    signature is a reason, never a crash (nor a pass: only the original verifies), and an
+    attempt key file's `verdictKeys` is checked like the rest of it."""
+    vkey = new_verdict_key()
+    report(
+        "verdict key",
+        run(documents(json.loads(vkey.to_bytes())), refused_by(AttemptKeyError)(parse_verdict_key)),
+    )
+    sid, document = "20260101T000000000000Z-0123abcd", b'{"decision": "FENCED"}\n'
+    original = vkey.sign("task-1", sid, "verdict.json", document)
+
+    def check(data: bytes) -> object:
+        problem = verdict_signature_problem(
+            frozenset({vkey.public}), data, task="task-1", submission=sid,
+            name="verdict.json", document=document,
+        )  # fmt: skip
+        same = _signed_fields(data) == _signed_fields(original) and len(data) <= SIGNATURE_LIMIT
+        assert (problem is None) == same, data
+        return problem
+
+    report("verdict signature", run(documents(json.loads(original)), check))
+    carrying = new_key("task-1", "a-1", 1, "sha256:" + "0" * 64, verdict_keys=(vkey.public,))
+    report(
+        "attempt key with verdict keys",
+        run(documents(json.loads(carrying.to_bytes())), refused_by(AttemptKeyError)(parse_key)),
+    )
+
+
+def _signed_fields(data: bytes) -> object:
+    """What makes a verdict.sig the one signed: its schema, key and value (other members
+    are ignored by the reader)."""
+    try:
+        doc = jsontext.loads(data)
+    except ValueError:
+        return None
+    return {k: doc.get(k) for k in ("schema", "key", "value")} if isinstance(doc, dict) else None
 
 
 front_lines = st.one_of(
