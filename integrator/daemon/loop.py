@@ -255,7 +255,6 @@ class Daemon:
         outcomes: list[Outcome] = []
         ready: list[Ready] = []
         error: IntegratorError | None = None
-        deadline = time.monotonic() + self.settings.batch_seconds
         try:
             # Authority as it is now, after `names` were listed: a claim issued before a
             # submission was handed in is seen when its signature is checked.
@@ -263,6 +262,7 @@ class Daemon:
             self.clock_check.check()  # leases are judged by this host's clock: is it right?
         except IntegratorError as err:  # nothing claimed yet: the host's, asked of the host
             return 0, err if operators(err) else (self.probe.error(err) or err)
+        deadline = time.monotonic() + self.settings.batch_seconds  # not eaten by the fetch
         try:
             for where, name in names:
                 if self._stopping:
