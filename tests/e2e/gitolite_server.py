@@ -5,9 +5,11 @@ one temporary folder; the account is deleted and sshd stopped by its PID afterwa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -126,7 +128,10 @@ def _server_python(root: Path, user: str) -> Path:
     when the account can reach it, else a venv of the system's Python (the same version)
     that adds this environment's site-packages."""
     probe = [sys.executable, "-I", "-c", "import integrator"]
-    if subprocess.run(["runuser", "-u", user, "--", *probe], capture_output=True).returncode == 0:
+    reached = subprocess.run(
+        ["runuser", "-u", user, "--", *probe], capture_output=True, check=False
+    )
+    if reached.returncode == 0:
         return Path(sys.executable)
     system = Path("/usr/bin/python3")
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -176,8 +181,33 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 def _account_pids(user: str) -> list[int]:
-    out = subprocess.run(["ps", "-u", user, "-o", "pid="], capture_output=True, text=True)
+    out = subprocess.run(
+        ["ps", "-u", user, "-o", "pid="], capture_output=True, text=True, check=False
+    )
     return [int(p) for p in out.stdout.split()]
+
+
+def _sshd(server: Gitolite) -> None:
+    """sshd for the account only, on a free port, with a host key made for it."""
+    root = server.root
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
+                    str(root / "host_ed25519")], check=True)  # fmt: skip
+    Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation
+    host_key = (root / "host_ed25519.pub").read_text().split()[:2]
+    for _attempt in range(5):
+        server.port = _free_port()
+        config = root / "sshd_config"
+        config.write_text(SSHD_CONFIG.format(port=server.port, root=root, user=server.user))
+        subprocess.run([SSHD, "-t", "-f", str(config)], check=True, capture_output=True)
+        log = root / "sshd.log"
+        with open(log, "wb") as out:
+            server.proc = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stdout=out,
+                                           stderr=out)  # fmt: skip
+        if _wait_listening(server.port, server.proc, log):
+            break
+    else:
+        raise AssertionError("sshd found no free port")
+    (root / "known_hosts").write_text(f"[127.0.0.1]:{server.port} {' '.join(host_key)}\n")
 
 
 def start(admin_keys: list[str]) -> Iterator[Gitolite]:
@@ -200,41 +230,21 @@ def start(admin_keys: list[str]) -> Iterator[Gitolite]:
         server = Gitolite(root, user, home, 0, root / "bin")
         python = _server_python(root, user)
         wrapper = server.bin / "integrator"
-        wrapper.write_text(f'#!/bin/sh\nexec {python} -m integrator "$@"\n')
+        wrapper.write_text(f'#!/bin/sh\nexec {shlex.quote(str(python))} -m integrator "$@"\n')
         wrapper.chmod(0o755)
         for who in ["admin", *admin_keys]:
             server.key(who)
         shutil.copy(server.keys["admin"].with_suffix(".pub"), home / "admin.pub")
         shutil.chown(home / "admin.pub", user)
         server.as_account("gitolite setup -pk admin.pub")
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f",
-                        str(root / "host_ed25519")], check=True)  # fmt: skip
-        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation
-        host_key = (root / "host_ed25519.pub").read_text().split()[:2]
-        for _attempt in range(5):
-            server.port = _free_port()
-            config = root / "sshd_config"
-            config.write_text(SSHD_CONFIG.format(port=server.port, root=root, user=user))
-            subprocess.run([SSHD, "-t", "-f", str(config)], check=True, capture_output=True)
-            log = root / "sshd.log"
-            with open(log, "wb") as out:
-                server.proc = subprocess.Popen(
-                    [SSHD, "-D", "-e", "-f", str(config)], stdout=out, stderr=out
-                )
-            if _wait_listening(server.port, server.proc, log):
-                break
-        else:
-            raise AssertionError("sshd found no free port")
-        (root / "known_hosts").write_text(f"[127.0.0.1]:{server.port} {' '.join(host_key)}\n")
+        _sshd(server)
         yield server
     finally:
         if server is not None and server.proc is not None:
             _stop(server.proc)
         for pid in _account_pids(user):  # sessions sshd started for the account
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, 9)
-            except ProcessLookupError:
-                pass
         subprocess.run(["userdel", user], check=False, capture_output=True)
         shutil.rmtree(root, ignore_errors=True)
         try:

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,65 @@ def server() -> Iterator[Gitolite]:
     yield from gitolite_server.start(PEOPLE)
 
 
+@dataclass
+class Flow:
+    """The setup of docs/remote.md done: main seeded by the integrator's key, the
+    integrator's and the coordinator's mirrors made with init --remote, a contract per
+    agent issued by the coordinator's key, agent-a's clone with its candidate."""
+
+    server: Gitolite
+    tmp: Path
+    mirror: Path
+    contracts: dict[str, Path]
+    agent: Path
+    candidate: str
+
+    @property
+    def product(self) -> str:
+        return self.server.url("product")
+
+    @property
+    def intake(self) -> str:
+        return self.server.url("product-intake")
+
+    def refused(self, who: str, url: str, *refspecs: str) -> str:
+        """A forced push from agent-a's clone with `who`'s key, which must fail: its stderr."""
+        done = as_key(self.server, who, "push", "--porcelain", "--force", url, *refspecs,
+                      cwd=self.agent)  # fmt: skip
+        assert done.returncode != 0, (who, refspecs, done.stdout)
+        return done.stderr
+
+
+@pytest.fixture(scope="module")
+def flow(server: Gitolite, tmp_path_factory: pytest.TempPathFactory) -> Flow:
+    tmp = tmp_path_factory.mktemp("gitolite-flow")
+    configure(server, tmp)
+    product = server.url("product")
+    seed = make_repo(tmp / "seed")
+    commit_files(seed, {"a/f.txt": "0\n", "b/f.txt": "0\n", "shared.txt": "x\n"}, "base")
+    first = as_key(server, "integrator", "push", "-q", product, "HEAD:refs/heads/main", cwd=seed)
+    assert first.returncode == 0, first.stderr
+    mirror, coord = tmp / "mirror.git", tmp / "coord.git"
+    for who, path in (("integrator", mirror), ("coordinator", coord)):
+        done = cli(server, who, "init", "--repo", str(path), "--remote", product, cwd=tmp)
+        assert done.returncode == 0, done.stderr
+        assert "refs/integrator/queue/main" in server_refs(server, "product")
+    contracts = {}
+    for task, holder in (("a", "agent-a"), ("b", "agent-b")):
+        contracts[task] = tmp / f"{task}.json"
+        done = cli(server, "coordinator", "contract", "issue", "--repo", str(coord), "--task", task,
+                   "--path", f"{task}/**", "--holder", holder, "--lease", "2h",
+                   "-o", str(contracts[task]), cwd=tmp)  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert f"refs/integrator/claims/{task}" in server_refs(server, "product")
+    agent = tmp / "agent-a"
+    done = as_key(server, "agent-a", "clone", "-q", product, str(agent), cwd=tmp)
+    assert done.returncode == 0, done.stderr
+    assert git("symbolic-ref", "HEAD", cwd=agent) == "refs/heads/main"
+    candidate = commit_files(agent, {"a/f.txt": "agent a\n"}, "agent a's change")
+    return Flow(server, tmp, mirror, contracts, agent, candidate)
+
+
 def as_key(server: Gitolite, who: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """`git args` with `who`'s ssh key (no check)."""
     return subprocess.run(
@@ -55,7 +115,7 @@ def on_server(server: Gitolite, repo: str, *args: str) -> str:
 
 def server_refs(server: Gitolite, repo: str, prefix: str = "refs/") -> dict[str, str]:
     out = on_server(server, repo, "for-each-ref", "--format=%(refname) %(objectname)", prefix)
-    return dict(line.split(" ", 1) for line in out.splitlines() if line)  # type: ignore[misc]
+    return dict(line.split(" ", 1) for line in out.splitlines() if line)
 
 
 def configure(server: Gitolite, work: Path) -> None:
@@ -86,105 +146,71 @@ def configure(server: Gitolite, work: Path) -> None:
         assert on_server(server, repo, "config", "--get-all", "integrator.target") == "main"
 
 
-def test_gitolite_keys_claims_intake_and_landing(server: Gitolite, tmp_path: Path) -> None:
-    """The whole remote flow through gitolite: init --remote, claims by the coordinator's
-    key, a submission by the holder's key, the landing by the integrator's; and every push
-    a key may not make is refused, by gitolite or by the hook, with nothing moved."""
-    configure(server, tmp_path)
-    product, intake = server.url("product"), server.url("product-intake")
-    seed = make_repo(tmp_path / "seed")
-    commit_files(seed, {"a/f.txt": "0\n", "b/f.txt": "0\n", "shared.txt": "x\n"}, "base")
-    first = as_key(server, "integrator", "push", "-q", product, "HEAD:refs/heads/main", cwd=seed)
-    assert first.returncode == 0, first.stderr
-    # An agent's key cannot move main, even as the first push of the branch.
-    mirror, coord = tmp_path / "mirror.git", tmp_path / "coord.git"
-    done = cli(
-        server, "integrator", "init", "--repo", str(mirror), "--remote", product, cwd=tmp_path
-    )
-    assert done.returncode == 0, done.stderr
-    assert "refs/integrator/queue/main" in server_refs(server, "product")
-    done = cli(
-        server, "coordinator", "init", "--repo", str(coord), "--remote", product, cwd=tmp_path
-    )
-    assert done.returncode == 0, done.stderr
-    contracts = {}
-    for task, holder in (("a", "agent-a"), ("b", "agent-b")):
-        contracts[task] = tmp_path / f"{task}.json"
-        done = cli(server, "coordinator", "contract", "issue", "--repo", str(coord), "--task", task,
-                   "--path", f"{task}/**", "--holder", holder, "--lease", "2h",
-                   "-o", str(contracts[task]), cwd=tmp_path)  # fmt: skip
-        assert done.returncode == 0, done.stderr
-    assert {"refs/integrator/claims/a", "refs/integrator/claims/b"} <= set(
-        server_refs(server, "product")
-    )
-
-    agent = tmp_path / "agent-a"
-    done = as_key(server, "agent-a", "clone", "-q", product, str(agent), cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    assert git("symbolic-ref", "HEAD", cwd=agent) == "refs/heads/main"
-    commit_files(agent, {"a/f.txt": "agent a\n"}, "agent a's change")
-    candidate = git("rev-parse", "HEAD", cwd=agent)
-    before = server_refs(server, "product")
-
-    def refused(who: str, url: str, *refspecs: str) -> str:
-        done = as_key(server, who, "push", "--porcelain", "--force", url, *refspecs, cwd=agent)
-        assert done.returncode != 0, (who, refspecs, done.stdout)
-        return done.stderr
-
-    # The hook runs first (pre-receive, before gitolite's update hook): an agent's key
-    # moves no authority ref, on either repository.
-    for url, ref in ((product, "refs/integrator/claims/a"), (product, "refs/heads/main"),
-                     (intake, "refs/integrator/verdicts/a/x")):  # fmt: skip
-        said = refused("agent-a", url, f"HEAD:{ref}")
+def test_the_hook_keeps_authority_refs_to_the_integrators(flow: Flow) -> None:
+    """The hook runs first (pre-receive, before gitolite's update hook): an agent's key moves
+    no claim, not main, writes no verdict, with the pusher named from GL_USER."""
+    before = server_refs(flow.server, "product")
+    for url, ref in ((flow.product, "refs/integrator/claims/a"), (flow.product, "refs/heads/main"),
+                     (flow.intake, "refs/integrator/verdicts/a/x")):  # fmt: skip
+        said = flow.refused("agent-a", url, f"HEAD:{ref}")
         assert f"integrator: refused {ref}: only integrators may" in said, said
         assert "pusher 'agent-a' (GL_USER) is not in integrator.hook.allow" in said
-    # gitolite's rules: what the hook lets through but a key may still not write.
-    said = refused("agent-a", product, "HEAD:refs/heads/agents/agent-b/work")
-    assert "W refs/heads/agents/agent-b/work product agent-a DENIED by fallthru" in said, said
-    assert "DENIED by fallthru" in refused("coordinator", product, "HEAD:refs/heads/main")
-    assert "DENIED by fallthru" in refused(
-        "coordinator", product, "HEAD:refs/integrator/queue/main"
-    )
-    assert server_refs(server, "product") == before
-    own = as_key(
-        server, "agent-a", "push", "-q", product, "HEAD:refs/heads/agents/agent-a/work", cwd=agent
-    )
-    assert own.returncode == 0, own.stderr
+    assert server_refs(flow.server, "product") == before
 
-    # The hook: agent-a, holding agent-b's contract and attempt key, cannot submit under it.
-    stolen = cli(server, "agent-a", "submit", "--intake", intake, "--contract", str(contracts["b"]),
-                 "--candidate", "HEAD", "--repo", str(agent), cwd=agent)  # fmt: skip
+
+def test_gitolite_keeps_each_key_to_its_refs(flow: Flow) -> None:
+    """gitolite's rules refuse what the hook lets through: another agent's branch, and the
+    coordinator (an integrator to the hook, for claims) moving main or the queue; an agent's
+    own branch is accepted."""
+    before = server_refs(flow.server, "product")
+    said = flow.refused("agent-a", flow.product, "HEAD:refs/heads/agents/agent-b/work")
+    assert "W refs/heads/agents/agent-b/work product agent-a DENIED by fallthru" in said, said
+    for ref in ("refs/heads/main", "refs/integrator/queue/main"):
+        said = flow.refused("coordinator", flow.product, f"HEAD:{ref}")
+        assert f"W {ref} product coordinator DENIED by fallthru" in said, said
+    assert server_refs(flow.server, "product") == before
+    own = as_key(flow.server, "agent-a", "push", "-q", flow.product,
+                 "HEAD:refs/heads/agents/agent-a/work", cwd=flow.agent)  # fmt: skip
+    assert own.returncode == 0, own.stderr
+    assert server_refs(flow.server, "product")["refs/heads/agents/agent-a/work"] == flow.candidate
+
+
+def test_only_the_holder_submits_and_the_integrator_lands(flow: Flow) -> None:
+    """agent-a with agent-b's contract and attempt key is refused (the lease holder is not
+    the pusher), and so is its own contract under task b's ref; its own submission goes in,
+    the integrator's `serve` lands it on main and answers on the intake."""
+    server, agent = flow.server, flow.agent
+    stolen = cli(server, "agent-a", "submit", "--intake", flow.intake, "--contract",
+                 str(flow.contracts["b"]), "--candidate", "HEAD", "--repo", str(agent),
+                 cwd=agent)  # fmt: skip
     assert stolen.returncode != 0
-    assert "does not hold the contract's lease" in stolen.stderr, stolen.stderr
-    assert "pusher 'agent-a' does not hold" in stolen.stderr and "'agent-b'" in stolen.stderr
-    # Its own contract, pushed under task b's name, is refused as well.
-    submission = git("rev-parse", "HEAD", cwd=agent)
-    document = json.dumps({"contract": json.loads(contracts["a"].read_text())})
+    assert "pusher 'agent-a' does not hold the contract's lease" in stolen.stderr, stolen.stderr
+    assert "'agent-b'" in stolen.stderr
+    document = json.dumps({"contract": json.loads(flow.contracts["a"].read_text())})
     blob = git("hash-object", "-w", "--stdin", cwd=agent, input=document.encode())
     tree = git("mktree", cwd=agent, input=f"100644 blob {blob}\tsubmission.json\n".encode())
-    forged = git("commit-tree", tree, "-p", submission, "-m", "forged", cwd=agent)
-    said = refused("agent-a", intake, f"{forged}:{SUBMITS}b/20260101T000000000000Z-0123abcd")
-    assert "not of the task its ref names" in said
+    forged = git("commit-tree", tree, "-p", flow.candidate, "-m", "forged", cwd=agent)
+    said = flow.refused(
+        "agent-a", flow.intake, f"{forged}:{SUBMITS}b/20260101T000000000000Z-0123abcd"
+    )
+    assert "not of the task its ref names" in said, said
     assert not server_refs(server, "product-intake", SUBMITS)
 
-    # The holder's own submission goes in; the integrator lands it and answers on the intake.
-    sid = cli(server, "agent-a", "submit", "--intake", intake, "--contract", str(contracts["a"]),
-              "--candidate", "HEAD", "--repo", str(agent), cwd=agent)  # fmt: skip
-    assert sid.returncode == 0, sid.stderr
-    assert list(server_refs(server, "product-intake", SUBMITS)) == [
-        f"{SUBMITS}a/{sid.stdout.strip()}"
-    ]
-    served = cli(server, "integrator", "serve", "--repo", str(mirror), "--spool", str(tmp_path / "spool"),
-                 "--intake", intake, "--once", cwd=tmp_path)  # fmt: skip
+    done = cli(server, "agent-a", "submit", "--intake", flow.intake, "--contract",
+               str(flow.contracts["a"]), "--candidate", "HEAD", "--repo", str(agent),
+               cwd=agent)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    sid = done.stdout.strip()
+    assert list(server_refs(server, "product-intake", SUBMITS)) == [f"{SUBMITS}a/{sid}"]
+    served = cli(server, "integrator", "serve", "--repo", str(flow.mirror), "--spool",
+                 str(flow.tmp / "spool"), "--intake", flow.intake, "--once", cwd=flow.tmp)  # fmt: skip
     assert served.returncode == 0, served.stderr
-    after = server_refs(server, "product")
-    assert on_server(server, "product", "show", f"{after['refs/heads/main']}:a/f.txt") == "agent a"
+    assert on_server(server, "product", "show", "main:a/f.txt") == "agent a"
     trailers = on_server(server, "product", "log", "-1",
                          f"--format=%(trailers:key={TRAILER_CANDIDATE},valueonly)", "main")  # fmt: skip
-    assert trailers.strip() == candidate  # the landing names agent a's candidate
-    verdicts = server_refs(server, "product-intake", VERDICTS)
-    assert list(verdicts) == [f"{VERDICTS}a/{sid.stdout.strip()}"]
-    status = cli(server, "agent-a", "status", "--intake", intake, "--submission", sid.stdout.strip(),
+    assert trailers.strip() == flow.candidate  # the landing names agent a's candidate
+    assert list(server_refs(server, "product-intake", VERDICTS)) == [f"{VERDICTS}a/{sid}"]
+    assert not server_refs(server, "product-intake", SUBMITS)
+    status = cli(server, "agent-a", "status", "--intake", flow.intake, "--submission", sid,
                  "--task", "a", "--repo", str(agent), cwd=agent)  # fmt: skip
     assert status.returncode == 0, status.stderr + status.stdout
-    assert not server_refs(server, "product-intake", SUBMITS)

@@ -1,0 +1,149 @@
+"""External validation on a real CI engine: a Buildbot master (contrib/buildbot/master.cfg,
+SQLite) with two workers on 127.0.0.1 validates the queue heads integrator asks for. The
+bridge (contrib/buildbot/integrator_buildbot.py) forces one build per requested head
+through Buildbot's REST API and reports each result with `integrator validation report`;
+`integrator promote` promotes and bisects on those results exactly as on a local command's.
+A batch of eight landings with one culprit: the culprit is ejected, the rest promoted, and
+two heads are built at once on the two workers."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e import buildbot_world
+from tests.e2e.buildbot_world import Buildbot
+from tests.gitutil import GIT_ENV, git
+from tests.promotion_world import PromotionWorld, make_world, runs_bound
+
+pytestmark = pytest.mark.e2e
+
+LANDINGS, CULPRIT = 8, "t5"
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[PromotionWorld]:
+    reason = buildbot_world.missing()
+    if reason:
+        pytest.skip(reason)
+    made = make_world(tmp_path, None)
+    yield made
+    for proc in made.procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def buildbot(world: PromotionWorld) -> Iterator[Buildbot]:
+    root = world.tmp / "buildbot"
+    root.mkdir()
+    # The suite: the world's check script (it fails on a BROKEN file and logs every tree
+    # it saw, outside the checkout), a second long so two builds overlap visibly.
+    suite = f"sleep 1; sh ci/check.sh {world.log} {world.lenient}"
+    yield from buildbot_world.run(root, world.repo, suite, workers=2)
+
+
+def stop(proc: subprocess.Popen[bytes]) -> int:
+    if proc.poll() is None:
+        os.kill(proc.pid, 15)
+        try:
+            return proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.kill(proc.pid, 9)
+    return proc.wait(timeout=10)
+
+
+def test_buildbot_validates_a_batch_and_its_culprit_is_ejected(
+    world: PromotionWorld, buildbot: Buildbot
+) -> None:
+    world.set_policy('mode = "external"\ntimeout = 600\nmax_batch = 8\nconcurrency = 2')
+    for i in range(LANDINGS):
+        world.submit(f"t{i}", broken=f"t{i}" == CULPRIT)
+    assert world.serve_once("--no-promote").proc.returncode == 0
+    queued = world.chain("refs/integrator/queue/main")
+    assert len(queued) == LANDINGS and world.chain("refs/heads/main") == []
+
+    started = time.monotonic()
+    promoter = world.run("promote", "--repo", str(world.repo), "--poll", "0.5",
+                         "--log-format", "json", name="promote")  # fmt: skip
+    bridge_log = world.tmp / "bridge.log"
+    bridge = buildbot_world.bridge(buildbot, world.repo, sys.executable, bridge_log, GIT_ENV)
+    others = sorted(h for t, h in world.heads.items() if t != CULPRIT)
+
+    def ejected() -> list[str]:
+        out = git("for-each-ref", "--format=%(refname)", "refs/integrator/ejected/", cwd=world.repo)
+        return out.splitlines()
+
+    deadline = time.monotonic() + 400
+    while not (ejected() and sorted(world.chain("refs/heads/main")) == others):
+        assert promoter.proc.poll() is None, promoter.text()
+        assert bridge.poll() is None, bridge_log.read_text()
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"not settled: {bridge_log.read_text()}\n{promoter.text()[-3000:]}"
+            )
+        time.sleep(0.5)
+    elapsed = time.monotonic() - started
+
+    def reported() -> list[str]:
+        return [line for line in bridge_log.read_text().splitlines() if " reported " in line]
+
+    # A build of a head the rebuild dropped may still run: let the bridge answer it too.
+    while len(reported()) < len(buildbot.get("builds")["builds"]):
+        assert time.monotonic() < deadline, bridge_log.read_text()
+        time.sleep(0.5)
+    assert stop(bridge) in (0, -15) and stop(promoter.proc) in (0, -15)
+
+    # The culprit alone is out; every value the target took passed the suite on Buildbot.
+    (record,) = ejected()
+    ejection = json.loads(git("show", f"{record}:ejection.json", cwd=world.repo))
+    assert ejection["ejected"]["code"] == "VALIDATION_FAILED"
+    assert ejection["ejected"]["taskId"] == CULPRIT
+    assert ejection["ejected"]["candidate"] == world.heads[CULPRIT]
+    assert f"(log: {buildbot.url}/#/builders/" in ejection["ejected"]["detail"]  # its build
+    world.check_target_moves()
+    assert world.serve_once().proc.returncode == 0  # the daemon reflects the ejection
+    assert world.spool.entries("fenced") == [world.sids[CULPRIT]]
+
+    # Every build Buildbot ran: complete, of a requested head, on both workers, two at once.
+    builds = buildbot.get("builds?property=got_revision")["builds"]
+    assert builds and all(b["complete"] for b in builds)
+    assert len(builds) <= runs_bound(LANDINGS) + 2, len(builds)  # + the speculative batch
+    assert {b["workerid"] for b in builds} == {1, 2}
+    overlapping = [
+        (a["number"], b["number"])
+        for a, b in itertools.combinations(builds, 2)
+        if a["workerid"] != b["workerid"]
+        and a["started_at"] < b["complete_at"]
+        and b["started_at"] < a["complete_at"]
+    ]
+    assert overlapping, builds
+    # Each result went back through `validation report`: recorded (exit 0), or refused as
+    # moot (exit 2) for a head a rebuild had dropped while its build still ran.
+    answers = reported()
+    assert len(answers) == len(builds), answers
+    assert all(": exit 0" in line or "is not an unpromoted head" in line for line in answers)
+    assert sum(": exit 0" in line for line in answers) >= 3, answers
+    print(
+        f"buildbot: {len(builds)} builds, {len(overlapping)} overlapping, settled in {elapsed:.1f}s"
+    )
+
+
+def test_the_documented_master_config_is_the_one_tested() -> None:
+    """docs/ci-engines.md shows an exact excerpt of contrib/buildbot/master.cfg."""
+    from tests.e2e.gitolite_server import doc_block
+
+    excerpt = doc_block(
+        "ci-engines.md", "excerpt of contrib/buildbot/master.cfg (tests/e2e/test_buildbot.py)"
+    )
+    assert "collapseRequests=False" in excerpt and 'name="suite"' in excerpt
+    assert excerpt in buildbot_world.MASTER_CFG.read_text()
