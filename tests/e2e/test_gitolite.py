@@ -175,6 +175,41 @@ def test_gitolite_keeps_each_key_to_its_refs(flow: Flow) -> None:
     assert server_refs(flow.server, "product")["refs/heads/agents/agent-a/work"] == flow.candidate
 
 
+# (repository, key, permission, ref, allowed) as gitolite's own rules answer them: the
+# second wall behind the hook, asked with `gitolite access` on the server.
+ACCESS = [
+    ("product", "agent-a", "W", "refs/integrator/claims/a", False),
+    ("product", "agent-a", "W", "refs/integrator/claims-index", False),
+    ("product", "agent-a", "W", "refs/integrator/policy", False),
+    ("product", "agent-a", "W", "refs/integrator/queue/main", False),
+    ("product", "agent-a", "W", "refs/heads/main", False),
+    ("product", "agent-a", "W", "refs/integrator/submit/a/x", False),
+    ("product", "agent-a", "+", "refs/heads/agents/agent-a/work", True),
+    ("product", "agent-a", "W", "refs/heads/agents/agent-b/work", False),
+    ("product", "coordinator", "W", "refs/integrator/claims/a", True),
+    ("product", "coordinator", "+", "refs/integrator/claims/a", False),  # claims only grow
+    ("product", "coordinator", "W", "refs/integrator/claims-index", True),
+    ("product", "coordinator", "W", "refs/integrator/policy", False),
+    ("product", "coordinator", "W", "refs/heads/main", False),
+    ("product", "integrator", "+", "refs/heads/main", True),
+    ("product-intake", "agent-a", "W", "refs/integrator/submit/a/x", True),
+    ("product-intake", "agent-a", "+", "refs/integrator/submit/a/x", False),
+    ("product-intake", "agent-a", "W", "refs/integrator/verdicts/a/x", False),
+    ("product-intake", "coordinator", "W", "refs/integrator/submit/a/x", False),
+    ("product-intake", "integrator", "+", "refs/integrator/submit/a/x", True),
+]
+
+
+def test_gitolite_rules_alone_refuse_every_authority_ref_to_agents(flow: Flow) -> None:
+    """Behind the hook, gitolite's rules (the documented gitolite.conf) refuse agents every
+    authority ref and keep the coordinator to growing claims."""
+    for repo, who, perm, ref, allowed in ACCESS:
+        done = flow.server.as_account(
+            f"gitolite access -q {repo} {who} '{perm}' {ref}", check=False
+        )
+        assert (done.returncode == 0) == allowed, (repo, who, perm, ref, done.stdout, done.stderr)
+
+
 def test_only_the_holder_submits_and_the_integrator_lands(flow: Flow) -> None:
     """agent-a with agent-b's contract and attempt key is refused (the lease holder is not
     the pusher), and so is its own contract under task b's ref; its own submission goes in,
