@@ -57,6 +57,17 @@ class Buildbot:
             document: dict[str, Any] = json.loads(answer.read())
         return document
 
+    def control(self, path: str, method: str, **params: Any) -> dict[str, Any]:
+        """A JSON-RPC control call (POST) on a REST path: its answer."""
+        body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+        request = urllib.request.Request(
+            f"{self.url}/api/v2/{path}", data=body.encode(),
+            headers={"Content-Type": "application/json"},
+        )  # fmt: skip
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            document: dict[str, Any] = json.loads(answer.read())
+        return document
+
     def _spawn(self, name: str, argv: list[str]) -> None:
         log = (self.root / f"{name}.out").open("wb")
         self.procs[name] = subprocess.Popen(

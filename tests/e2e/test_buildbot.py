@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -27,6 +27,7 @@ from tests.promotion_world import PromotionWorld, make_world, runs_bound
 pytestmark = pytest.mark.e2e
 
 LANDINGS, CULPRIT = 8, "t5"
+CANCELLED = 6  # a Buildbot result code
 
 
 @pytest.fixture
@@ -43,12 +44,14 @@ def world(tmp_path: Path) -> Iterator[PromotionWorld]:
 
 
 @pytest.fixture
-def buildbot(world: PromotionWorld) -> Iterator[Buildbot]:
+def buildbot(world: PromotionWorld, request: pytest.FixtureRequest) -> Iterator[Buildbot]:
     root = world.tmp / "buildbot"
     root.mkdir()
     # The suite: the world's check script (it fails on a BROKEN file and logs every tree
-    # it saw, outside the checkout), a second long so two builds overlap visibly.
-    suite = f"sleep 1; sh ci/check.sh {world.log} {world.lenient}"
+    # it saw, outside the checkout), after a pause (a second by default, so two builds
+    # overlap visibly; longer where the test stops a build while it runs).
+    pause = getattr(request, "param", 1)
+    suite = f"sleep {pause}; sh ci/check.sh {world.log} {world.lenient}"
     yield from buildbot_world.run(root, world.repo, suite, workers=2)
 
 
@@ -147,3 +150,50 @@ def test_the_documented_master_config_is_the_one_tested() -> None:
     )
     assert "collapseRequests=False" in excerpt and 'name="suite"' in excerpt
     assert excerpt in buildbot_world.MASTER_CFG.read_text()
+
+
+def wait(predicate: Callable[[], bool], what: str, *logs: Path, limit: float = 300) -> None:
+    deadline = time.monotonic() + limit
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: " + "\n".join(p.read_text() for p in logs))
+        time.sleep(0.3)
+
+
+@pytest.mark.parametrize("buildbot", [8], indirect=True)
+def test_a_cancelled_build_decides_nothing_and_the_head_is_built_again(
+    world: PromotionWorld, buildbot: Buildbot
+) -> None:
+    """A build stopped while its suite runs (as a lost runner or an operator would) is not
+    the head's fault: the bridge reports nothing for it and forces the head again, and the
+    second build's pass promotes the head."""
+    world.set_policy('mode = "external"\ntimeout = 600')
+    world.submit("t0")
+    assert world.serve_once("--no-promote").proc.returncode == 0
+    head = git("rev-parse", "refs/integrator/queue/main", cwd=world.repo)
+    promoter = world.run("promote", "--repo", str(world.repo), "--poll", "0.5", name="promote")
+    bridge_log = world.tmp / "bridge.log"
+    bridge = buildbot_world.bridge(buildbot, world.repo, sys.executable, bridge_log, GIT_ENV)
+
+    def suite_running() -> bool:
+        builds = buildbot.get("builds")["builds"]
+        if not builds:
+            return False
+        steps = buildbot.get(f"builds/{builds[0]['buildid']}/steps")["steps"]
+        return any(s["name"] == "suite" and s["started_at"] for s in steps)
+
+    wait(suite_running, "the first build's suite never started", bridge_log)
+    stopped = buildbot.control("builds/1", "stop", reason="the test stops it")
+    assert "error" not in stopped, stopped
+    wait(lambda: git("rev-parse", "main", cwd=world.repo) == head, "not promoted", bridge_log)
+    assert stop(bridge) in (0, -15) and stop(promoter.proc) in (0, -15)
+
+    first, *rest = buildbot.get("builds")["builds"]
+    assert first["results"] == CANCELLED, first
+    assert [b["results"] for b in rest] == [0], rest
+    said = bridge_log.read_text()
+    assert f"forced build request 2 for {head} (try 2)" in said, said
+    assert [line for line in said.splitlines() if " reported " in line] == [
+        line for line in said.splitlines() if f"reported {head} pass" in line
+    ]
+    world.check_target_moves()
