@@ -101,8 +101,12 @@ class Buildbot:
                     proc.wait(timeout=10)
 
 
-def run(root: Path, repository: Path, suite: str, workers: int) -> Iterator[Buildbot]:
-    """A master validating heads of `repository` with `suite`, and `workers` workers."""
+def run(
+    root: Path, repository: Path | str, suite: str, workers: int,
+    env: Mapping[str, str] | None = None,
+) -> Iterator[Buildbot]:  # fmt: skip
+    """A master validating heads of `repository` with `suite`, and `workers` workers; `env`
+    goes to every Buildbot process (the workers' git reads it: GIT_SSH_COMMAND)."""
     names = [f"w{i}" for i in range(1, workers + 1)]
     bot = Buildbot(root, free_port(), free_port(), {})
     bot.settings = {
@@ -112,6 +116,7 @@ def run(root: Path, repository: Path, suite: str, workers: int) -> Iterator[Buil
         "INTEGRATOR_BUILDBOT_WORKERS": ",".join(f"{n}:{n}-secret" for n in names),
         "INTEGRATOR_BUILDBOT_WWW_PORT": str(bot.www_port),
         "INTEGRATOR_BUILDBOT_WORKER_PORT": str(bot.worker_port),
+        **(env or {}),
     }
     bb, worker = str(VENV / "bin" / "buildbot"), str(VENV / "bin" / "buildbot-worker")
     subprocess.run([bb, "create-master", "-q", "master"], cwd=root, check=True,

@@ -242,10 +242,13 @@ def start(admin_keys: list[str]) -> Iterator[Gitolite]:
     finally:
         if server is not None and server.proc is not None:
             _stop(server.proc)
-        for pid in _account_pids(user):  # sessions sshd started for the account
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, 9)
-        subprocess.run(["userdel", user], check=False, capture_output=True)
+        for _attempt in range(50):  # a process of the account keeps userdel from working
+            for pid in _account_pids(user):  # sessions sshd or runuser started for it
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, 9)
+            if subprocess.run(["userdel", user], check=False, capture_output=True).returncode == 0:
+                break
+            time.sleep(0.1)
         shutil.rmtree(root, ignore_errors=True)
         try:
             pwd.getpwnam(user)

@@ -7,8 +7,6 @@ gitolite's rules or by `integrator server-hook` (identity GL_USER)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,9 +15,9 @@ import pytest
 
 from integrator.documents.trailers import TRAILER_CANDIDATE
 from tests.e2e import gitolite_server
-from tests.e2e.gitolite_server import Gitolite, doc_block
-from tests.gitutil import GIT_ENV, commit_files, git, make_repo
-from tests.gitutil import run_integrator as integrator
+from tests.e2e.gitolite_server import Gitolite
+from tests.e2e.gitolite_setup import as_key, cli, configure, on_server, server_refs
+from tests.gitutil import commit_files, git, make_repo
 
 pytestmark = pytest.mark.e2e
 
@@ -68,7 +66,7 @@ class Flow:
 @pytest.fixture(scope="module")
 def flow(server: Gitolite, tmp_path_factory: pytest.TempPathFactory) -> Flow:
     tmp = tmp_path_factory.mktemp("gitolite-flow")
-    configure(server, tmp)
+    configure(server, tmp, PEOPLE)
     product = server.url("product")
     seed = make_repo(tmp / "seed")
     commit_files(seed, {"a/f.txt": "0\n", "b/f.txt": "0\n", "shared.txt": "x\n"}, "base")
@@ -93,57 +91,6 @@ def flow(server: Gitolite, tmp_path_factory: pytest.TempPathFactory) -> Flow:
     assert git("symbolic-ref", "HEAD", cwd=agent) == "refs/heads/main"
     candidate = commit_files(agent, {"a/f.txt": "agent a\n"}, "agent a's change")
     return Flow(server, tmp, mirror, contracts, agent, candidate)
-
-
-def as_key(server: Gitolite, who: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """`git args` with `who`'s ssh key (no check)."""
-    return subprocess.run(
-        ["git", *args], cwd=cwd, capture_output=True, text=True, check=False,
-        env={**os.environ, **GIT_ENV, **server.env(who), "GIT_TERMINAL_PROMPT": "0"},
-    )  # fmt: skip
-
-
-def cli(server: Gitolite, who: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return integrator(*args, cwd=cwd, env=server.env(who))
-
-
-def on_server(server: Gitolite, repo: str, *args: str) -> str:
-    """git in the server's repository (named by --git-dir: it belongs to another account)."""
-    path = server.home / "repositories" / f"{repo}.git"
-    return git("--git-dir", str(path), *args, cwd=path)
-
-
-def server_refs(server: Gitolite, repo: str, prefix: str = "refs/") -> dict[str, str]:
-    out = on_server(server, repo, "for-each-ref", "--format=%(refname) %(objectname)", prefix)
-    return dict(line.split(" ", 1) for line in out.splitlines() if line)
-
-
-def configure(server: Gitolite, work: Path) -> None:
-    """Push the documented gitolite.conf and every key through gitolite-admin, then run the
-    documented hook installs on the server as the gitolite account."""
-    admin = work / "gitolite-admin"
-    done = as_key(server, "admin", "clone", "-q", server.url("gitolite-admin"), str(admin),
-                  cwd=work)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    (admin / "conf" / "gitolite.conf").write_text(
-        doc_block("remote.md", "gitolite.conf (tests/e2e/test_gitolite.py pushes exactly this)")
-    )
-    for who in PEOPLE:
-        (admin / "keydir" / f"{who}.pub").write_text(
-            server.keys[who].with_suffix(".pub").read_text()
-        )
-    git("add", "-A", cwd=admin)
-    git("commit", "-qm", "integrator's repositories and keys", cwd=admin)
-    pushed = as_key(server, "admin", "push", "-q", "origin", "HEAD", cwd=admin)
-    assert pushed.returncode == 0, pushed.stderr
-    head = (server.home / "repositories" / "product.git" / "HEAD").read_text()
-    assert head == "ref: refs/heads/master\n"  # the trap the hook must not fall into
-    hooks = doc_block(
-        "remote.md", "gitolite hooks (tests/e2e/test_gitolite.py runs exactly these lines)"
-    )
-    server.as_account(hooks)
-    for repo in ("product", "product-intake"):
-        assert on_server(server, repo, "config", "--get-all", "integrator.target") == "main"
 
 
 def test_the_hook_keeps_authority_refs_to_the_integrators(flow: Flow) -> None:
