@@ -16,6 +16,9 @@ lost worker, a cancel) says nothing about the head: it is forced again, at most
 `--retries` times, and after that left to the request's timeout. A build is reported only
 if Buildbot says it built exactly the head asked for (its `got_revision`).
 
+On a master with accounts (INTEGRATOR_BUILDBOT_USERS in master.cfg) give the bridge its
+own in INTEGRATOR_BUILDBOT_AUTH=user:password: it logs in and keeps the session cookie.
+
 The bridge keeps its state in memory; after a restart it may force a head again, which is
 harmless (the first result recorded for a head stands; an identical one is accepted).
 
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import http.cookiejar
 import json
 import os
 import shlex
@@ -61,17 +65,36 @@ class Buildbot:
     def __init__(self, url: str, auth: str | None, timeout: float = 30) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
-        self.headers = {"Content-Type": "application/json"}
-        if auth:
-            self.headers["Authorization"] = "Basic " + base64.b64encode(auth.encode()).decode()
+        self.auth = auth
+        # Buildbot's REST API takes no credentials per request: a login (/auth/login, with
+        # HTTP basic auth) sets a session cookie, which every later call sends.
+        self.opener = urllib.request.build_opener(
+            urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar())
+        )
+        self.logged_in = False
+
+    def login(self) -> None:
+        assert self.auth is not None
+        basic = "Basic " + base64.b64encode(self.auth.encode()).decode()
+        request = urllib.request.Request(f"{self.url}/auth/login", headers={"Authorization": basic})
+        with self.opener.open(request, timeout=self.timeout):
+            pass
+        self.logged_in = True
 
     def _call(self, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+        if self.auth and not self.logged_in:
+            self.login()
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(
-            f"{self.url}/api/v2/{path}", data=data, headers=self.headers
+            f"{self.url}/api/v2/{path}", data=data, headers={"Content-Type": "application/json"}
         )
-        with urllib.request.urlopen(request, timeout=self.timeout) as answer:
-            document: dict[str, Any] = json.loads(answer.read())
+        try:
+            with self.opener.open(request, timeout=self.timeout) as answer:
+                document: dict[str, Any] = json.loads(answer.read())
+        except urllib.error.HTTPError as err:
+            if err.code == 403:
+                self.logged_in = False  # the session lapsed (a master restart): log in again
+            raise
         return document
 
     def force(self, scheduler: str, builder: str, head: str, branch: str, tree: str) -> int:

@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.error
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -186,6 +187,8 @@ def test_a_cancelled_build_decides_nothing_and_the_head_is_built_again(
     stopped = buildbot.control("builds/1", "stop", reason="the test stops it")
     assert "error" not in stopped, stopped
     wait(lambda: git("rev-parse", "main", cwd=world.repo) == head, "not promoted", bridge_log)
+    # The promoter may act on the result before the bridge has logged its report.
+    wait(lambda: f"reported {head} pass" in bridge_log.read_text(), "no report", bridge_log)
     assert stop(bridge) in (0, -15) and stop(promoter.proc) in (0, -15)
 
     first, *rest = buildbot.get("builds")["builds"]
@@ -197,3 +200,36 @@ def test_a_cancelled_build_decides_nothing_and_the_head_is_built_again(
         line for line in said.splitlines() if f"reported {head} pass" in line
     ]
     world.check_target_moves()
+
+
+def test_with_accounts_only_the_bridge_forces_builds(world: PromotionWorld) -> None:
+    """With INTEGRATOR_BUILDBOT_USERS set, an anonymous force is refused (403) and the
+    bridge, logged in with INTEGRATOR_BUILDBOT_AUTH, gets the head built and promoted."""
+    world.set_policy('mode = "external"\ntimeout = 600')
+    world.submit("t0")
+    assert world.serve_once("--no-promote").proc.returncode == 0
+    head = git("rev-parse", "refs/integrator/queue/main", cwd=world.repo)
+    root = world.tmp / "buildbot"
+    root.mkdir()
+    suite = f"sh ci/check.sh {world.log} {world.lenient}"
+    users = {"INTEGRATOR_BUILDBOT_USERS": "bridge:bridge-secret"}
+    bots = buildbot_world.run(root, world.repo, suite, 1, env=users)
+    bot = next(bots)
+    try:
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            bot.control("forceschedulers/integrator-validate", "force",
+                        builderNames=["integrator-validate"], branch="refs/integrator/queue/main",
+                        revision=head, repository="", project="")  # fmt: skip
+        assert refused.value.code == 403
+        promoter = world.run("promote", "--repo", str(world.repo), "--poll", "0.5", name="promote")
+        bridge_log = world.tmp / "bridge.log"
+        auth = {**GIT_ENV, "INTEGRATOR_BUILDBOT_AUTH": "bridge:bridge-secret"}
+        bridge = buildbot_world.bridge(bot, world.repo, sys.executable, bridge_log, auth)
+        wait(lambda: git("rev-parse", "main", cwd=world.repo) == head, "not promoted", bridge_log)
+        wait(lambda: f"reported {head} pass" in bridge_log.read_text(), "no report", bridge_log)
+        assert stop(bridge) in (0, -15) and stop(promoter.proc) in (0, -15)
+        (build,) = bot.get("builds")["builds"]
+        assert build["results"] == 0
+        assert f"reported {head} pass" in bridge_log.read_text()
+    finally:
+        next(bots, None)
