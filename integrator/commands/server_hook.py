@@ -150,7 +150,8 @@ def _add_settings(parser: argparse.ArgumentParser) -> None:
         "--target",
         action="append",
         metavar="BRANCH",
-        help="a protected target branch (default: integrator.target; install records HEAD's branch when it is unset)",
+        help="a protected target branch (default: integrator.target, else the branches the "
+        "repository has integrator queues for; install never guesses from HEAD)",
     )
     parser.add_argument(
         "--identity-from",

@@ -71,6 +71,22 @@ def _check_names(names: list[str]) -> None:
             raise UsageError(f"--allow {name!r} is not a plain name")
 
 
+def _learned_target(git_dir: Path) -> list[str]:
+    """The target branches this repository's integrator settings name: the queues
+    `integrator init` created on it. Never its HEAD: a server makes repositories whose HEAD
+    names a branch of its own choosing (gitolite: `master`), which says nothing about the
+    branch integrator lands on; with no queue yet, the caller must say."""
+    found = run.queue_targets(git_dir)
+    if not found:
+        head = _git(git_dir, "symbolic-ref", "-q", "--short", "HEAD", check=False)
+        raise UsageError(
+            "give --target BRANCH (the branch integrators land on): this repository has no "
+            f"integrator.target and no {refnames.QUEUE}<branch> yet, and its HEAD "
+            f"({head or 'detached'}) is not evidence of the target"
+        )
+    return found
+
+
 def install(
     repo: Path,
     given: GivenSettings,
@@ -96,8 +112,7 @@ def install(
     _check_names(overrides.get(run.CONFIG_ALLOW, []))
     config = run.read_config(git_dir)
     if run.CONFIG_TARGET.lower() not in config and run.CONFIG_TARGET not in overrides:
-        head = _git(git_dir, "symbolic-ref", "-q", "--short", "HEAD", check=False)
-        overrides[run.CONFIG_TARGET] = [head or "main"]
+        overrides[run.CONFIG_TARGET] = _learned_target(git_dir)
     settings = run.settings_from_config(run.merged(config, overrides))  # refuses bad values
     if not settings.allow and settings.key is None:
         raise UsageError(

@@ -10,7 +10,7 @@ import os
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from integrator import jsontext
@@ -20,7 +20,7 @@ from integrator.limits import MAX_UPDATES, SUBMISSION_BYTES, SYMREF_PATTERNS
 from integrator.plumbing import git
 from integrator.plumbing.catfile import batch_objects
 from integrator.plumbing.signing import DEFAULT_MAX_AGE, OPTION, Update, load_key
-from integrator.refnames import ref_problem
+from integrator.refnames import QUEUE, ref_problem
 from integrator.serverhook.decide import (
     IDENTITY_CHOICES,
     UNIX,
@@ -109,6 +109,20 @@ def settings_from_config(config: Mapping[str, Sequence[str]]) -> Settings:
         max_age=int(max_age),
         require_identity=require in _TRUE,
     )
+
+
+def queue_targets(git_dir: Path) -> list[str]:
+    """The branches this repository has integrator queues for
+    (`refs/integrator/queue/<branch>`, made by `integrator init`, moved by integrators
+    only): the targets its integrator settings name, whatever the hook's config says."""
+    proc = git.run_git(
+        ["--git-dir", str(git_dir), "for-each-ref", "--format=%(refname)", "--", QUEUE],
+        cwd=git_dir,
+    )
+    names = (
+        line.removeprefix(QUEUE) for line in proc.stdout.decode("utf-8", "replace").split("\n")
+    )
+    return sorted(n for n in names if n and not ref_problem(f"refs/heads/{n}"))
 
 
 def server_symrefs(git_dir: Path, names: Sequence[str] | None = None) -> dict[str, str]:
@@ -243,6 +257,11 @@ def run_check(
     """What the pre-receive hook does: decide with the repository's settings and state,
     and record the nonce of a signature that let the push through."""
     settings = settings or settings_from_config(read_config(git_dir))
+    # A branch the repository has a queue for is a target whatever the config says (a hook
+    # installed with another --target, or before `init` chose the branch).
+    learned = [t for t in queue_targets(git_dir) if t not in settings.targets]
+    if learned:
+        settings = replace(settings, targets=(*settings.targets, *learned))
     now = int(time.time()) if now is None else now
     unix_user = None
     if settings.identity_from == UNIX:

@@ -649,6 +649,7 @@ def served(tmp_path: Path) -> tuple[Path, Path, str]:
     work = make_repo(tmp_path / "work")
     first = commit_files(work, {"a.txt": "1\n"}, "one")
     git("push", "-q", str(server), "HEAD:refs/heads/main", cwd=work)
+    git("config", "integrator.target", "main", cwd=server)  # what install protects
     second = commit_files(work, {"a.txt": "2\n"}, "two")
     assert first != second
     return server, work, second

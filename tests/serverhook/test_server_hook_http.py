@@ -109,6 +109,7 @@ def make_world(root: Path, name: str, *install: str) -> World:
     work = make_repo(root.parent / f"{name}-work")
     base = commit_files(work, {"a.txt": "1\n"}, "one")
     git("push", "-q", str(server), "HEAD:refs/heads/main", cwd=work)
+    git("config", "integrator.target", "main", cwd=server)  # what install protects
     new = commit_files(work, {"a.txt": "2\n"}, "two")
     proc = integrator("server-hook", "install", "--repo", str(server), *install, cwd=work)
     assert proc.returncode == 0, proc.stderr

@@ -85,7 +85,7 @@ def test_the_installed_hook_refuses_unusable_submit_refs_on_real_pushes(tmp_path
     git("push", "-q", str(server), "HEAD:refs/heads/main", cwd=work)
     git("update-ref", "refs/integrator/submit/old", head, cwd=server)  # before the hook
     done = integrator("server-hook", "install", "--repo", str(server), "--allow", "integrator",
-                      cwd=work)  # fmt: skip
+                      "--target", "main", cwd=work)  # fmt: skip
     assert done.returncode == 0, done.stderr
     before = git("for-each-ref", cwd=server)
     for env in (AGENT, INTEGRATOR):
