@@ -6,18 +6,19 @@ Subcommands live in `integrator/commands/<name>.py`; each module exposes
 
 Only the module of the command being run is imported (agents call `integrator submit`
 and `integrator guard` in tight loops, so start-up time matters); `integrator --help`
-imports them all.
+and `--version` import none: the command list is the table `COMMANDS`.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import importlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from integrator import commands
 from integrator.errors import EXIT_INFRA, IntegratorError
 from integrator.escape import visible
 from integrator.version import __version__
@@ -38,35 +39,85 @@ Exit codes: 0 accepted/ok, 1 fenced, 3 needs review, 2 usage or configuration er
 """
 
 
-# Commands whose module is not named after them.
-_MODULE_OF = {"integrate": "gate", "server-hook": "server_hook"}
+# Every command: the module that registers it and its one line in `integrator --help`.
+# `integrator --help` and `--version` are built from this table alone, without importing a
+# command module (they pull in pydantic and pygit2): only the command being run, or whose
+# own --help is asked, is imported. tests/commands/test_cli_parser.py pins the table to
+# what each module registers.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "commit": ("commit", "commit only a task's owned paths, serialized under one repository-wide lock"),
+    "contract": ("contract", "issue, renew, reclaim, expand, revoke, show and list ownership contracts"),
+    "gate": ("gate", "one-shot, read-only verdict on a candidate (for CI)"),
+    "guard": ("guard", "allow or deny file writes against the contract bound to this worktree"),
+    "history": ("history", "decisions and review actions recorded in the registry mirror"),
+    "init": ("init", "prepare a canonical repository (queue ref, policy ref, durable settings)"),
+    "integrate": ("gate", "gate, merge onto the queue head and land a candidate atomically"),
+    "mcp": ("mcp", "serve the agent tools (claim, contract, check, expand, submit, verdict, plan) over MCP"),
+    "plan": ("plan", "derive blocking edges, the ready set and the partition ceiling of task files"),
+    "policy": ("policy", "print the default policy, show or set the repository's policy"),
+    "promote": ("promote", "validate queue heads and promote the target to those that pass"),
+    "queue": ("queue", "pause or resume landings on the target, and show the queue's state"),
+    "refs": ("refs", "count integrator's refs and fold finished records into archive refs"),
+    "report": ("report", "reports read from the repository's records (observe mode)"),
+    "revert": ("revert", "revert a landed staging commit through the same gate (never a force-push)"),
+    "review": ("review", "list, show, approve or reject candidates held as FENCED or REVIEW"),
+    "schema": ("schema", "export the JSON Schemas of contracts, verdicts, policies and other documents"),
+    "serve": ("serve", "run the integration daemon on a spool"),
+    "server-hook": ("server_hook", "protect authority refs on the git server (a pre-receive hook)"),
+    "shadow": ("shadow", "decide recorded submissions again (another policy or version) and compare"),
+    "status": ("status", "the overview (queue, spool, held, claims); with --submission, its verdict"),
+    "submit": ("submit", "submit a candidate commit to the daemon's spool"),
+    "sync": ("sync", "fetch the queue so a contract's base is in this clone"),
+    "task": ("task", "the shared task queue (.agents/inbox|claimed|done in the main checkout)"),
+    "validation": ("validation", "what CI should validate, and its results (external validation)"),
+}  # fmt: skip
 
 
-def _modules() -> list[str]:
-    import pkgutil
-
-    return sorted(
-        info.name
-        for info in pkgutil.iter_modules(commands.__path__)
-        if not info.name.startswith("_")
-    )
-
-
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser; with `command`, only that command's module is imported and registered."""
+def _top_parser() -> tuple[argparse.ArgumentParser, Any]:
     parser = argparse.ArgumentParser(
         prog="integrator",
         description=DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"integrator {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    names = _modules()
-    wanted = _MODULE_OF.get(command or "", command)
-    for name in [wanted] if wanted in names else names:
-        module = importlib.import_module(f"integrator.commands.{name}")
-        module.register(sub)
+    return parser, parser.add_subparsers(dest="command", metavar="COMMAND")
+
+
+class _Only:
+    """The subparsers object handed to a module's `register`, adding only `command`: a module
+    that registers two commands (gate, integrate) then lists only the one being run."""
+
+    def __init__(self, sub: Any, command: str) -> None:
+        self._sub = sub
+        self._spare = argparse.ArgumentParser(prog="integrator").add_subparsers()
+        self._command = command
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        into = self._sub if name == self._command else self._spare
+        parser: argparse.ArgumentParser = into.add_parser(name, **kwargs)
+        return parser
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser. With a known `command`, only that command's module is imported and
+    registered; otherwise every command is listed from `COMMANDS`, none imported."""
+    parser, sub = _top_parser()
+    if command in COMMANDS:
+        module = importlib.import_module(f"integrator.commands.{COMMANDS[command][0]}")
+        module.register(_Only(sub, command))
+        return parser
+    for name, (_module, helptext) in COMMANDS.items():
+        sub.add_parser(name, help=helptext, add_help=False)
     return parser
+
+
+def suggest(command: str) -> str:
+    """"unknown command", with the nearest names when there are some."""
+    close = difflib.get_close_matches(command, COMMANDS, n=3, cutoff=0.6)
+    if not close and len(command) >= 2:
+        close = [name for name in COMMANDS if name.startswith(command)][:3]
+    hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+    return f"integrator: error: unknown command {visible(command)!r}{hint}; see integrator --help"
 
 
 def _absolute_paths(args: argparse.Namespace) -> None:
@@ -88,6 +139,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from integrator.commands.guard import run_hook
 
         args = argparse.Namespace(allow_outside=[], func=run_hook)
+    elif command is not None and command not in COMMANDS:
+        print(suggest(command), file=sys.stderr)
+        return 2
     else:
         parser = build_parser(command)
         args = parser.parse_args(arguments)

@@ -27,7 +27,7 @@ from integrator.store.spool import Spool
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "status",
-        help="print a submission's verdict (exit codes as gate); --wait for it",
+        help="the overview (queue, spool, held, claims); with --submission, its verdict",
         description="Read the verdict the daemons published for a submission: on the intake "
         f"({refnames.VERDICTS}<task>/<id>) or in the spool's decided folders. Exit 0 "
         "ACCEPTED, 1 FENCED, 3 REVIEW, 2 rejected as malformed, 4 no verdict (yet, or "
