@@ -28,16 +28,29 @@ def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "status",
         help="the overview (queue, spool, held, claims); with --submission, its verdict",
-        description="Read the verdict the daemons published for a submission: on the intake "
+        description="With no --submission: the overview of --repo (default: here) and --spool "
+        "— the queue and the promoter, what waits and what is held, the live claims, the last "
+        "decisions (docs/overview.md). "
+        "With --submission: read the verdict the daemons published for it: on the intake "
         f"({refnames.VERDICTS}<task>/<id>) or in the spool's decided folders. Exit 0 "
         "ACCEPTED, 1 FENCED, 3 REVIEW, 2 rejected as malformed, 4 no verdict (yet, or "
         "within --wait). ACCEPTED means landed on the queue; with validation on, only "
         "--until promoted answers 0 when the change is on the target (docs/lifecycle.md).",
     )
-    where = parser.add_mutually_exclusive_group(required=True)
+    where = parser.add_mutually_exclusive_group()
     where.add_argument("--intake", metavar="URL", help="the intake the submission was pushed to")
     where.add_argument("--spool", type=Path, metavar="DIR", help="the spool it was written to")
-    parser.add_argument("--submission", required=True, metavar="ID", help="the submission id")
+    parser.add_argument(
+        "--submission", metavar="ID", help="the submission id (without it: the overview)"
+    )
+    parser.add_argument(
+        "--watch",
+        type=float,
+        nargs="?",
+        const=2.0,
+        metavar="SECONDS",
+        help="the overview: print it again every SECONDS (default 2) until interrupted",
+    )
     parser.add_argument(
         "--task",
         metavar="TASK",
@@ -79,6 +92,12 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.submission is None:
+        from integrator.commands._overview import run_overview
+
+        return run_overview(args)
+    if args.spool is None and args.intake is None:
+        raise UsageError("status --submission ID needs --spool DIR or --intake URL")
     task_id = _task(args)
     repo = Path(args.repo).resolve()
     candidate = rev_parse_commit(repo, args.candidate) if args.candidate else None

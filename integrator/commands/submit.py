@@ -76,6 +76,13 @@ def register(sub: Any) -> None:
         help="wait for the verdict (default 300 s) and exit with its code",
     )
     parser.add_argument(
+        "--create",
+        action="store_true",
+        help="make --spool DIR a spool when it is not one yet (without it, a folder that is "
+        "not a spool is refused: a mistyped path would otherwise become an empty spool no "
+        "daemon reads)",
+    )
+    parser.add_argument(
         "--urgent",
         action="store_true",
         help="the priority lane: the daemon lands it before the rest of its drain",
@@ -100,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     args.key = _key(args)
     if args.intake:
         return _to_intake(args)
-    spool = Spool(args.spool)
+    spool = _spool(Path(args.spool), create=args.create)
     doc = publish(
         spool, read_input(args.contract), args.candidate, Path(args.repo), args.bundle,
         urgent=args.urgent, key=args.key,
@@ -115,6 +122,26 @@ def run(args: argparse.Namespace) -> int:
             say(sid)
         return 0
     return wait_for(spool, sid, args.wait, as_json=args.json)
+
+
+def _spool(root: Path, *, create: bool) -> Spool:
+    """The spool at `root`, refused when it is not one (unless `create`): a folder a daemon
+    serves has its `new/` and `tmp/` folders (`serve` makes them when it starts)."""
+    spool = Spool(root)
+    if create:
+        return spool.ensure()
+    if all(spool.folder(name).is_dir() for name in ("tmp", "new")):
+        return spool
+    if not root.exists():
+        why = "does not exist"
+    elif not root.is_dir():
+        why = "is not a folder"
+    else:
+        why = "is not a spool (no tmp/ and new/ in it)"
+    raise UsageError(
+        f"spool {root} {why}: check the path, start `integrator serve --spool {root}` "
+        "first (it creates the spool), or pass --create"
+    )
 
 
 def _to_intake(args: argparse.Namespace) -> int:
