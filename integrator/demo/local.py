@@ -171,6 +171,7 @@ def _submit(demo: Demo) -> dict[str, str]:
         out = demo.run(
             "integrator",
             "submit",
+            "--create",  # the first submissions come before the daemon made the spool
             "--spool",
             "spool",
             "--contract",
