@@ -96,3 +96,16 @@ def write_output(text: str, output: str | None) -> None:
         atomic_write(path, data, sync=False)  # a complete file or none
     except OSError as err:
         raise UsageError(f"cannot write {output}: {err.strerror or err}") from err
+
+
+def wrote(what: str, output: str | None) -> None:
+    """Say on stderr what a command wrote into the file `output` (nothing when it went to
+    stdout: the document itself is the answer there)."""
+    if output is not None and output != "-":
+        say(f"integrator: wrote {what} to {output}", err=True)
+
+
+def one_line(text: str) -> str:
+    """`text` for one cell of a table: its line breaks written as `\\n`, so a reason of
+    several lines (an agent's or a validation's) cannot break the rows below it."""
+    return text.replace("\r\n", "\n").replace("\n", "\\n")

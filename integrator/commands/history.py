@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from integrator.commands._common import print_json, say
+from integrator.commands._common import one_line, print_json, say
 from integrator.daemon import logs
 from integrator.errors import EXIT_OK, InfrastructureError, UsageError
 from integrator.store.entries import MirrorRecord
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         say(
             f"{r.at.isoformat(timespec='seconds')}  {r.submission}  {what:<8} {outcome:<8} "
             f"{r.task_id or '-':<16} gen {r.generation if r.generation is not None else '-':<3} "
-            f"{codes}" + (f"  {r.reason}" if r.reason else "")
+            f"{codes}" + (f"  {one_line(r.reason)}" if r.reason else "")
             + (f"  [landing: {summary(found)}]" if found is not None else "")
         )  # fmt: skip
     return EXIT_OK

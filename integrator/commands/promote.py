@@ -47,7 +47,11 @@ def register(sub: Any) -> None:
         "--spool", type=Path, metavar="DIR", help="hold ejected landings in this daemon's spool"
     )
     parser.add_argument(
-        "--log-format", choices=("auto", "json", "console"), default="auto", help="default auto"
+        "--log-format",
+        choices=("auto", "json", "console"),
+        default="auto",
+        help="default auto; with --once and no --log-format, only warnings and errors are "
+        "logged (on stderr) before the summary",
     )
     add_json(parser)
     parser.set_defaults(func=run)
@@ -60,7 +64,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.poll <= 0:
         raise ConfigurationError("--poll must be positive")
-    logs.configure(fmt=args.log_format, stream=logs.STDERR)
+    # --once ends with a summary of its own: its log says only what went wrong, unless a
+    # log format was asked for (a script reading the events).
+    quiet = args.once and args.log_format == "auto"
+    logs.configure(fmt=args.log_format, level="warning" if quiet else "info", stream=logs.STDERR)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
