@@ -109,3 +109,16 @@ def one_line(text: str) -> str:
     """`text` for one cell of a table: its line breaks written as `\\n`, so a reason of
     several lines (an agent's or a validation's) cannot break the rows below it."""
     return text.replace("\r\n", "\n").replace("\n", "\\n")
+
+
+def require_repository(path: Path, why: str) -> None:
+    """UsageError unless `path` is (inside) a git repository; `why` says what needs one."""
+    from integrator.errors import ConfigurationError
+    from integrator.plumbing.git import open_repo
+
+    try:
+        open_repo(path)
+    except ConfigurationError:
+        raise UsageError(
+            f"{why}: {path} is not a git repository (run it in a clone, or give --repo PATH)"
+        ) from None

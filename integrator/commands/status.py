@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from integrator import refnames
-from integrator.commands._common import read_input
+from integrator.commands._common import read_input, require_repository
 from integrator.commands.submit import report_landing, wait_intake
 from integrator.documents.rules import rules_from_bytes
 from integrator.errors import InfrastructureError, UsageError
@@ -100,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("status --submission ID needs --spool DIR or --intake URL")
     task_id = _task(args)
     repo = Path(args.repo).resolve()
+    if args.intake:
+        require_repository(repo, "status --intake fetches the verdict into a repository")
     candidate = rev_parse_commit(repo, args.candidate) if args.candidate else None
     if args.intake:
         if task_id is None:

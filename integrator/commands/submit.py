@@ -13,16 +13,18 @@ from integrator.commands._common import print_json, read_input, say
 from integrator.documents.rules import rules_from_bytes
 from integrator.errors import EXIT_OK, InfrastructureError, UsageError
 from integrator.fleet.keys import ENV as KEY_ENV
+from integrator.commands._progress import Progress
 from integrator.fleet.submit import (
     SETTLED,
     document_of,
+    filed,
     intake_landing,
     landing,
     lifecycle_code,
+    poll,
     publish,
     to_intake,
     verdict_document,
-    wait_filed,
     wait_published,
     wait_settled_intake,
 )
@@ -186,6 +188,11 @@ def wait_intake(
     `candidate`, when known: a verdict on another is an error); print it with where its
     landing is now (read from the canonical server), return the code they mean together."""
     started = time.monotonic()
+    if timeout >= 1:
+        say(
+            f"integrator: waiting up to {timeout:g} s for the verdict of {sid} on {url}",
+            err=True,
+        )
     found = wait_published(url, repo, task_id, sid, timeout, candidate=candidate)
     doc, code = document_of(sid, found.rejected, found.document)
     where = intake_landing(url, repo, doc, canonical)
@@ -206,9 +213,38 @@ def wait_intake(
     return report_landing(sid, doc, code, where, rejected=found.rejected, as_json=as_json)
 
 
+def waiting_in(spool: Spool, sid: str) -> str:
+    """Where submission `sid` is while no verdict is filed: in work/, or its place in new/."""
+    if spool.folder("work").joinpath(sid).exists():
+        return "being decided (work/)"
+    queued = spool.entries("new")
+    if sid in queued:
+        ahead = queued.index(sid)
+        return f"waiting in new/ ({ahead} submitted before it)" if ahead else "next in new/"
+    return "between folders"
+
+
 def wait_for(spool: Spool, sid: str, timeout: float, *, as_json: bool) -> int:
-    """Wait for the daemon to file `sid`; print its verdict and return its exit code."""
-    folder, path = wait_filed(spool, sid, timeout)
+    """Wait for the daemon to file `sid`, saying on stderr where it is meanwhile; print its
+    verdict and return its exit code."""
+    say(f"integrator: submitted {sid}; waiting up to {timeout:g} s for its verdict", err=True)
+    progress = Progress(f"integrator: {sid}", timeout)
+
+    def look() -> tuple[str, Path] | None:
+        found = filed(spool, sid)
+        if found is None:
+            progress.update(waiting_in(spool, sid))
+        return found
+
+    try:
+        folder, path = poll(
+            look,
+            timeout,
+            f"no verdict for {sid} within {timeout:g} s; it is still queued (is the daemon "
+            "running?)",
+        )
+    finally:
+        progress.done()
     doc, code = verdict_document(sid, folder, path)
     where = landing(spool, sid)
     code = lifecycle_code(code, where, "decided")
