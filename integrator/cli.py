@@ -46,6 +46,7 @@ Exit codes: 0 accepted/ok, 1 fenced, 3 needs review, 2 usage or configuration er
 # what each module registers.
 COMMANDS: dict[str, tuple[str, str]] = {
     "commit": ("commit", "commit only a task's owned paths, serialized under one repository-wide lock"),
+    "config": ("config", "show the effective configuration and where each value came from"),
     "contract": ("contract", "issue, renew, reclaim, expand, revoke, show and list ownership contracts"),
     "gate": ("gate", "one-shot, read-only verdict on a candidate (for CI)"),
     "guard": ("guard", "allow or deny file writes against the contract bound to this worktree"),
@@ -112,7 +113,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def suggest(command: str) -> str:
-    """"unknown command", with the nearest names when there are some."""
+    """ "unknown command", with the nearest names when there are some."""
     close = difflib.get_close_matches(command, COMMANDS, n=3, cutoff=0.6)
     if not close and len(command) >= 2:
         close = [name for name in COMMANDS if name.startswith(command)][:3]
@@ -131,24 +132,35 @@ def _absolute_paths(args: argparse.Namespace) -> None:
             setattr(args, name, [v.absolute() for v in value])
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    arguments = list(sys.argv[1:] if argv is None else argv)
+def _parse(arguments: list[str]) -> argparse.Namespace | None:
+    """The parsed arguments; None when there is no command to run (said on stderr)."""
     command = arguments[0] if arguments and not arguments[0].startswith("-") else None
     if arguments == ["guard"]:
         # The hook's own form, run before every write an agent makes: no parser to build.
         from integrator.commands.guard import run_hook
 
-        args = argparse.Namespace(allow_outside=[], func=run_hook)
-    elif command is not None and command not in COMMANDS:
+        return argparse.Namespace(allow_outside=[], func=run_hook)
+    if command is not None and command not in COMMANDS:
         print(suggest(command), file=sys.stderr)
+        return None
+    parser = build_parser(command)
+    args = parser.parse_args(arguments)
+    if getattr(args, "func", None) is None:
+        parser.print_help()
+        return None
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parse(list(sys.argv[1:] if argv is None else argv))
+    if args is None:
         return 2
-    else:
-        parser = build_parser(command)
-        args = parser.parse_args(arguments)
-        if getattr(args, "func", None) is None:
-            parser.print_help()
-            return 2
     try:
+        wanted = getattr(args, "configured_defaults", None)
+        if wanted:
+            from integrator.configfile import apply_defaults
+
+            apply_defaults(args, wanted)
         _absolute_paths(args)
         code: int = args.func(args)
     except IntegratorError as err:

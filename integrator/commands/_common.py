@@ -47,13 +47,22 @@ def read_input(path: str, limit: int = INPUT_BYTES) -> bytes:
     return data
 
 
+def configured(parser: argparse.ArgumentParser, **wanted: str) -> None:
+    """Mark `--repo` / `--spool` of `parser` as given by the environment or the
+    configuration file when the command line leaves them out (integrator/configfile.py):
+    `required`, `here` (else the current folder) or `optional`."""
+    before = parser.get_default("configured_defaults") or {}
+    parser.set_defaults(configured_defaults={**before, **wanted})
+
+
 def add_repo(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--repo",
-        default=".",
         metavar="PATH",
-        help="the canonical repository, bare or not (default: the current folder)",
+        help="the canonical repository, bare or not (default: $INTEGRATOR_REPO, else "
+        "[defaults] repo of the configuration file, else the current folder)",
     )
+    configured(parser, repo="here")
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from integrator import refnames
-from integrator.commands._common import add_json, print_json, say
+from integrator.commands._common import add_json, configured, print_json, say
 from integrator.daemon import logs
 from integrator.errors import EXIT_OK, ConfigurationError, IntegratorError
 
@@ -38,7 +38,13 @@ def register(sub: Any) -> None:
         "mirrored into its registry (a daemon on the spool does that too). Docs: "
         "docs/validation.md.",
     )
-    parser.add_argument("--repo", required=True, type=Path, metavar="PATH", help="canonical repo")
+    parser.add_argument(
+        "--repo",
+        type=Path,
+        metavar="PATH",
+        help="canonical repo (default: $INTEGRATOR_REPO, else [defaults] repo of the configuration file)",
+    )
+    configured(parser, repo="required")
     parser.add_argument("--once", action="store_true", help="do what there is to do, then exit")
     parser.add_argument(
         "--poll", type=float, default=2.0, metavar="SECONDS", help="between rounds (default 2)"

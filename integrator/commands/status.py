@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from integrator import refnames
-from integrator.commands._common import read_input, require_repository
+from integrator.commands._common import configured, read_input, require_repository
 from integrator.commands.submit import report_landing, wait_intake
 from integrator.documents.rules import rules_from_bytes
 from integrator.errors import InfrastructureError, UsageError
@@ -88,6 +88,7 @@ def register(sub: Any) -> None:
         "landing is (default: the clone's origin when it holds the queue, else the intake)",
     )
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    configured(parser, spool="optional")
     parser.set_defaults(func=run)
 
 

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from integrator import refnames
-from integrator.commands._common import print_json, read_input, say
+from integrator.commands._common import configured, print_json, read_input, say
+from integrator.commands._progress import Progress
 from integrator.documents.rules import rules_from_bytes
 from integrator.errors import EXIT_OK, InfrastructureError, UsageError
 from integrator.fleet.keys import ENV as KEY_ENV
-from integrator.commands._progress import Progress
 from integrator.fleet.submit import (
     SETTLED,
     document_of,
@@ -43,8 +43,13 @@ def register(sub: Any) -> None:
         f"{refnames.SUBMIT}<task>/<id>, and `integrator status` reads the verdict. "
         "Prints the submission id.",
     )
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--spool", type=Path, metavar="DIR", help="the daemon's spool folder")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--spool",
+        type=Path,
+        metavar="DIR",
+        help="the daemon's spool folder (default: $INTEGRATOR_SPOOL, else [defaults] spool of the configuration file)",
+    )
     where.add_argument(
         "--intake",
         metavar="URL",
@@ -90,6 +95,7 @@ def register(sub: Any) -> None:
         help="the priority lane: the daemon lands it before the rest of its drain",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    configured(parser, spool="optional")
     parser.set_defaults(func=run)
 
 
@@ -109,6 +115,11 @@ def run(args: argparse.Namespace) -> int:
     args.key = _key(args)
     if args.intake:
         return _to_intake(args)
+    if args.spool is None:
+        raise UsageError(
+            "submit needs --spool DIR or --intake URL (or $INTEGRATOR_SPOOL, or [defaults] "
+            "spool in the configuration file)"
+        )
     spool = _spool(Path(args.spool), create=args.create)
     doc = publish(
         spool, read_input(args.contract), args.candidate, Path(args.repo), args.bundle,

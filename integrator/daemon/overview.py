@@ -195,59 +195,11 @@ def render(view: Overview, now: datetime) -> list[str]:
     if view.repo is not None:
         lines.append(f"repository {view.repo}")
     if view.target is not None:
-        state = "PAUSED" if view.paused else "landing"
-        lines.append(
-            f"  {view.target}: {state}  target {_short(view.target_head)}  "
-            f"queue {_short(view.queue_head)}"
-        )
-        if view.paused:
-            at = view.paused_at.isoformat(timespec="seconds") if view.paused_at else "?"
-            lines.append(
-                f"  paused by {view.paused_by or '?'} at {at}: {_one_line(view.pause_reason or '-')}"
-            )
-        if view.validation is None:
-            lines.append("  no validation: the target follows the queue")
-        elif view.unpromoted:
-            lines.append(
-                f"  {len(view.unpromoted)} landing(s) wait for the promoter "
-                f"({view.validation} validation):"
-            )
-            for landing in view.unpromoted:
-                lines.append(
-                    f"    {_short(landing.get('staging'))}  {landing.get('taskId') or '-'}  "
-                    f"{_one_line(landing.get('summary') or '')}"
-                )
-        else:
-            lines.append(f"  the target is at the queue head ({view.validation} validation)")
+        lines += _queue_lines(view)
     if view.spool is not None:
-        c = view.counts
-        lines.append(f"spool {view.spool}")
-        lines.append(
-            f"  waiting {c.get('new', 0)}  in work {c.get('work', 0)}  accepted "
-            f"{c.get('accepted', 0)}  fenced {c.get('fenced', 0)}  review {c.get('review', 0)}  "
-            f"rejected {c.get('rejected', 0)}"
-        )
-        if view.held:
-            lines.append(f"  held for review ({len(view.held)}):")
-            for h in view.held:
-                codes = ",".join(str(c) for c in h.get("codes", []))
-                lines.append(
-                    f"    {h.get('submission')}  {h.get('decision', '?'):<7} "
-                    f"{h.get('taskId') or '-':<20} {codes or '-'}"
-                )
+        lines += _spool_lines(view)
     if view.target is not None:
-        if view.claims:
-            lines.append(f"live claims ({len(view.claims)}):")
-            width = max(len(c.task_id) for c in view.claims)
-            hwidth = max(len(c.holder) for c in view.claims)
-            for claim in view.claims:
-                lines.append(
-                    f"  {claim.task_id:<{width}}  gen {claim.generation:<3} "
-                    f"{claim.holder:<{hwidth}}  {left(claim.lease_expires_at, now):>7} left  "
-                    f"{', '.join(claim.paths)}"
-                )
-        else:
-            lines.append("no live claims")
+        lines += _claim_lines(view, now)
     if view.decisions:
         lines.append("last decisions:")
         for d in view.decisions:
@@ -256,9 +208,65 @@ def render(view: Overview, now: datetime) -> list[str]:
                 f"{d.get('action') or d.get('kind')!s:<8} {d.get('decision') or '-':<8} "
                 f"{d.get('taskId') or '-'}"
             )
-    for problem in view.problems:
-        lines.append(f"cannot read {_one_line(problem)}")
+    lines += [f"cannot read {_one_line(problem)}" for problem in view.problems]
     return lines
+
+
+def _queue_lines(view: Overview) -> list[str]:
+    state = "PAUSED" if view.paused else "landing"
+    lines = [
+        f"  {view.target}: {state}  target {_short(view.target_head)}  "
+        f"queue {_short(view.queue_head)}"
+    ]
+    if view.paused:
+        at = view.paused_at.isoformat(timespec="seconds") if view.paused_at else "?"
+        reason = _one_line(view.pause_reason or "-")
+        lines.append(f"  paused by {view.paused_by or '?'} at {at}: {reason}")
+    if view.validation is None:
+        lines.append("  no validation: the target follows the queue")
+    elif view.unpromoted:
+        lines.append(
+            f"  {len(view.unpromoted)} landing(s) wait for the promoter "
+            f"({view.validation} validation):"
+        )
+        lines += [
+            f"    {_short(landing.get('staging'))}  {landing.get('taskId') or '-'}  "
+            f"{_one_line(landing.get('summary') or '')}"
+            for landing in view.unpromoted
+        ]
+    else:
+        lines.append(f"  the target is at the queue head ({view.validation} validation)")
+    return lines
+
+
+def _spool_lines(view: Overview) -> list[str]:
+    c = view.counts
+    lines = [
+        f"spool {view.spool}",
+        f"  waiting {c.get('new', 0)}  in work {c.get('work', 0)}  accepted "
+        f"{c.get('accepted', 0)}  fenced {c.get('fenced', 0)}  review {c.get('review', 0)}  "
+        f"rejected {c.get('rejected', 0)}",
+    ]
+    if view.held:
+        lines.append(f"  held for review ({len(view.held)}):")
+        lines += [
+            f"    {h.get('submission')}  {h.get('decision', '?'):<7} "
+            f"{h.get('taskId') or '-':<20} {','.join(str(x) for x in h.get('codes', [])) or '-'}"
+            for h in view.held
+        ]
+    return lines
+
+
+def _claim_lines(view: Overview, now: datetime) -> list[str]:
+    if not view.claims:
+        return ["no live claims"]
+    width = max(len(c.task_id) for c in view.claims)
+    hwidth = max(len(c.holder) for c in view.claims)
+    return [f"live claims ({len(view.claims)}):"] + [
+        f"  {c.task_id:<{width}}  gen {c.generation:<3} {c.holder:<{hwidth}}  "
+        f"{left(c.lease_expires_at, now):>7} left  {', '.join(c.paths)}"
+        for c in view.claims
+    ]
 
 
 def now() -> datetime:

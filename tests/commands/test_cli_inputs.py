@@ -309,7 +309,16 @@ def test_claim_json_reports_an_unknown_task_as_a_document(
     "argv",
     [
         ["gate", "--contract", "/dev/zero", "--candidate", "HEAD"],
-        ["submit", "--spool", "SPOOL", "--create", "--contract", "/dev/zero", "--candidate", "HEAD"],
+        [
+            "submit",
+            "--spool",
+            "SPOOL",
+            "--create",
+            "--contract",
+            "/dev/zero",
+            "--candidate",
+            "HEAD",
+        ],
         ["contract", "expand", "--request", "/dev/zero"],
     ],
 )

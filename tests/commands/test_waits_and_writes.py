@@ -141,10 +141,8 @@ def test_contract_list_aligns_its_lease_column_and_lists_only_live(
     assert len(starts) == 1 and all("." not in row.split()[3] for row in rows[1:])
     live = run_integrator("contract", "list", "--repo", str(served["canon"]), "--live")
     assert [r.split()[0] for r in live.stdout.splitlines()[1:]] == ["t2"]
-    doc = json.loads(
-        run_integrator("contract", "list", "--repo", str(served["canon"]), "--live",
-                       "--json").stdout  # fmt: skip
-    )
+    listed = run_integrator("contract", "list", "--repo", str(served["canon"]), "--live", "--json")
+    doc = json.loads(listed.stdout)
     assert [row["taskId"] for row in doc] == ["t2"]
 
 
