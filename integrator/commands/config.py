@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from integrator.commands._common import add_json, print_json, say
+from integrator.docpath import doc
 from integrator.errors import EXIT_OK
 
 
@@ -19,7 +20,7 @@ def register(sub: Any) -> None:
         "else <git dir>/integrator/config.toml of --repo or of the repository here, else "
         "$XDG_CONFIG_HOME/integrator/config.toml), checked as `serve` checks it, and each "
         "value with its source: the command line, $INTEGRATOR_REPO / $INTEGRATOR_SPOOL, "
-        "the file, or the built-in default (docs/configuration.md).",
+        f"the file, or the built-in default ({doc('configuration.md')}).",
     )
     inner = parser.add_subparsers(dest="config_command", metavar="ACTION", required=True)
     show = inner.add_parser("show", help="print the configuration in effect and its sources")

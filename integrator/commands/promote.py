@@ -14,6 +14,7 @@ import structlog
 from integrator import refnames
 from integrator.commands._common import add_json, configured, print_json, say
 from integrator.daemon import logs
+from integrator.docpath import doc
 from integrator.errors import EXIT_OK, ConfigurationError, IntegratorError
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def register(sub: Any) -> None:
         "another host (any number of promoters coordinate through git's compare-and-swap). "
         "With --spool, ejected landings that spool decided are held there and records are "
         "mirrored into its registry (a daemon on the spool does that too). Docs: "
-        "docs/validation.md.",
+        f"{doc('validation.md')}.",
     )
     parser.add_argument(
         "--repo",

@@ -9,6 +9,7 @@ from typing import Any
 from integrator import refnames
 from integrator.commands._common import configured
 from integrator.daemon.service import ServeOptions, serve
+from integrator.docpath import doc
 
 
 def register(sub: Any) -> None:
@@ -51,7 +52,7 @@ def register(sub: Any) -> None:
         metavar="FILE",
         help="the configuration file ([serve] and [defaults] tables; default: "
         "$INTEGRATOR_CONFIG, else <git dir>/integrator/config.toml, else "
-        "$XDG_CONFIG_HOME/integrator/config.toml; docs/configuration.md)",
+        f"$XDG_CONFIG_HOME/integrator/config.toml; {doc('configuration.md')})",
     )
     parser.add_argument(
         "--evaluation-workers",

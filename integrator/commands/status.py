@@ -10,6 +10,7 @@ from typing import Any
 from integrator import refnames
 from integrator.commands._common import configured, read_input, require_repository
 from integrator.commands.submit import report_landing, wait_intake
+from integrator.docpath import doc
 from integrator.documents.rules import rules_from_bytes
 from integrator.errors import InfrastructureError, UsageError
 from integrator.fleet.intake import check_filed
@@ -30,12 +31,12 @@ def register(sub: Any) -> None:
         help="the overview (queue, spool, held, claims); with --submission, its verdict",
         description="With no --submission: the overview of --repo (default: here) and --spool "
         "— the queue and the promoter, what waits and what is held, the live claims, the last "
-        "decisions (docs/overview.md). "
+        f"decisions ({doc('overview.md')}). "
         "With --submission: read the verdict the daemons published for it: on the intake "
         f"({refnames.VERDICTS}<task>/<id>) or in the spool's decided folders. Exit 0 "
         "ACCEPTED, 1 FENCED, 3 REVIEW, 2 rejected as malformed, 4 no verdict (yet, or "
         "within --wait). ACCEPTED means landed on the queue; with validation on, only "
-        "--until promoted answers 0 when the change is on the target (docs/lifecycle.md).",
+        f"--until promoted answers 0 when the change is on the target ({doc('lifecycle.md')}).",
     )
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--intake", metavar="URL", help="the intake the submission was pushed to")
