@@ -12,7 +12,6 @@ and `--version` import none: the command list is the table `COMMANDS`.
 from __future__ import annotations
 
 import argparse
-import difflib
 import importlib
 import sys
 from collections.abc import Sequence
@@ -114,6 +113,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def suggest(command: str) -> str:
     """ "unknown command", with the nearest names when there are some."""
+    import difflib
+
     close = difflib.get_close_matches(command, COMMANDS, n=3, cutoff=0.6)
     if not close and len(command) >= 2:
         close = [name for name in COMMANDS if name.startswith(command)][:3]
@@ -132,9 +133,16 @@ def _absolute_paths(args: argparse.Namespace) -> None:
             setattr(args, name, [v.absolute() for v in value])
 
 
+def _print_version(args: argparse.Namespace) -> int:
+    print(f"integrator {__version__}")
+    return 0
+
+
 def _parse(arguments: list[str]) -> argparse.Namespace | None:
     """The parsed arguments; None when there is no command to run (said on stderr)."""
     command = arguments[0] if arguments and not arguments[0].startswith("-") else None
+    if arguments == ["--version"]:  # no parser needed: a version check costs a bare start-up
+        return argparse.Namespace(func=_print_version)
     if arguments == ["guard"]:
         # The hook's own form, run before every write an agent makes: no parser to build.
         from integrator.commands.guard import run_hook
