@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -122,5 +123,9 @@ def run_mode(args: argparse.Namespace) -> int:
         )
         say(f"revoked {len(done.revoked)} live claim(s): {', '.join(done.revoked) or '-'}")
         if done.revoked:
-            say("reissue them one at a time: integrator contract reissue --repo REPO")
+            say(
+                "reissue them: integrator contract reissue "
+                f"--repo {shlex.quote(str(args.repo))} --task {shlex.quote(done.revoked[0])} "
+                "(one task at a time; --all for every one)"
+            )
     return 0
