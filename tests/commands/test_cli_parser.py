@@ -8,6 +8,7 @@ import importlib
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -84,7 +85,8 @@ def test_top_help_and_version_import_no_command_module() -> None:
         "        try: main(words)\n"
         "        except SystemExit: pass\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
-        "('pydantic', 'pygit2', 'structlog') or m.startswith('integrator.commands.'))))\n"
+        "('pydantic', 'pygit2', 'structlog') or (m.startswith('integrator.commands.') and m != "
+        "'integrator.commands._table'))))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", "import json\n" + probe],
@@ -128,3 +130,35 @@ def test_the_real_process_lists_every_command() -> None:
     for name in COMMANDS:
         assert f"    {name}" in done.stdout
     assert cli.DESCRIPTION.splitlines()[0] in done.stdout
+
+
+def test_bash_completion_completes_commands_actions_and_options(tmp_path: Path) -> None:
+    """`integrator completion bash`, sourced in a real bash, completes a command, an action
+    of it and that action's options."""
+    script = tmp_path / "c.bash"
+    done = subprocess.run(
+        [sys.executable, "-m", "integrator", "completion", "bash"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    script.write_text(done.stdout)
+    probe = (
+        f"source {script}\n"
+        'COMP_WORDS=(integrator stat); COMP_CWORD=1; _integrator; echo "${COMPREPLY[*]}"\n'
+        "COMP_WORDS=(integrator contract li); COMP_CWORD=2; _integrator; "
+        'echo "${COMPREPLY[*]}"\n'
+        "COMP_WORDS=(integrator contract list --li); COMP_CWORD=3; _integrator; "
+        'echo "${COMPREPLY[*]}"\n'
+    )
+    out = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == ["status", "list", "--live"]
+
+
+@pytest.mark.parametrize("shell", ["zsh", "fish"])
+def test_other_shells_get_a_script_naming_every_command(shell: str) -> None:
+    """The zsh and fish scripts name every command (fish: one `complete` line each)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "integrator", "completion", shell],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    for name in COMMANDS:
+        assert name in done.stdout
