@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from integrator import cli
-from integrator.cli import COMMANDS, build_parser, main
+from integrator.cli import build_parser, main
+from integrator.commands._table import COMMANDS
 
 
 def _registered() -> dict[str, tuple[str, str | None]]:
