@@ -163,3 +163,12 @@ def test_other_shells_get_a_script_naming_every_command(shell: str) -> None:
     )  # fmt: skip
     for name in COMMANDS:
         assert name in done.stdout
+
+
+def test_schema_show_takes_a_part_of_the_name(capsys: pytest.CaptureFixture[str]) -> None:
+    """`schema show contract` prints the ownership contract's schema; a part that names
+    several is exit 2 naming them."""
+    assert main(["schema", "show", "contract"]) == 0
+    assert "coding.workspace.ownership.v1" in capsys.readouterr().out
+    assert main(["schema", "show", "v1"]) == 2
+    assert "verdict.v1" in capsys.readouterr().err

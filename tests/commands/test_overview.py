@@ -85,3 +85,25 @@ def test_lease_left_reads_in_the_largest_unit() -> None:
     assert left(now + timedelta(minutes=30), now) == "30m"
     assert left(now + timedelta(hours=5, minutes=7), now) == "5h07m"
     assert left(now + timedelta(days=3), now) == "3d"
+
+
+def test_watch_prints_the_overview_again_until_stopped(served: dict[str, Path]) -> None:
+    """`status --watch 0.2` (not a terminal: no screen clearing) prints the overview again
+    and again until it is stopped."""
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "integrator", "status", "--spool", str(served["spool"]),
+         "--watch", "0.2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        time.sleep(6)
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    text = out.decode()
+    assert text.count(f"repository {served['canon']}") >= 2
+    assert "\x1b" not in text
