@@ -56,7 +56,10 @@ def register(sub: Any) -> None:
         help=f"a git repository the daemons serve (push to {refnames.SUBMIT}...)",
     )
     parser.add_argument(
-        "--contract", required=True, metavar="FILE", help="contract JSON, - for stdin"
+        "--contract",
+        metavar="FILE",
+        help="contract JSON, - for stdin (default: the contract `task claim` bound to the "
+        "worktree --repo is in)",
     )
     parser.add_argument("--candidate", required=True, metavar="REV", help="the candidate commit")
     parser.add_argument(
@@ -111,7 +114,27 @@ def _key(args: argparse.Namespace) -> Path | None:
     return None
 
 
+def _bound_contract(repo: Path) -> str:
+    """The contract file bound to the worktree `repo` is in (`task claim` wrote it)."""
+    from integrator.errors import ConfigurationError
+    from integrator.fleet.bound import checkout_of
+
+    try:
+        path = checkout_of(repo).binding_dir / "contract.json"
+    except ConfigurationError:
+        path = None
+    if path is None or not path.is_file():
+        raise UsageError(
+            f"no --contract given and no contract is bound to {repo} (`integrator task claim` "
+            "binds one to the worktree it claims); pass --contract FILE"
+        )
+    say(f"integrator: submitting under the bound contract {path}", err=True)
+    return str(path)
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.contract is None:
+        args.contract = _bound_contract(Path(args.repo))
     args.key = _key(args)
     if args.intake:
         return _to_intake(args)

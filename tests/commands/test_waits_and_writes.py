@@ -184,3 +184,38 @@ def test_status_intake_outside_a_repository_is_a_usage_error(
     )  # fmt: skip
     assert done.returncode == 2
     assert "is not a git repository" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_submit_in_a_claimed_worktree_uses_the_bound_contract(tmp_path: Path) -> None:
+    """In the worktree `task claim` made, `submit` with no --contract submits under the
+    contract bound there (signed with the bound key, so no warning); elsewhere it is exit 2
+    asking for --contract."""
+    shop = tmp_path / "shop"
+    git("init", "-q", "-b", "main", str(shop), cwd=tmp_path)
+    (shop / "src" / "pay").mkdir(parents=True)
+    (shop / "src" / "pay" / "a.py").write_text("a\n")
+    git("add", "-A", cwd=shop)
+    git("commit", "-qm", "base", cwd=shop)
+    assert run_integrator("init", "--repo", str(shop), "--update-checkout").returncode == 0
+    (shop / "PAY-1.md").write_text(
+        "---\nid: PAY-1\nowns: [src/pay/**]\nrequires_filesystem: true\n---\n# Pay\n"
+    )
+    assert run_integrator("task", "init", cwd=shop).returncode == 0
+    with (shop / ".agents" / "workspaces.toml").open("a") as toml:
+        toml.write('\n[agents.alice]\nworkspace = "alice"\n')
+    assert run_integrator("task", "add", "PAY-1.md", cwd=shop).returncode == 0
+    claimed = run_integrator("task", "claim", "--agent", "alice", cwd=shop)
+    assert claimed.returncode == 0, claimed.stderr
+    tree = shop / ".trees" / "alice"
+    (tree / "src" / "pay" / "b.py").write_text("b\n")
+    git("add", "-A", cwd=tree)
+    git("commit", "-qm", "b", cwd=tree)
+    spool = tmp_path / "spool"
+    done = run_integrator("submit", "--spool", str(spool), "--create", "--candidate", "HEAD",
+                          cwd=tree)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "submitting under the bound contract" in done.stderr
+    assert "warning" not in done.stderr
+    assert (spool / "new" / done.stdout.strip()).is_dir()
+    elsewhere = run_integrator("submit", "--spool", str(spool), "--candidate", "HEAD", cwd=shop)
+    assert elsewhere.returncode == 2 and "pass --contract FILE" in elsewhere.stderr
