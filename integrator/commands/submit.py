@@ -156,6 +156,12 @@ def run(args: argparse.Namespace) -> int:
             print_json(doc)
         else:
             say(sid)
+            say(
+                f"integrator: wrote submission {sid} (candidate {str(doc['candidate'])[:12]}) "
+                f"into {spool.root}/new/; its verdict: integrator status --spool "
+                f"{spool.root} --submission {sid}",
+                err=True,
+            )
         return 0
     return wait_for(spool, sid, args.wait, as_json=args.json)
 
