@@ -34,6 +34,10 @@ claim them atomically (integrator task), a write guard stops a write outside the
 before it happens (integrator guard), and shared-checkout fleets commit only owned paths
 (integrator commit).
 
+`integrator status` shows what the queue, the spool and the claims are doing;
+`integrator config show` where --repo and --spool come from when they are left out
+(INTEGRATOR_REPO, INTEGRATOR_SPOOL, a configuration file); `integrator completion bash`.
+
 Exit codes: 0 accepted/ok, 1 fenced, 3 needs review, 2 usage or configuration error,
 4 infrastructure error (retryable).
 """
