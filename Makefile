@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: venv test test-repeat lint typecheck demo drills drills-quick bench bench-quick schema e2e screenshots soak soak-system fuzz demo-remote clean
+.PHONY: venv test test-repeat lint typecheck demo drills drills-quick bench bench-quick schema e2e screenshots soak soak-system fuzz demo-remote newcomer clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,10 @@ soak: $(STAMP)
 # The review page's screenshots in docs/review/, taken by its browser tests.
 screenshots: $(STAMP)
 	INTEGRATOR_SCREENSHOTS=docs/review $(PY) -m pytest -q -n 0 tests/web/test_web_browser.py
+
+# A newcomer's first day from a freshly built wheel in a new virtual environment.
+newcomer: $(STAMP)
+	INTEGRATOR_NEWCOMER=1 $(PY) -m pytest -q -n 0 tests/test_newcomer.py
 
 demo: $(STAMP)
 	$(PY) -m integrator.demo

@@ -254,6 +254,7 @@ def submit_and_serve(
                 "-m",
                 "integrator",
                 "submit",
+                "--create",
                 "--spool",
                 str(spool),
                 "--contract",

@@ -47,13 +47,22 @@ def read_input(path: str, limit: int = INPUT_BYTES) -> bytes:
     return data
 
 
+def configured(parser: argparse.ArgumentParser, **wanted: str) -> None:
+    """Mark `--repo` / `--spool` of `parser` as given by the environment or the
+    configuration file when the command line leaves them out (integrator/configfile.py):
+    `required`, `here` (else the current folder) or `optional`."""
+    before = parser.get_default("configured_defaults") or {}
+    parser.set_defaults(configured_defaults={**before, **wanted})
+
+
 def add_repo(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--repo",
-        default=".",
         metavar="PATH",
-        help="the canonical repository, bare or not (default: the current folder)",
+        help="the canonical repository, bare or not (default: $INTEGRATOR_REPO, else "
+        "[defaults] repo of the configuration file, else the current folder)",
     )
+    configured(parser, repo="here")
 
 
 def add_json(parser: argparse.ArgumentParser) -> None:
@@ -96,3 +105,29 @@ def write_output(text: str, output: str | None) -> None:
         atomic_write(path, data, sync=False)  # a complete file or none
     except OSError as err:
         raise UsageError(f"cannot write {output}: {err.strerror or err}") from err
+
+
+def wrote(what: str, output: str | None) -> None:
+    """Say on stderr what a command wrote into the file `output` (nothing when it went to
+    stdout: the document itself is the answer there)."""
+    if output is not None and output != "-":
+        say(f"integrator: wrote {what} to {output}", err=True)
+
+
+def one_line(text: str) -> str:
+    """`text` for one cell of a table: its line breaks written as `\\n`, so a reason of
+    several lines (an agent's or a validation's) cannot break the rows below it."""
+    return text.replace("\r\n", "\n").replace("\n", "\\n")
+
+
+def require_repository(path: Path, why: str) -> None:
+    """UsageError unless `path` is (inside) a git repository; `why` says what needs one."""
+    from integrator.errors import ConfigurationError
+    from integrator.plumbing.git import open_repo
+
+    try:
+        open_repo(path)
+    except ConfigurationError:
+        raise UsageError(
+            f"{why}: {path} is not a git repository (run it in a clone, or give --repo PATH)"
+        ) from None

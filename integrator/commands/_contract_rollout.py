@@ -94,7 +94,12 @@ def run_reissue(args: argparse.Namespace) -> int:
             if "refused" in row:
                 say(f"refused {row['taskId']}: {row['refused']}")
             else:
-                where = f" → {row['file']}" if "file" in row else ""
+                where = (
+                    f" → {row['file']}"
+                    if "file" in row
+                    else f" (its contract: `integrator contract show --task {row['taskId']}`; "
+                    "--out-dir DIR writes it)"
+                )
                 say(
                     f"reissued {row['taskId']} generation {row['generation']} ({row['attemptId']}){where}"
                 )

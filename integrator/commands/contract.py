@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from integrator.commands._common import (
     read_input,
     say,
     write_output,
+    wrote,
 )
 from integrator.commands._contract_rollout import register_rollout
 from integrator.documents.contract import OwnershipContract
@@ -130,6 +131,7 @@ def run_request(args: argparse.Namespace) -> int:
     contract = (lambda: read_input(args.contract)) if args.contract else None
     request = request_expansion(args.worktree, args.add_path, args.add_resource, contract=contract)
     write_output(request.to_json(), args.output)
+    wrote(f"the expansion request of task {request.task_id}", args.output)
     return 0
 
 
@@ -224,6 +226,11 @@ def _register_reading(inner: Any) -> None:
         action="store_true",
         help=f"also the finished claims folded into {refnames.ARCHIVE}claims",
     )
+    listing.add_argument(
+        "--live",
+        action="store_true",
+        help="only the live claims (not consumed or revoked, lease not over)",
+    )
     add_json(listing)
     listing.set_defaults(func=run_list)
 
@@ -262,9 +269,18 @@ def run_issue(args: argparse.Namespace) -> int:
             err=True,
         )
     write_output(contract.to_json(), args.output)
+    wrote(_described(contract), args.output)
     if registered:
         _hand_out_key(args, contract)
     return 0
+
+
+def _described(contract: OwnershipContract) -> str:
+    return (
+        f"the contract of task {contract.task_id} (generation {contract.ownership_generation}, "
+        f"attempt {contract.attempt_id}, lease until "
+        f"{_lease_column(contract.lease.expires_at.isoformat())})"
+    )
 
 
 def _hand_out_key(args: argparse.Namespace, contract: OwnershipContract) -> None:
@@ -301,6 +317,7 @@ def run_reclaim(args: argparse.Namespace) -> int:
         args.repo, args.task, force=args.force, holder=args.holder, lease=args.lease, base=args.base
     )
     write_output(contract.to_json(), args.output)
+    wrote(_described(contract), args.output)
     _hand_out_key(args, contract)
     return 0
 
@@ -312,6 +329,7 @@ def run_expand(args: argparse.Namespace) -> int:
     else:
         contract = expand_contract(args.repo, read_input(args.request))
     write_output(contract.to_json(), args.output)
+    wrote(_described(contract), args.output)
     _hand_out_key(args, contract)
     return 0
 
@@ -358,21 +376,35 @@ def run_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _live(row: dict[str, object], now: datetime) -> bool:
+    return row["state"] == "live" and datetime.fromisoformat(str(row["leaseExpiresAt"])) > now
+
+
+def _lease_column(value: object) -> str:
+    """A lease end as the table shows it: to the second, in UTC, always 20 characters."""
+    moment = datetime.fromisoformat(str(value)).astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def run_list(args: argparse.Namespace) -> int:
     listed = list_contracts(args.repo, archived=args.archived)
     rows, pending, folded = listed.rows, listed.pending, listed.folded
+    if args.live:
+        now = datetime.now(UTC)
+        rows = [row for row in rows if _live(row, now)]
     if args.json:
         print_json(rows)
         return 0
+    width = max([len("TASK"), *(len(str(row["taskId"])) for row in rows)])
     if not rows:
-        say("no claims")
+        say("no live claims" if args.live else "no claims")
     else:
-        say(f"{'TASK':24} {'GEN':>4} {'STATE':9} {'LEASE UNTIL':26} PATHS")
+        say(f"{'TASK':{width}} {'GEN':>4} {'STATE':9} {'LEASE UNTIL':20} PATHS")
     for row in rows:
         paths = ", ".join(str(p) for p in row["paths"])  # type: ignore[attr-defined]
         say(
-            f"{row['taskId']!s:24} {row['generation']!s:>4} {row['state']!s:9} "
-            f"{row['leaseExpiresAt']!s:26} {paths}"
+            f"{row['taskId']!s:{width}} {row['generation']!s:>4} {row['state']!s:9} "
+            f"{_lease_column(row['leaseExpiresAt'])} {paths}"
         )
     if pending:
         say(f"\n{len(pending)} expansion request(s) waiting for review:")

@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from integrator.commands._common import print_json, say
+from integrator.commands._common import configured, one_line, print_json, say
 from integrator.daemon import logs
 from integrator.errors import EXIT_OK, InfrastructureError, UsageError
 from integrator.store.entries import MirrorRecord
@@ -25,7 +25,13 @@ def register(sub: Any) -> None:
         "the authority. Each accepted submission's row carries where its landing is now "
         "(queued, promoted, ejected, reverted: read from git, as `status` reads it).",
     )
-    parser.add_argument("--spool", type=Path, metavar="DIR", help="the daemon's spool")
+    parser.add_argument(
+        "--spool",
+        type=Path,
+        metavar="DIR",
+        help="the daemon's spool (default: $INTEGRATOR_SPOOL, else [defaults] spool of the configuration file)",
+    )
+    configured(parser, spool="optional")
     parser.add_argument(
         "--mirror", type=Path, metavar="FILE", help=f"the registry (default DIR/{REGISTRY_FILE})"
     )
@@ -86,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         say(
             f"{r.at.isoformat(timespec='seconds')}  {r.submission}  {what:<8} {outcome:<8} "
             f"{r.task_id or '-':<16} gen {r.generation if r.generation is not None else '-':<3} "
-            f"{codes}" + (f"  {r.reason}" if r.reason else "")
+            f"{codes}" + (f"  {one_line(r.reason)}" if r.reason else "")
             + (f"  [landing: {summary(found)}]" if found is not None else "")
         )  # fmt: skip
     return EXIT_OK

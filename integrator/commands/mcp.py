@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from integrator.commands._common import say
+from integrator.docpath import doc
 from integrator.errors import UsageError
 
 
@@ -30,7 +31,7 @@ def register(sub: Any) -> None:
             "Streamable HTTP at /mcp on 127.0.0.1, every request with the bearer token "
             "(--token-file, else a fresh one written 0600 into the worktree's git folder) "
             "and a Host naming the bound address; a non-loopback address needs "
-            "--allow-remote. See docs/agents.md."
+            f"--allow-remote. See {doc('agents.md')}."
         ),
     )
     parser.add_argument("--transport", choices=("stdio", "http"), default=None)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 from typing import Any
 
 from integrator import refnames
 from integrator.commands._common import add_json, add_repo, print_json, say
+from integrator.docpath import doc
 from integrator.documents.policy import Category, default_policy_text, load_policy_file
 from integrator.errors import ConfigurationError
 from integrator.records.canonical import Canonical
@@ -47,7 +49,7 @@ def register(sub: Any) -> None:
             "+ 1 and every unconsumed contract revoked in the same ref transaction, like `policy "
             "set`; the category, the mode, who and why are in the policy commit's message. "
             "Nothing changes when the category is in that mode already. Reissue the revoked "
-            "contracts with `integrator contract reissue`. See docs/rollout.md.",
+            "contracts with `integrator contract reissue`. See " + doc("rollout.md") + ".",
         )
         add_repo(change)
         change.add_argument("category", choices=[c.value for c in Category], help="the category")
@@ -121,5 +123,9 @@ def run_mode(args: argparse.Namespace) -> int:
         )
         say(f"revoked {len(done.revoked)} live claim(s): {', '.join(done.revoked) or '-'}")
         if done.revoked:
-            say("reissue them one at a time: integrator contract reissue --repo REPO")
+            say(
+                "reissue them: integrator contract reissue "
+                f"--repo {shlex.quote(str(args.repo))} --task {shlex.quote(done.revoked[0])} "
+                "(one task at a time; --all for every one)"
+            )
     return 0

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from integrator import refnames
-from integrator.commands._common import add_json, print_json, say
+from integrator.commands._common import add_json, configured, print_json, say
 from integrator.daemon import logs
+from integrator.docpath import doc
 from integrator.errors import EXIT_OK, ConfigurationError, IntegratorError
 
 if TYPE_CHECKING:
@@ -36,9 +37,15 @@ def register(sub: Any) -> None:
         "another host (any number of promoters coordinate through git's compare-and-swap). "
         "With --spool, ejected landings that spool decided are held there and records are "
         "mirrored into its registry (a daemon on the spool does that too). Docs: "
-        "docs/validation.md.",
+        f"{doc('validation.md')}.",
     )
-    parser.add_argument("--repo", required=True, type=Path, metavar="PATH", help="canonical repo")
+    parser.add_argument(
+        "--repo",
+        type=Path,
+        metavar="PATH",
+        help="canonical repo (default: $INTEGRATOR_REPO, else [defaults] repo of the configuration file)",
+    )
+    configured(parser, repo="required")
     parser.add_argument("--once", action="store_true", help="do what there is to do, then exit")
     parser.add_argument(
         "--poll", type=float, default=2.0, metavar="SECONDS", help="between rounds (default 2)"
@@ -47,7 +54,11 @@ def register(sub: Any) -> None:
         "--spool", type=Path, metavar="DIR", help="hold ejected landings in this daemon's spool"
     )
     parser.add_argument(
-        "--log-format", choices=("auto", "json", "console"), default="auto", help="default auto"
+        "--log-format",
+        choices=("auto", "json", "console"),
+        default="auto",
+        help="default auto; with --once and no --log-format, only warnings and errors are "
+        "logged (on stderr) before the summary",
     )
     add_json(parser)
     parser.set_defaults(func=run)
@@ -60,7 +71,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.poll <= 0:
         raise ConfigurationError("--poll must be positive")
-    logs.configure(fmt=args.log_format, stream=logs.STDERR)
+    # --once ends with a summary of its own: its log says only what went wrong, unless a
+    # log format was asked for (a script reading the events).
+    quiet = args.once and args.log_format == "auto"
+    logs.configure(fmt=args.log_format, level="warning" if quiet else "info", stream=logs.STDERR)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

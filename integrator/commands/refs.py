@@ -9,6 +9,7 @@ from typing import Any
 
 from integrator import refnames
 from integrator.commands._common import add_json, add_repo, duration, print_json, say
+from integrator.docpath import doc
 from integrator.errors import EXIT_OK, UsageError
 from integrator.records.archive_index import (
     KINDS,
@@ -43,7 +44,7 @@ def register(sub: Any) -> None:
         "hosts slow down past a few thousand refs. `refs archive` folds the finished ones into "
         f"one ref per kind, {refnames.ARCHIVE}<kind>, whose commits keep every archived "
         "chain reachable and index it; `contract show`, `contract list --archived`, review "
-        "history and `refs show` still read them. See docs/refs.md.",
+        f"history and `refs show` still read them. See {doc('refs.md')}.",
     )
     inner = parser.add_subparsers(dest="refs_command", metavar="ACTION", required=True)
 

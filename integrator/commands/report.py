@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from integrator.commands._common import add_json, add_repo, print_json, say
+from integrator.docpath import doc
 from integrator.errors import EXIT_OK
 
 CANDIDATES_SHOWN = 20  # per category and code in the text report (--json has them all)
@@ -25,7 +26,7 @@ def register(sub: Any) -> None:
         "observe mode is ready for enforce once no finding of it is marked a false positive "
         "(`integrator review mark-false-positive`); the ready ones are listed in rollout order: "
         "migrations, schemas, codegen, ci, source. Legacy submissions (no ownership "
-        "generation) are listed apart: they only ever reach review. See docs/rollout.md.",
+        f"generation) are listed apart: they only ever reach review. See {doc('rollout.md')}.",
     )
     add_repo(observe)
     observe.add_argument(

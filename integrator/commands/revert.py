@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from integrator.commands._common import add_repo, duration, print_json, say
+from integrator.docpath import doc
 
 
 def register(sub: Any) -> None:
@@ -21,7 +22,7 @@ def register(sub: Any) -> None:
         "directly, or with --spool through the daemon, which holds it for review when it "
         "does not land. A later landing that changed the same lines makes it MERGE_CONFLICT; "
         "one that touched the same semantic resource, RESOURCE_CONFLICT. Exit codes are the "
-        "verdict's (0 landed, 1 fenced, 3 review). See docs/rollout.md.",
+        f"verdict's (0 landed, 1 fenced, 3 review). See {doc('rollout.md')}.",
     )
     add_repo(parser)
     parser.add_argument("staging", metavar="STAGING_COMMIT", help="the landing to revert")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from integrator import refnames
-from integrator.commands._common import print_json, read_input, say
+from integrator.commands._common import configured, print_json, read_input, say
 from integrator.daemon import logs
 from integrator.documents.verdict import Verdict
 from integrator.errors import EXIT_OK, UsageError
@@ -48,10 +48,16 @@ def register(sub: Any) -> None:
     inner = parser.add_subparsers(dest="review_command", metavar="ACTION", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--spool", required=True, type=Path, metavar="DIR", help="the spool")
+        p.add_argument(
+            "--spool",
+            type=Path,
+            metavar="DIR",
+            help="the spool (default: $INTEGRATOR_SPOOL, else [defaults] spool of the configuration file)",
+        )
         p.add_argument(
             "--repo", type=Path, metavar="PATH", help="canonical repo (default: the daemon's)"
         )
+        configured(p, spool="required")
         p.add_argument("--mirror", type=Path, metavar="FILE", help="SQLite registry")
         p.add_argument("--json", action="store_true", help="print the result as JSON")
 
@@ -102,7 +108,13 @@ def register(sub: Any) -> None:
         "--allow-host. "
         "/api/held and /api/held/ID return what `list --json` and `show ID --json` print.",
     )
-    web.add_argument("--spool", required=True, type=Path, metavar="DIR", help="the spool")
+    web.add_argument(
+        "--spool",
+        type=Path,
+        metavar="DIR",
+        help="the spool (default: $INTEGRATOR_SPOOL, else [defaults] spool of the configuration file)",
+    )
+    configured(web, spool="required")
     web.add_argument(
         "--repo", type=Path, metavar="PATH", help="canonical repo (default: the daemon's)"
     )

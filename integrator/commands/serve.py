@@ -7,7 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from integrator import refnames
+from integrator.commands._common import configured
 from integrator.daemon.service import ServeOptions, serve
+from integrator.docpath import doc
 
 
 def register(sub: Any) -> None:
@@ -19,8 +21,18 @@ def register(sub: Any) -> None:
         "SIGTERM finishes the submissions in hand and exits 0; SIGHUP reloads --config and "
         "the policy. Logs are JSON lines on stdout (console text on a terminal).",
     )
-    parser.add_argument("--repo", required=True, type=Path, metavar="PATH", help="canonical repo")
-    parser.add_argument("--spool", required=True, type=Path, metavar="DIR", help="the spool")
+    parser.add_argument(
+        "--repo",
+        type=Path,
+        metavar="PATH",
+        help="canonical repo (default: $INTEGRATOR_REPO, else [defaults] repo of the configuration file)",
+    )
+    parser.add_argument(
+        "--spool",
+        type=Path,
+        metavar="DIR",
+        help="the spool (default: $INTEGRATOR_SPOOL, else [defaults] spool of the configuration file)",
+    )
     parser.add_argument("--once", action="store_true", help="drain the spool, then exit")
     parser.add_argument(
         "--poll", type=float, metavar="SECONDS", help="rescan interval (default 2; also on NFS)"
@@ -34,7 +46,14 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "--mirror", type=Path, metavar="FILE", help="SQLite registry (default DIR/registry.sqlite3)"
     )
-    parser.add_argument("--config", type=Path, metavar="FILE", help="TOML with a [serve] table")
+    parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="the configuration file ([serve] and [defaults] tables; default: "
+        "$INTEGRATOR_CONFIG, else <git dir>/integrator/config.toml, else "
+        f"$XDG_CONFIG_HOME/integrator/config.toml; {doc('configuration.md')})",
+    )
     parser.add_argument(
         "--evaluation-workers",
         type=int,
@@ -65,10 +84,16 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "--log-format", choices=("auto", "json", "console"), default="auto", help="default auto"
     )
+    configured(parser, repo="required", spool="required")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from integrator.configfile import load
+
+    # The file in effect, read (and checked) now: a misspelled table stops the daemon before
+    # it starts, naming it. SIGHUP reads the same file again.
+    config = args.config_in_effect if "config_in_effect" in args else load(args.config, args.repo)
     return serve(
         ServeOptions(
             repo=args.repo,
@@ -78,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
             no_watch=args.no_watch,
             http=args.http,
             mirror=args.mirror,
-            config=args.config,
+            config=config.path,
             evaluation_workers=args.evaluation_workers,
             intake=args.intake,
             no_promote=args.no_promote,

@@ -20,6 +20,7 @@ from typing import Any
 
 from integrator import refnames
 from integrator.commands._common import add_json, print_json, say
+from integrator.docpath import doc
 from integrator.errors import EXIT_FENCED, EXIT_OK, IntegratorError, UsageError
 from integrator.limits import HOOK_INPUT_BYTES
 from integrator.plumbing import signing
@@ -48,7 +49,7 @@ with the shared key (integrator.hook.keyFile) — for servers that authenticate 
 The name is read from the variable the server sets: GITEA_PUSHER_NAME (Gitea, Forgejo),
 GL_USERNAME (GitLab), GITHUB_USER_LOGIN (GitHub Enterprise Server), GL_USER (gitolite),
 REMOTE_USER (a web server in front of git http-backend), in that order; see
-docs/server-hook.md.
+{doc("server-hook.md")}.
 """
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from integrator.commands._common import add_json, add_repo, print_json, read_input, say
+from integrator.docpath import doc
 from integrator.errors import EXIT_FENCED, EXIT_OK
 
 
@@ -22,7 +23,7 @@ def register(sub: Any) -> None:
         "stood. No ref moves; merges happen in memory and in a scratch repository. Compares "
         "the winner (landed or not), the landed tree, every resource determination and every "
         "code, and prints each mismatch with both sides. Exit 0 when all match, 1 on any "
-        "mismatch. See docs/rollout.md.",
+        f"mismatch. See {doc('rollout.md')}.",
     )
     add_repo(parser)
     parser.add_argument("--policy", type=Path, metavar="FILE", help="the policy to decide under")

@@ -8,8 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from integrator import refnames
-from integrator.commands._common import read_input
+from integrator.commands._common import configured, read_input, require_repository
 from integrator.commands.submit import report_landing, wait_intake
+from integrator.docpath import doc
 from integrator.documents.rules import rules_from_bytes
 from integrator.errors import InfrastructureError, UsageError
 from integrator.fleet.intake import check_filed
@@ -27,17 +28,30 @@ from integrator.store.spool import Spool
 def register(sub: Any) -> None:
     parser: argparse.ArgumentParser = sub.add_parser(
         "status",
-        help="print a submission's verdict (exit codes as gate); --wait for it",
-        description="Read the verdict the daemons published for a submission: on the intake "
+        help="the overview (queue, spool, held, claims); with --submission, its verdict",
+        description="With no --submission: the overview of --repo (default: here) and --spool "
+        "— the queue and the promoter, what waits and what is held, the live claims, the last "
+        f"decisions ({doc('overview.md')}). "
+        "With --submission: read the verdict the daemons published for it: on the intake "
         f"({refnames.VERDICTS}<task>/<id>) or in the spool's decided folders. Exit 0 "
         "ACCEPTED, 1 FENCED, 3 REVIEW, 2 rejected as malformed, 4 no verdict (yet, or "
         "within --wait). ACCEPTED means landed on the queue; with validation on, only "
-        "--until promoted answers 0 when the change is on the target (docs/lifecycle.md).",
+        f"--until promoted answers 0 when the change is on the target ({doc('lifecycle.md')}).",
     )
-    where = parser.add_mutually_exclusive_group(required=True)
+    where = parser.add_mutually_exclusive_group()
     where.add_argument("--intake", metavar="URL", help="the intake the submission was pushed to")
     where.add_argument("--spool", type=Path, metavar="DIR", help="the spool it was written to")
-    parser.add_argument("--submission", required=True, metavar="ID", help="the submission id")
+    parser.add_argument(
+        "--submission", metavar="ID", help="the submission id (without it: the overview)"
+    )
+    parser.add_argument(
+        "--watch",
+        type=float,
+        nargs="?",
+        const=2.0,
+        metavar="SECONDS",
+        help="the overview: print it again every SECONDS (default 2) until interrupted",
+    )
     parser.add_argument(
         "--task",
         metavar="TASK",
@@ -75,15 +89,24 @@ def register(sub: Any) -> None:
         "landing is (default: the clone's origin when it holds the queue, else the intake)",
     )
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    configured(parser, spool="optional")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.submission is None:
+        from integrator.commands._overview import run_overview
+
+        return run_overview(args)
+    if args.spool is None and args.intake is None:
+        raise UsageError("status --submission ID needs --spool DIR or --intake URL")
     from integrator.daemon import logs
 
     logs.configure(stream=logs.STDERR)  # stdout carries the answer
     task_id = _task(args)
     repo = Path(args.repo).resolve()
+    if args.intake:
+        require_repository(repo, "status --intake fetches the verdict into a repository")
     candidate = rev_parse_commit(repo, args.candidate) if args.candidate else None
     if args.intake:
         if task_id is None:

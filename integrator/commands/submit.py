@@ -9,20 +9,22 @@ from pathlib import Path
 from typing import Any
 
 from integrator import refnames
-from integrator.commands._common import print_json, read_input, say
+from integrator.commands._common import configured, print_json, read_input, say
+from integrator.commands._progress import Progress
 from integrator.documents.rules import rules_from_bytes
 from integrator.errors import EXIT_OK, InfrastructureError, UsageError
 from integrator.fleet.keys import ENV as KEY_ENV
 from integrator.fleet.submit import (
     SETTLED,
     document_of,
+    filed,
     intake_landing,
     landing,
     lifecycle_code,
+    poll,
     publish,
     to_intake,
     verdict_document,
-    wait_filed,
     wait_published,
     wait_settled_intake,
 )
@@ -41,15 +43,23 @@ def register(sub: Any) -> None:
         f"{refnames.SUBMIT}<task>/<id>, and `integrator status` reads the verdict. "
         "Prints the submission id.",
     )
-    where = parser.add_mutually_exclusive_group(required=True)
-    where.add_argument("--spool", type=Path, metavar="DIR", help="the daemon's spool folder")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--spool",
+        type=Path,
+        metavar="DIR",
+        help="the daemon's spool folder (default: $INTEGRATOR_SPOOL, else [defaults] spool of the configuration file)",
+    )
     where.add_argument(
         "--intake",
         metavar="URL",
         help=f"a git repository the daemons serve (push to {refnames.SUBMIT}...)",
     )
     parser.add_argument(
-        "--contract", required=True, metavar="FILE", help="contract JSON, - for stdin"
+        "--contract",
+        metavar="FILE",
+        help="contract JSON, - for stdin (default: the contract `task claim` bound to the "
+        "worktree --repo is in)",
     )
     parser.add_argument("--candidate", required=True, metavar="REV", help="the candidate commit")
     parser.add_argument(
@@ -76,11 +86,19 @@ def register(sub: Any) -> None:
         help="wait for the verdict (default 300 s) and exit with its code",
     )
     parser.add_argument(
+        "--create",
+        action="store_true",
+        help="make --spool DIR a spool when it is not one yet (without it, a folder that is "
+        "not a spool is refused: a mistyped path would otherwise become an empty spool no "
+        "daemon reads)",
+    )
+    parser.add_argument(
         "--urgent",
         action="store_true",
         help="the priority lane: the daemon lands it before the rest of its drain",
     )
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    configured(parser, spool="optional")
     parser.set_defaults(func=run)
 
 
@@ -96,11 +114,36 @@ def _key(args: argparse.Namespace) -> Path | None:
     return None
 
 
+def _bound_contract(repo: Path) -> str:
+    """The contract file bound to the worktree `repo` is in (`task claim` wrote it)."""
+    from integrator.errors import ConfigurationError
+    from integrator.fleet.bound import checkout_of
+
+    try:
+        path = checkout_of(repo).binding_dir / "contract.json"
+    except ConfigurationError:
+        path = None
+    if path is None or not path.is_file():
+        raise UsageError(
+            f"no --contract given and no contract is bound to {repo} (`integrator task claim` "
+            "binds one to the worktree it claims); pass --contract FILE"
+        )
+    say(f"integrator: submitting under the bound contract {path}", err=True)
+    return str(path)
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.contract is None:
+        args.contract = _bound_contract(Path(args.repo))
     args.key = _key(args)
     if args.intake:
         return _to_intake(args)
-    spool = Spool(args.spool)
+    if args.spool is None:
+        raise UsageError(
+            "submit needs --spool DIR or --intake URL (or $INTEGRATOR_SPOOL, or [defaults] "
+            "spool in the configuration file)"
+        )
+    spool = _spool(Path(args.spool), create=args.create)
     doc = publish(
         spool, read_input(args.contract), args.candidate, Path(args.repo), args.bundle,
         urgent=args.urgent, key=args.key,
@@ -113,8 +156,34 @@ def run(args: argparse.Namespace) -> int:
             print_json(doc)
         else:
             say(sid)
+            say(
+                f"integrator: wrote submission {sid} (candidate {str(doc['candidate'])[:12]}) "
+                f"into {spool.root}/new/; its verdict: integrator status --spool "
+                f"{spool.root} --submission {sid}",
+                err=True,
+            )
         return 0
     return wait_for(spool, sid, args.wait, as_json=args.json)
+
+
+def _spool(root: Path, *, create: bool) -> Spool:
+    """The spool at `root`, refused when it is not one (unless `create`): a folder a daemon
+    serves has its `new/` and `tmp/` folders (`serve` makes them when it starts)."""
+    spool = Spool(root)
+    if create:
+        return spool.ensure()
+    if all(spool.folder(name).is_dir() for name in ("tmp", "new")):
+        return spool
+    if not root.exists():
+        why = "does not exist"
+    elif not root.is_dir():
+        why = "is not a folder"
+    else:
+        why = "is not a spool (no tmp/ and new/ in it)"
+    raise UsageError(
+        f"spool {root} {why}: check the path, start `integrator serve --spool {root}` "
+        "first (it creates the spool), or pass --create"
+    )
 
 
 def _to_intake(args: argparse.Namespace) -> int:
@@ -159,6 +228,11 @@ def wait_intake(
     `candidate`, when known: a verdict on another is an error); print it with where its
     landing is now (read from the canonical server), return the code they mean together."""
     started = time.monotonic()
+    if timeout >= 1:
+        say(
+            f"integrator: waiting up to {timeout:g} s for the verdict of {sid} on {url}",
+            err=True,
+        )
     found = wait_published(url, repo, task_id, sid, timeout, candidate=candidate)
     doc, code = document_of(sid, found.rejected, found.document)
     where = intake_landing(url, repo, doc, canonical)
@@ -179,9 +253,38 @@ def wait_intake(
     return report_landing(sid, doc, code, where, rejected=found.rejected, as_json=as_json)
 
 
+def waiting_in(spool: Spool, sid: str) -> str:
+    """Where submission `sid` is while no verdict is filed: in work/, or its place in new/."""
+    if spool.folder("work").joinpath(sid).exists():
+        return "being decided (work/)"
+    queued = spool.entries("new")
+    if sid in queued:
+        ahead = queued.index(sid)
+        return f"waiting in new/ ({ahead} submitted before it)" if ahead else "next in new/"
+    return "between folders"
+
+
 def wait_for(spool: Spool, sid: str, timeout: float, *, as_json: bool) -> int:
-    """Wait for the daemon to file `sid`; print its verdict and return its exit code."""
-    folder, path = wait_filed(spool, sid, timeout)
+    """Wait for the daemon to file `sid`, saying on stderr where it is meanwhile; print its
+    verdict and return its exit code."""
+    say(f"integrator: submitted {sid}; waiting up to {timeout:g} s for its verdict", err=True)
+    progress = Progress(f"integrator: {sid}", timeout)
+
+    def look() -> tuple[str, Path] | None:
+        found = filed(spool, sid)
+        if found is None:
+            progress.update(waiting_in(spool, sid))
+        return found
+
+    try:
+        folder, path = poll(
+            look,
+            timeout,
+            f"no verdict for {sid} within {timeout:g} s; it is still queued (is the daemon "
+            "running?)",
+        )
+    finally:
+        progress.done()
     doc, code = verdict_document(sid, folder, path)
     where = landing(spool, sid)
     code = lifecycle_code(code, where, "decided")

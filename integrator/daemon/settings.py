@@ -1,15 +1,17 @@
-"""The daemon's settings: what `integrator serve --config FILE` ([serve] table) may set.
+"""The daemon's settings: what the `[serve]` table of the configuration file may set
+(`integrator serve --config FILE`, else the file found as integrator/configfile.py says).
 
-SIGHUP reads the file again; unknown keys and wrong types are refused, naming them.
+SIGHUP reads the file again; unknown tables, unknown keys and wrong types are refused,
+naming them.
 """
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from integrator.configfile import read
 from integrator.errors import ConfigurationError
 from integrator.limits import BUNDLE_BYTES
 
@@ -39,11 +41,11 @@ def load_settings(path: Path | None, base: Settings) -> Settings:
     """`base` overridden by the `[serve]` table of a TOML file (keys in kebab-case)."""
     if path is None:
         return base
-    try:
-        doc = tomllib.loads(path.read_text("utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as err:
-        raise ConfigurationError(f"cannot read configuration {path}: {err}") from err
-    table = doc.get("serve", {})
+    return settings_from(path, read(path).get("serve", {}), base)
+
+
+def settings_from(path: Path, table: dict[str, Any], base: Settings) -> Settings:
+    """`base` overridden by the `[serve]` table `table` of the file at `path`."""
     known = {f.name.replace("_", "-"): f for f in fields(Settings)}
     changes: dict[str, Any] = {}
     for key, value in table.items():

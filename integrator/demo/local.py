@@ -171,6 +171,7 @@ def _submit(demo: Demo) -> dict[str, str]:
         out = demo.run(
             "integrator",
             "submit",
+            "--create",  # the first submissions come before the daemon made the spool
             "--spool",
             "spool",
             "--contract",
@@ -216,7 +217,7 @@ def _decisions_table(demo: Demo, sids: dict[str, str]) -> None:
     rows.sort()
     print(f"\n{'AGENT':8} {'TASK':8} {'GEN':>3}  {'DECISION':9} {'CODES':40} WHY")
     for _, agent, task, gen, decision, codes, why in rows:
-        print(f"{agent:8} {task:8} {gen!s:>3}  {decision:9} {codes:40} {why[:90]}")
+        print(f"{agent:8} {task:8} {gen!s:>3}  {decision:9} {codes:40} {_cut(why, 90)}")
 
 
 FLEET_TASKS = {
@@ -311,7 +312,15 @@ def _guard(demo: Demo, worktree: Path) -> None:
         answer = proc.stdout.strip() or "(allowed: no output)"
         if answer.startswith("{"):
             answer = json.loads(answer)["hookSpecificOutput"]["permissionDecisionReason"]
-        print(f"   Write {target}: {answer[:150]}")
+        print(f"   Write {target}: {_cut(answer, 150)}")
+
+
+def _cut(text: str, width: int) -> str:
+    """`text` in at most `width` characters, cut between words (a reason cut mid-word reads
+    as a different word)."""
+    import textwrap
+
+    return textwrap.shorten(text, width, placeholder=" …")
 
 
 def _land(demo: Demo, canonical: Path, worktree: Path, contract_file: Path) -> None:

@@ -71,9 +71,12 @@ def act(demo: Demo, url: str, intake: str) -> None:
         (seed / path).write_text(text)
     demo.git("add", "-A", cwd=seed)
     demo.git("commit", "-qm", "initial project", cwd=seed)
+    demo.shell(f"git -C seed push -q {url} HEAD:refs/heads/main   # the project, on the server")
     demo.git("push", "-q", url, "HEAD:refs/heads/main", cwd=seed)
+    # Each integrator host prepares its own mirror of the server before it serves (the
+    # first `init --remote` also prepares the server's refs: queue, policy).
     print(demo.run("integrator", "init", "--repo", "host-a.git", "--remote", url).rstrip())
-    demo.run("integrator", "init", "--repo", "host-b.git", "--remote", url, show=False)
+    print(demo.run("integrator", "init", "--repo", "host-b.git", "--remote", url).rstrip())
 
     demo.say("2. The coordinator issues contracts; 'search' is reclaimed (generation 2)")
     for task in ("billing", "auth", "docs", "search"):
@@ -81,10 +84,16 @@ def act(demo: Demo, url: str, intake: str) -> None:
             "integrator", "contract", "issue", "--repo", "host-a.git", "--task", task,
             "--path", f"{task}/**", "--lease", "1h", "-o", f"{task}.json", show=task == "billing",
         )  # fmt: skip
+    demo.shell("# ... and the same for auth, docs and search")
     demo.run("integrator", "contract", "reclaim", "--repo", "host-a.git", "--task", "search",
              "--force", "-o", "search-gen2.json")  # fmt: skip
 
     demo.say("3. Two integrator hosts serve the canonical repository and the intake")
+    for host in ("host-a", "host-b"):
+        demo.shell(
+            f"integrator serve --repo {host}.git --spool spool-{host} --intake {intake} "
+            f"--poll 0.3 --log-format json > {host}.log 2>&1 &"
+        )
     daemons = [
         subprocess.Popen(
             [
@@ -135,6 +144,8 @@ def _agents(demo: Demo, url: str, intake: str) -> None:
     sids: dict[str, tuple[str, str]] = {}
     for agent, (contract, files) in work.items():
         clone = demo.root / "agents" / agent
+        if agent == "agent-1":
+            demo.shell(f"git clone -q {url} agents/{agent}   # then edit, git commit -qam ...")
         demo.git("clone", "-q", url, str(clone), cwd=demo.root)
         for path, text in files.items():
             (clone / path).write_text(text)
@@ -142,6 +153,7 @@ def _agents(demo: Demo, url: str, intake: str) -> None:
         out = demo.run("integrator", "submit", "--intake", intake, "--contract", contract,
                        "--candidate", "HEAD", "--repo", str(clone), show=agent == "agent-1")  # fmt: skip
         sids[agent] = (out.strip(), contract)
+    demo.shell("# ... and the same for agent-2, agent-3 and agent-4")
     for agent, (sid, contract) in sids.items():
         shown = demo.run("integrator", "status", "--intake", intake, "--submission", sid,
                          "--contract", contract, "--candidate", "HEAD",
@@ -159,6 +171,12 @@ def main() -> int:
         subprocess.run(["git", "init", "-q", "--bare", "-b", "main", bare], check=True, env=ENV)
     server, port = start_git_daemon(root / "srv")
     print(f"{BOLD}integrator remote demo{RESET}: git daemon on 127.0.0.1:{port} (pid {server.pid})")
+    print(f"   in {root}")
+    print(
+        f"{DIM}$ git init --bare srv/canon.git && git init --bare srv/intake.git\n"
+        f"$ git daemon --export-all --enable=receive-pack --base-path=srv "
+        f"--listen=127.0.0.1 --port={port} &{RESET}"
+    )
     try:
         act(Demo(root), f"git://127.0.0.1:{port}/canon.git", f"git://127.0.0.1:{port}/intake.git")
     finally:

@@ -52,6 +52,10 @@ class Demo:
             raise SystemExit(f"demo step failed ({proc.returncode}): {' '.join(args)}")
         return proc.stdout
 
+    def shell(self, line: str) -> None:
+        """Show a command line the demo runs another way (in the background, or by hand)."""
+        print(f"{DIM}$ {line}{RESET}")
+
     def git(self, *args: str, cwd: Path | None = None) -> str:
         return self.run("git", *args, cwd=cwd, show=False).strip()
 

@@ -8,7 +8,8 @@ from integrator.documents.verdict import Code
 # One short, actionable hint per code: what the person who submitted should do next.
 # `{task}` is filled with the verdict's task id.
 HINTS: dict[Code, str] = {
-    Code.CONTRACT_INVALID: "fix the contract so it validates against contracts/ "
+    Code.CONTRACT_INVALID: "fix the contract so it validates against its schema "
+    "(integrator schema show ownership-contract.v1) "
     "or ask the coordinator to reissue it",
     Code.REPO_MISMATCH: "submit to the repository the contract names, "
     "or ask the coordinator for a contract for this one",

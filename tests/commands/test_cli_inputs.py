@@ -57,19 +57,27 @@ def test_submit_to_an_uncreatable_spool_names_it(
     blocker = tmp_path / "blocker"
     blocker.write_text("x")
     spool = blocker / "spool"
-    code = main([*submit_args, "--spool", str(spool)])
+    code = main([*submit_args, "--spool", str(spool), "--create"])
     err = capsys.readouterr().err
     assert code == 2
     assert f"cannot create spool {spool}" in err and "Traceback" not in err
     assert blocker.read_text() == "x"
 
 
-def test_submit_still_creates_a_missing_spool(
+def test_submit_to_a_missing_spool_is_refused_unless_create(
     tmp_path: Path, submit_args: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A spool folder that does not exist yet is created by the first submission, as before."""
+    """Regression: a mistyped --spool was created and the submission exited 0 into a spool
+    no daemon reads; now exit 2 naming it and nothing made, and --create makes it."""
     spool = tmp_path / "fresh" / "spool"
-    assert main([*submit_args, "--spool", str(spool)]) == 0
+    assert main([*submit_args, "--spool", str(spool)]) == 2
+    err = capsys.readouterr().err
+    assert f"spool {spool} does not exist" in err and "--create" in err
+    assert not spool.exists() and not spool.parent.exists()
+    (tmp_path / "plain").mkdir()
+    assert main([*submit_args, "--spool", str(tmp_path / "plain")]) == 2
+    assert "is not a spool" in capsys.readouterr().err
+    assert main([*submit_args, "--spool", str(spool), "--create"]) == 0
     sid = capsys.readouterr().out.strip()
     assert (spool / "new" / sid).is_dir()
 
@@ -301,7 +309,16 @@ def test_claim_json_reports_an_unknown_task_as_a_document(
     "argv",
     [
         ["gate", "--contract", "/dev/zero", "--candidate", "HEAD"],
-        ["submit", "--spool", "SPOOL", "--contract", "/dev/zero", "--candidate", "HEAD"],
+        [
+            "submit",
+            "--spool",
+            "SPOOL",
+            "--create",
+            "--contract",
+            "/dev/zero",
+            "--candidate",
+            "HEAD",
+        ],
         ["contract", "expand", "--request", "/dev/zero"],
     ],
 )

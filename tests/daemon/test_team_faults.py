@@ -41,7 +41,7 @@ def test_a_relative_spool_with_a_bundle_lands(world: World, tmp_path: Path) -> N
     clone = _clone_with_work(world, tmp_path, "relative")
     spool = os.path.relpath(world.spool.root, tmp_path)
     submitted = subprocess.run(
-        [PYTHON, "-m", "integrator", "submit", "--spool", spool, "--contract", "contract.json",
+        [PYTHON, "-m", "integrator", "submit", "--create", "--spool", spool, "--contract", "contract.json",
          "--candidate", "HEAD", "--repo", str(clone), "--bundle"],
         cwd=tmp_path, capture_output=True, check=False,
     )  # fmt: skip
@@ -91,7 +91,7 @@ def test_a_git_server_outage_is_never_the_submissions_fault(
     wait_until(lambda: _events(log, "daemon.ready"), 30, "the daemon")
     port = remote.server.port
     remote.server.stop()
-    done = cli("submit", "--spool", str(spool), "--contract", str(contract),
+    done = cli("submit", "--create", "--spool", str(spool), "--contract", str(contract),
                "--candidate", "HEAD", "--repo", str(agent), "--bundle")  # fmt: skip
     assert done.returncode == 0, done.stderr.decode()
     sid = done.stdout.decode().split()[-1]
@@ -314,7 +314,7 @@ def _bundled(
         (agent / path).write_text(text)
     git("add", "-A", cwd=agent)
     git("commit", "-qm", f"work on {task}", cwd=agent)
-    done = cli("submit", "--spool", str(tmp_path / "spool"), "--contract", str(contract),
+    done = cli("submit", "--create", "--spool", str(tmp_path / "spool"), "--contract", str(contract),
                "--candidate", "HEAD", "--repo", str(agent), "--bundle")  # fmt: skip
     assert done.returncode == 0, done.stderr.decode()
     return done.stdout.decode().split()[-1]

@@ -168,7 +168,7 @@ def daemon(tmp_path: Path) -> Iterator[tuple[subprocess.Popen[bytes], Path]]:
     spool = tmp_path / "spool"
     for path, candidate in zip(contracts, (ok, bad), strict=True):
         subprocess.run(
-            [sys.executable, "-m", "integrator", "submit", "--spool", str(spool),
+            [sys.executable, "-m", "integrator", "submit", "--create", "--spool", str(spool),
              "--contract", str(path), "--candidate", candidate, "--repo", str(repo)],
             check=True, capture_output=True,
         )  # fmt: skip

@@ -283,7 +283,7 @@ def test_submit_command_writes_a_submission(
     contract.write_text(json.dumps(contract_doc(baseCommit=head)))
     spool = tmp_path / "spool"
     code = main(
-        ["submit", "--spool", str(spool), "--contract", str(contract), "--candidate", "HEAD",
+        ["submit", "--create", "--spool", str(spool), "--contract", str(contract), "--candidate", "HEAD",
          "--repo", str(repo), "--json"]
     )  # fmt: skip
     assert code == 0
@@ -300,7 +300,7 @@ def test_submit_refuses_an_invalid_contract(tmp_path: Path) -> None:
     contract = tmp_path / "contract.json"
     contract.write_text('{"schema": "coding.workspace.ownership.v1"}')
     code = main(
-        ["submit", "--spool", str(tmp_path / "spool"), "--contract", str(contract),
+        ["submit", "--create", "--spool", str(tmp_path / "spool"), "--contract", str(contract),
          "--candidate", "HEAD", "--repo", str(repo)]
     )  # fmt: skip
     assert code == 2
@@ -317,7 +317,7 @@ def test_submit_refuses_what_is_not_a_commit(
     contract = tmp_path / "contract.json"
     contract.write_text(json.dumps(contract_doc(baseCommit=run("rev-parse", "HEAD", cwd=repo))))
     code = main(
-        ["submit", "--spool", str(tmp_path / "spool"), "--contract", str(contract),
+        ["submit", "--create", "--spool", str(tmp_path / "spool"), "--contract", str(contract),
          f"--candidate={rev}", "--repo", str(repo)]
     )  # fmt: skip
     assert code == ConfigurationError.exit_code
@@ -336,7 +336,7 @@ def test_submit_outside_a_repository_says_so(
         (tmp_path / "nope", "not a folder"),
     ):
         code = main(
-            ["submit", "--spool", str(tmp_path / "spool"), "--contract", str(contract),
+            ["submit", "--create", "--spool", str(tmp_path / "spool"), "--contract", str(contract),
              "--candidate", "HEAD", "--repo", str(where)]
         )  # fmt: skip
         assert code == ConfigurationError.exit_code
@@ -356,7 +356,7 @@ def test_submit_runs_without_libgit2(tmp_path: Path, bundle: bool) -> None:
     contract = tmp_path / "contract.json"
     contract.write_text(json.dumps(contract_doc(baseCommit=base)))
     spool = tmp_path / "spool"
-    args = ["submit", "--spool", str(spool), "--contract", str(contract), "--candidate", "HEAD",
+    args = ["submit", "--create", "--spool", str(spool), "--contract", str(contract), "--candidate", "HEAD",
             "--repo", str(repo), *(["--bundle"] if bundle else [])]  # fmt: skip
     loaded = _modules_loaded(args)
     assert "integrator" in loaded and "pygit2" not in loaded and "pydantic" not in loaded
@@ -470,7 +470,7 @@ def test_submit_refuses_what_the_daemon_could_not_read(
     contract = tmp_path / "contract.json"
     contract.write_text(text[:-1] + ", " + extra + "}")
     code = main(
-        ["submit", "--spool", str(tmp_path / "spool"), "--contract", str(contract),
+        ["submit", "--create", "--spool", str(tmp_path / "spool"), "--contract", str(contract),
          "--candidate", "HEAD", "--repo", str(repo)]
     )  # fmt: skip
     assert code == 2
