@@ -107,13 +107,21 @@ def _wire(record: MirrorRecord, where: dict[str, object] | None) -> dict[str, An
 
 def landings_of(repo: Path, records: list[MirrorRecord]) -> dict[str, dict[str, object]]:
     """Record key → where its landing is now, for each record of an ACCEPTED decision (or
-    approval) that names a staging commit: `records.landings.locate`, as `status` reads it.
-    Nothing when the repository cannot be read (the history is still worth printing)."""
+    approval) that names a staging commit, and of a FENCED one that validation ejected (a
+    host that decided it after the ejection: its landing, ejected): `records.landings.
+    locate`, as `status` reads it. Nothing when the repository cannot be read (the history
+    is still worth printing)."""
+    from integrator.documents.verdict import Code
     from integrator.errors import IntegratorError
     from integrator.records.canonical import Canonical
     from integrator.records.landings import Finder
 
-    landed = [r for r in records if r.decision == "ACCEPTED" and r.staging_commit is not None]
+    ejected = Code.VALIDATION_FAILED.value
+
+    landed = [
+        r for r in records if r.staging_commit is not None
+        and (r.decision == "ACCEPTED" or (r.decision == "FENCED" and ejected in r.codes))
+    ]  # fmt: skip
     if not landed:
         return {}
     try:
