@@ -170,6 +170,11 @@ def write_promotion(canonical: Canonical, record: PromotionRecord, parent: str |
         summary = (
             f"promote {record.target} to {record.after[:12]} ({len(record.landings)} landings)"
         )
+    elif record.action == "reorder":
+        summary = (
+            f"reorder {record.target}: {len(record.rebuilt)} landings re-merged, those of "
+            f"scopes not failing first; queue rebuilt at {record.after[:12]}"
+        )
     else:
         names = ", ".join(e.task_id or e.landing[:12] for e in record.ejected)
         summary = f"eject {names} from {record.target}; queue rebuilt at {record.after[:12]}"
