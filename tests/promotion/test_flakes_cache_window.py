@@ -58,7 +58,9 @@ def test_a_flaky_command_with_flaky_reruns_ejects_nothing_and_is_counted(
 
 def _land(world: PromotionWorld, task: str, text: str) -> str:
     contract, oid = world.candidate(task, {f"{task}/f.txt": text})
-    world.sids[task] = world.spool.submit(submission(contract, oid), key=key_for(world.repo, contract))
+    world.sids[task] = world.spool.submit(
+        submission(contract, oid), key=key_for(world.repo, contract)
+    )
     served = world.serve_once()
     assert served.proc.returncode == 0, served.text()
     return git("rev-parse", "refs/heads/main^{tree}", cwd=world.repo)
