@@ -55,6 +55,7 @@ from integrator.records import validation_cache, validations
 from integrator.records.canonical import Canonical
 
 log = structlog.get_logger("integrator.promote")
+PRUNE_EVERY = 64  # promotions between two prunings of the result cache
 
 
 class Promoter:
@@ -83,6 +84,7 @@ class Promoter:
         self.recent: dict[str | None, list[bool]] = {}  # each scope's latest final results
         self._failed_before: set[tuple[int, str | None]] = set()
         self.memo = Memo()
+        self._promotions = 0
         self._hits: set[tuple[str, str | None]] = set()
 
     def config(self) -> Validation | None:
@@ -241,6 +243,9 @@ class Promoter:
         self.metrics.promoted_at(canonical.commit(new).commit_time)
         if index == state.pending:
             self._probes = 0
+        self._promotions += 1
+        if self._promotions % PRUNE_EVERY == 0:
+            validation_cache.prune(canonical, state.target)
         log.info(
             "promote.promoted", target=target_ref, before=state.promoted, after=new,
             landings=len(landings), record=commit,
