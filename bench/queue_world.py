@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -26,31 +25,29 @@ from integrator.records.prepare import prepare
 MARKER = "BROKEN"
 LEASE = timedelta(days=1)
 
-# The validation command. argv: log, seed, wall seconds per simulated second, the full
-# suite's simulated duration, one scope's, the flaky share of runs. It fails when the
-# marker is in its part of the tree (its scope's area, or anywhere without a scope), or,
-# for a seeded share of runs (by tree, scope and attempt), for no reason at all.
-SCRIPT = r"""
-import hashlib, os, sys, time
-log, seed, scale, full, part, flaky = sys.argv[1:7]
-scope = os.environ.get("INTEGRATOR_VALIDATION_SCOPE", "")
-tree = os.environ["INTEGRATOR_VALIDATION_TREE"]
-attempt = os.environ["INTEGRATOR_VALIDATION_ATTEMPT"]
-landings = len(os.environ.get("INTEGRATOR_VALIDATION_LANDINGS", "").split())
-where = scope if scope else "."
-broken = False
-for root, dirs, files in os.walk(where):
-    if "BROKEN" in files:
-        broken = True
-        break
-roll = hashlib.sha256(f"{seed}:{tree}:{scope}:{attempt}".encode()).digest()
-flake = int.from_bytes(roll[:4], "big") / 2**32 < float(flaky)
-duration = float(part if scope else full)
-time.sleep(duration * float(scale))
-outcome = "fail" if broken else "flake" if flake else "pass"
-with open(log, "a") as out:
-    out.write(f"{scope or '*'} {tree} {attempt} {landings} {duration} {outcome}\n")
-sys.exit(0 if outcome == "pass" else 1)
+# The validation command (sh: its own start-up stays a few milliseconds). argv: log, seed,
+# the full suite's simulated duration and its wall seconds, one scope's likewise, the flaky
+# share of runs in ten-thousandths. It fails when the marker is in its part of the tree
+# (its scope's area, or anywhere without a scope), or, for a seeded share of runs (by
+# tree, scope and attempt: a rerun rolls again), for no reason at all.
+SCRIPT = r"""#!/bin/sh
+log="$1"; seed="$2"; full="$3"; full_wall="$4"; part="$5"; part_wall="$6"; flaky="$7"
+scope="$INTEGRATOR_VALIDATION_SCOPE"
+set -- $INTEGRATOR_VALIDATION_LANDINGS
+landings=$#
+where=.; duration="$full"; wall="$full_wall"
+if [ -n "$scope" ]; then where="$scope"; duration="$part"; wall="$part_wall"; fi
+roll=$(printf '%s:%s:%s:%s' "$seed" "$INTEGRATOR_VALIDATION_TREE" "$scope" \
+    "$INTEGRATOR_VALIDATION_ATTEMPT" | cksum | cut -d' ' -f1)
+sleep "$wall"
+outcome=pass
+if [ -n "$(find "$where" -name BROKEN -print 2>/dev/null | head -n 1)" ]; then
+    outcome=fail
+elif [ $((roll % 10000)) -lt "$flaky" ]; then
+    outcome=flake
+fi
+echo "${scope:-*} $INTEGRATOR_VALIDATION_TREE $INTEGRATOR_VALIDATION_ATTEMPT $landings $duration $outcome" >> "$log"
+[ "$outcome" = pass ]
 """
 
 
@@ -106,8 +103,9 @@ def scopes_toml(shape: Shape) -> str:
 
 def command_toml(shape: Shape, script: Path, log: Path) -> str:
     argv = [
-        sys.executable, "-I", str(script), str(log), str(shape.seed), repr(shape.scale),
-        repr(shape.suite_s), repr(shape.scope_s), repr(shape.flaky_share),
+        "sh", str(script), str(log), str(shape.seed), f"{shape.suite_s:g}",
+        f"{shape.suite_s * shape.scale:.4f}", f"{shape.scope_s:g}",
+        f"{shape.scope_s * shape.scale:.4f}", str(round(shape.flaky_share * 10_000)),
     ]  # fmt: skip
     return f"command = {json.dumps(argv)}"
 
@@ -126,7 +124,7 @@ def build(work: Path, shape: Shape, validation: str, plan: list[Candidate]) -> W
     """A fresh repository under `work` with the policy's `[validation]` body `validation`
     (its `{command}` filled in), the contracts issued and the candidates committed."""
     work.mkdir(parents=True, exist_ok=True)
-    script = work / "suite.py"
+    script = work / "suite.sh"
     script.write_text(SCRIPT)
     log = work / "runs.log"
     log.write_text("")
