@@ -2,10 +2,10 @@
 one generated workload, with the real engine, the real promoter and real git.
 
 Each strategy gets a fresh repository built from the same seed (8 disjoint areas, 200
-candidates, 3% culprits, 5% of runs flaky) and the same arrival schedule. A lander thread
-lands each candidate at its arrival time through the integrator's engine; the promoter
-runs its rounds in the main thread until every candidate has landed and nothing is left to
-promote. The figures come from the suite's own log (every run, its simulated duration) and
+candidates, 3% culprits, 5% of runs flaky) and the same arrival schedule. A driver lands
+each candidate at its arrival time through the integrator's engine and runs the promoter's
+rounds until every candidate has landed and nothing is left to promote, on a simulated
+clock (`run_strategy`). The figures come from the suite's own log (every run, its simulated duration) and
 the promotion records in git (when each landing was promoted, what was ejected):
 
 - runs and CI-seconds (simulated) per landing promoted;
@@ -27,7 +27,6 @@ import argparse
 import json
 import shutil
 import tempfile
-import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -47,8 +46,7 @@ STRATEGIES: dict[str, str] = {
     'flaky_reruns = 2\nadaptive = true\ntoolchain = "bench-suite-v1"\n',
 }
 ROUND_PAUSE = 0.002  # wall seconds between idle rounds
-SUITE_WALL = 1.5  # wall seconds of one full suite: the overhead of a run (a checkout, a
-# process start, ~0.1 s) stays a small part of even one area's suite
+SUITE_WALL = 0.1  # wall seconds one full suite sleeps (time is simulated: see run_strategy)
 
 
 @dataclass
@@ -76,83 +74,89 @@ class Figures:
         return self.ci_seconds / self.promoted if self.promoted else float("inf")
 
 
-def _land(
-    world: World, shape: Shape, start: float, landed: dict[str, float], stop: threading.Event
-) -> None:
-    with Canonical(world.repo) as canonical:
-        engine = Integrator(canonical)
-        for candidate, contract, commit in world.items:
-            wait = start + candidate.arrival_s * shape.scale - time.monotonic()
-            if wait > 0 and stop.wait(wait):
-                return
-            verdict = engine.integrate(contract, commit)
-            if verdict.staging_commit is not None:
-                landed[verdict.staging_commit] = time.monotonic()
-
-
 def run_strategy(name: str, shape: Shape, plan: list[Candidate], work: Path) -> Figures:
-    """One strategy from an empty queue to every candidate promoted or ejected."""
+    """One strategy from an empty queue to every candidate promoted or ejected.
+
+    Time is simulated: the clock starts at 0, each candidate lands (through the engine) once
+    the clock has passed its arrival, and a round of validation advances the clock by its
+    scripted length — the longest of its runs, a run's reruns one after the other, since
+    the round's heads run at once. Promotions, ejections and reorders take no simulated
+    time (they are milliseconds of git). So the figures do not depend on the machine's load;
+    the runs still happen, in real checkouts, each sleeping its scaled duration."""
     validation = STRATEGIES[name] + (scopes_toml(shape) if name == "integrator" else "")
     world = build(work / name, shape, validation, plan)
-    scratch = Path(
-        tempfile.mkdtemp(
-            prefix="bench-queue-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None
-        )
-    )
+    shm = Path("/dev/shm")
+    scratch = Path(tempfile.mkdtemp(prefix="bench-queue-", dir=shm if shm.is_dir() else None))
     landed: dict[str, float] = {}
-    stop = threading.Event()
-    wall_zero = time.time()
-    start = time.monotonic()
-    lander = threading.Thread(target=_land, args=(world, shape, start, landed, stop), daemon=True)
-    lander.start()
+    promoted_at: dict[str, float] = {}
+    now = 0.0
+    waiting = list(world.items)
+    wall = time.monotonic()
     try:
-        with Canonical(world.repo) as canonical:
+        with Canonical(world.repo) as canonical, Canonical(world.repo) as landing_side:
+            engine = Integrator(landing_side)
             promoter = Promoter(canonical, scratch=scratch)
+            seen_runs = 0
             while True:
+                while waiting and waiting[0][0].arrival_s <= now:
+                    candidate, contract, commit = waiting.pop(0)
+                    verdict = engine.integrate(contract, commit)
+                    if verdict.staging_commit is not None:
+                        landed[verdict.staging_commit] = candidate.arrival_s
                 done = promoter.round()
+                lines = world.log.read_text().splitlines()
+                now += _round_length(lines[seen_runs:])
+                seen_runs = len(lines)
+                if done.action == "promote":
+                    _promoted(canonical, promoted_at, now)
                 if done.progress:
                     continue
-                if (
-                    not lander.is_alive()
-                    and done.action == "idle"
-                    and not done.detail.get("pending")
-                ):
+                if waiting:
+                    now = max(now, waiting[0][0].arrival_s)
+                    continue
+                if done.action == "idle":
                     break
                 time.sleep(ROUND_PAUSE)
     finally:
-        stop.set()
-        lander.join()
         shutil.rmtree(scratch, ignore_errors=True)
-    wall = time.monotonic() - start
-    return _figures(name, world, shape, plan, landed, start, wall_zero, wall)
+    return _figures(name, world, shape, plan, landed, promoted_at, time.monotonic() - wall)
+
+
+def _round_length(lines: list[str]) -> float:
+    """A round's simulated length: its longest job, each job its attempts in a row."""
+    jobs: dict[tuple[str, str], float] = {}
+    for line in lines:
+        scope, tree, _, _, duration, _ = line.split()
+        jobs[scope, tree] = jobs.get((scope, tree), 0.0) + float(duration)
+    return max(jobs.values(), default=0.0)
+
+
+def _promoted(canonical: Canonical, promoted_at: dict[str, float], now: float) -> None:
+    """Every landing the newest promotion record promoted, at `now`."""
+    found = promotions(canonical, "main", limit=1)
+    if found and found[0][1].action == "promote":
+        for c in found[0][1].landings:
+            promoted_at.setdefault(c.landing, now)
 
 
 def _figures(
     name: str, world: World, shape: Shape, plan: list[Candidate], landed: dict[str, float],
-    start: float, wall_zero: float, wall: float,
+    promoted_at: dict[str, float], wall: float,
 ) -> Figures:  # fmt: skip
     runs = [line.split() for line in world.log.read_text().splitlines() if line.strip()]
     culprits = {c.task for c in plan if c.culprit}
-    promoted_at: dict[str, float] = {}
     innocent = ejected_culprits = 0
     with Canonical(world.repo) as canonical:
         for _, record in promotions(canonical, "main"):
-            at = record.at.timestamp() - wall_zero + start  # on the monotonic clock's scale
-            if record.action == "promote":
-                for c in record.landings:
-                    promoted_at.setdefault(c.landing, at)
-            elif record.action == "eject":
+            if record.action == "eject":
                 for e in record.ejected:
                     if e.task_id in culprits:
                         ejected_culprits += 1
                     else:
                         innocent += 1
         on_target = _culprit_on_target(canonical, world)
-    latencies = sorted(
-        max(0.0, (promoted_at[k] - t) / shape.scale) for k, t in landed.items() if k in promoted_at
-    )
-    last = max(promoted_at.values(), default=start)
-    span_h = (last - start) / shape.scale / 3600
+    latencies = sorted(max(0.0, promoted_at[k] - t) for k, t in landed.items() if k in promoted_at)
+    span_h = max(promoted_at.values(), default=0.0) / 3600
     return Figures(
         strategy=name, landed=len(landed), promoted=len(promoted_at), runs=len(runs),
         ci_seconds=sum(float(r[4]) for r in runs), innocent=innocent,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -123,7 +124,9 @@ class World:
 def build(work: Path, shape: Shape, validation: str, plan: list[Candidate]) -> World:
     """A fresh repository under `work` with the policy's `[validation]` body `validation`
     (its `{command}` filled in), the contracts issued and the candidates committed."""
-    work.mkdir(parents=True, exist_ok=True)
+    if work.exists():
+        shutil.rmtree(work)
+    work.mkdir(parents=True)
     script = work / "suite.sh"
     script.write_text(SCRIPT)
     log = work / "runs.log"

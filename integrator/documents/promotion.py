@@ -62,6 +62,7 @@ class ValidationResult(Model):
     detail: Annotated[str, Field(max_length=RECORD_TEXT_CHARS)] | None = None
     scope: str | None = None  # the [[validation.scope]] it validates (None: the whole tree)
     flaky: bool = False  # a pass after failed runs of the same tree (flaky_reruns)
+    probe: bool = False  # a bisection point rather than a batch head
     key: str | None = None  # the result cache's key (tree or scope projection, command…)
 
 

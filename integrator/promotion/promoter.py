@@ -168,7 +168,11 @@ class Promoter:
             wanted, changed = validate.request_heads(self.canonical, state, step.validate, config)
             waiting = [r.head for r in wanted]
             return Round("request" if changed else "wait", changed, {"waiting": waiting})
-        jobs = [validate.Job(i, None, self._key(state.head(i), config)) for i in step.validate]
+        probing = False in state.final().values()
+        jobs = [
+            validate.Job(i, None, self._key(state.head(i), config), probe=probing)
+            for i in step.validate
+        ]
         recorded = validate.run_heads(
             self.canonical, state, jobs, config, scratch=self.scratch,
             on_run=self._count, bisecting=False in state.final().values(),
@@ -199,7 +203,7 @@ class Promoter:
             recent = self.recent.setdefault(job.scope, [])
             recent.append(outcome.passed)
             del recent[:-RECENT]
-            if config is not None and config.adaptive:
+            if config is not None and config.adaptive and not job.probe:
                 now = self.window(job.scope, config)
                 self.windows[job.scope] = next_window(now, outcome.passed, config.max_batch)
 

@@ -96,7 +96,11 @@ def _validate(
     config: Validation,
     budget: int,
 ) -> Round:
-    jobs = [validate.Job(head, scope, view.key_at(scope, head)) for scope, head in wanted]
+    failing = {s for s, r in view.results.items() if False in r.values()}
+    jobs = [
+        validate.Job(head, scope, view.key_at(scope, head), probe=scope in failing)
+        for scope, head in wanted
+    ]
     bisecting = any(False in r.values() for r in view.results.values())
     recorded = validate.run_heads(
         p.canonical, state, jobs, config, scratch=p.scratch,

@@ -113,7 +113,7 @@ def figures(canonical: Canonical, config: Validation, state: QueueState | None) 
         fig.ci_seconds += result.duration_s or 0.0
         if result.duration_s is not None:
             fig.durations.append(result.duration_s)
-        if result.final:
+        if result.final and not result.probe:
             fig.finals.append((result.at, result.status == "pass"))
             fig.flaky += result.flaky
     queued = {c.staging for c in state.landings} if state is not None else set()

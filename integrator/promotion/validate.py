@@ -75,6 +75,7 @@ class Job:
     index: int
     scope: str | None = None
     key: str | None = None
+    probe: bool = False  # a bisection point (not a batch head): the window ignores it
 
 
 def _base_result(
@@ -91,6 +92,7 @@ def _base_result(
         runner=actor(),
         scope=job.scope if job else None,
         key=job.key if job else None,
+        probe=job.probe if job else False,
     )
 
 

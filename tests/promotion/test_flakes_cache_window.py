@@ -89,8 +89,9 @@ def test_the_adaptive_window_grows_after_passes_and_halves_after_failures(
     promotion: PromotionWorld,
 ) -> None:
     """`adaptive = true`, max_batch 8 (the window starts at 4), the sixth landing broken:
-    the batches covered read 4 (pass → 5), 5 (fail → 2), 2 (fail → 1), 1 (pass → 2), then
-    after the ejection 2 (→ 3), 3 (→ 4) and the last one."""
+    the batches covered read 4 (pass → 5), 5 (fail → 2), the bisection's probes 2 (fail)
+    and 1 (pass), which leave the window at 2, then after the ejection 2 (→ 3), 3 (→ 4) and
+    the last one."""
     world = promotion
     script = world.tmp / "count.sh"
     script.write_text(COUNTING_SCRIPT)
