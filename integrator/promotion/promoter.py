@@ -113,13 +113,17 @@ class Promoter:
             return scoped_round(self, state, config)
         if config.mode == "command":
             self._cached(state, config)
+        known = state.final(provisional=config.flaky_reruns > 0)
         step = next_step(
-            state.pending, state.final(), max_batch=self.window(None, config),
+            state.pending, known, max_batch=self.window(None, config),
             concurrency=config.concurrency,
         )  # fmt: skip
         if step.promote is not None:
             return self._promote(state, step.promote)
         if step.eject is not None:
+            failing = state.results.get(state.landings[step.eject - 1].staging)
+            if failing is not None and validate.provisional(failing[1], config):
+                return self.confirm(state, step.eject, None, failing[1], config)
             return self._eject(state, step.eject)
         if not step.validate:
             return Round("idle", False, {"pending": state.pending})
@@ -168,7 +172,7 @@ class Promoter:
             wanted, changed = validate.request_heads(self.canonical, state, step.validate, config)
             waiting = [r.head for r in wanted]
             return Round("request" if changed else "wait", changed, {"waiting": waiting})
-        probing = False in state.final().values()
+        probing = False in state.final(provisional=config.flaky_reruns > 0).values()
         jobs = [
             validate.Job(i, None, self._key(state.head(i), config), probe=probing)
             for i in step.validate
@@ -184,6 +188,24 @@ class Promoter:
     def count_run(self, job: validate.Job, outcome: RunOutcome, final: bool) -> None:
         self._count(job, outcome, final)
 
+    def confirm(
+        self,
+        state: QueueState,
+        index: int,
+        scope: str | None,
+        result: ValidationResult,
+        config: Validation,
+    ) -> Round:
+        """Rerun a probe's provisional failure of head `index` before it ejects anything."""
+        key = result.key or (self._key(state.head(index), config) if scope is None else None)
+        job = validate.Job(index, scope, key, probe=True, confirm=result.attempt)
+        recorded = validate.run_heads(
+            self.canonical, state, [job], config, scratch=self.scratch, on_run=self._count,
+            bisecting=True,
+        )  # fmt: skip
+        finals = {r.head: r.final.status for r in recorded if r.final is not None}
+        return Round("confirm" if recorded else "wait", bool(recorded), {"results": finals})
+
     def _count(self, job: validate.Job, outcome: RunOutcome, final: bool) -> None:
         self.runs += 1
         label = job.scope or ""
@@ -194,7 +216,8 @@ class Promoter:
             self.metrics.retried.inc()
             self._failed_before.add((job.index, job.scope))
         if final:
-            flaky = outcome.passed and (job.index, job.scope) in self._failed_before
+            before = job.confirm > 0 or (job.index, job.scope) in self._failed_before
+            flaky = outcome.passed and before
             self._failed_before.discard((job.index, job.scope))
             config = self.config()
             if flaky and config is not None and config.flaky_reruns:

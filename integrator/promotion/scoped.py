@@ -19,6 +19,7 @@ from integrator.documents.policy import Validation
 from integrator.documents.promotion import ValidationResult
 from integrator.promotion.scopes import ScopeMap, positions
 from integrator.promotion.state import QueueState
+from integrator.promotion.validate import provisional
 from integrator.records import validation_cache, validations
 from integrator.records.canonical import Canonical
 
@@ -129,7 +130,7 @@ def read_view(
                 continue
             at = mine[j] - 1 if j < len(mine) else len(members)
             hit = validations.latest(canonical, state.target, state.head(at), scope)
-            if hit is None or not hit[1].final:
+            if hit is None or not (hit[1].final or provisional(hit[1], config)):
                 hit = validation_cache.lookup(canonical, state.target, keys[j])
                 if hit is not None:
                     view.hits.append((state.head(at), scope))

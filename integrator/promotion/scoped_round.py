@@ -57,6 +57,14 @@ class Effects(Protocol):
     ) -> Round: ...
     def apply(self, ops: list[transaction.RefOp], point: str) -> None: ...
     def count_run(self, job: validate.Job, outcome: RunOutcome, final: bool) -> None: ...
+    def confirm(
+        self,
+        state: QueueState,
+        index: int,
+        scope: str | None,
+        result: ValidationResult,
+        config: Validation,
+    ) -> Round: ...
 
 
 def scoped_round(p: Effects, state: QueueState, config: Validation) -> Round:
@@ -78,6 +86,11 @@ def scoped_round(p: Effects, state: QueueState, config: Validation) -> Round:
         index, scope = step.eject
         count = view.count(scope, index)
         failing = view.found[scope].get(count)
+        if failing is not None and validate.provisional(failing[1], config):
+            heads = {state.head(i): i for i in range(1, state.pending + 1)}
+            at = heads.get(failing[1].head)
+            if at is not None:
+                return p.confirm(state, at, scope, failing[1], config)
         flaky = any(r.flaky for _, r in view.found[scope].values())
         rests_on = [commit for found in view.found.values() for commit, _ in found.values()]
         return p.eject_at(state, index, failing, flaky, rests_on)

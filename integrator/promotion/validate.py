@@ -76,6 +76,26 @@ class Job:
     scope: str | None = None
     key: str | None = None
     probe: bool = False  # a bisection point (not a batch head): the window ignores it
+    confirm: int = 0  # runs a provisional failure took: this job reruns it (flaky_reruns)
+
+
+def provisional(result: ValidationResult, config: Validation) -> bool:
+    """A probe's failure not rerun yet: the bisection goes on from it, and it is confirmed
+    (rerun `flaky_reruns` times) only when it would eject a landing."""
+    return result.status == "fail" and not result.final and config.flaky_reruns > 0
+
+
+def _span(job: Job, config: Validation) -> tuple[int, int, bool]:
+    """A job's attempt numbers (first, last) and whether a failure of the last is final.
+
+    A batch head is rerun at once (`reruns`): its failure would send a whole bisection
+    the wrong way. A bisection probe runs once (with `flaky_reruns`): its failure only
+    narrows the search, and is confirmed by a `confirm` job if it is about to eject."""
+    if job.confirm:
+        return job.confirm + 1, job.confirm + config.flaky_reruns, True
+    if job.probe and config.flaky_reruns > 0:
+        return 1, 1 + config.retries, False
+    return 1, 1 + reruns(config), True
 
 
 def _base_result(
@@ -231,7 +251,8 @@ def run_heads(
             scope=job.scope,
         )  # fmt: skip
         out: list[Attempt] = []
-        for number in range(1, reruns(config) + 2):
+        first, last, _ = _span(job, config)
+        for number in range(first, last + 1):
             request = replace(request, attempt=number)
             outcome = runner.run(repo_path, command, config.timeout, request, scratch=scratch)
             out.append(Attempt(number, outcome))
@@ -264,8 +285,9 @@ def _record_runs(
     head = state.head(job.index)
     tree = str(canonical.commit(head).tree_id)
     last: Recorded | None = None
+    _, final_number, final_fail = _span(job, config)
     for attempt in runs:
-        final = attempt.outcome.passed or attempt.number == reruns(config) + 1
+        final = attempt.outcome.passed or (attempt.number == final_number and final_fail)
         if on_run is not None:
             on_run(job, attempt.outcome, final)
         status: Status = "pass" if attempt.outcome.passed else "fail"

@@ -114,3 +114,52 @@ def test_next_window_stays_within_one_and_max_batch() -> None:
     assert next_window(5, False, 8) == 2
     assert next_window(1, False, 8) == 1
     assert next_window(12, True, 8) == 8
+
+
+# Fails on the marker; besides, the first run of a head covering two landings fails for
+# no reason (a flaky test), once.
+PROBE_FLAKE_SCRIPT = f"""#!/bin/sh
+log="$1"; flag="$2"
+n=$(echo $INTEGRATOR_VALIDATION_LANDINGS | wc -w)
+if [ -n "$(find . -name {MARKER} | head -n 1)" ]; then
+    echo "$n fail" >> "$log"; exit 1
+fi
+if [ "$n" = 2 ] && [ ! -e "$flag" ]; then
+    touch "$flag"; echo "$n flake" >> "$log"; exit 1
+fi
+echo "$n pass" >> "$log"
+"""
+
+
+def test_a_probe_that_flakes_is_confirmed_before_it_ejects_anything(
+    promotion: PromotionWorld,
+) -> None:
+    """Four landings, the last broken, `flaky_reruns = 1`: the batch head fails twice (rerun
+    at once), the probe at two landings fails once and is not rerun until it would eject
+    t1; its confirmation passes (flaky), and only t3 is ejected, its record saying two runs
+    failed and that a run of its bisection was flaky."""
+    world = promotion
+    script = world.tmp / "probe.sh"
+    script.write_text(PROBE_FLAKE_SCRIPT)
+    flag = world.tmp / "flaked"
+    world.set_policy(
+        f'command = ["sh", "{script}", "{world.log}", "{flag}"]\nmax_batch = 4\nflaky_reruns = 1'
+    )
+    for i in range(4):
+        world.submit(f"t{i}", broken=i == 3)
+    served = world.serve_once()
+    assert served.proc.returncode == 0, served.text()
+    runs = [tuple(line.split()) for line in world.log.read_text().splitlines()]
+    assert runs == [
+        ("4", "fail"), ("4", "fail"),  # the batch head, rerun at once: consistent
+        ("2", "flake"),  # a probe: its failure narrows the search, not rerun yet
+        ("1", "pass"),  # t0 passes and is promoted
+        ("1", "pass"),  # t1's head confirmed before it ejects t1: flaky, promoted
+        ("1", "pass"),  # t2's head, then t3 (its head failed twice) is ejected
+    ]  # fmt: skip
+    assert world.spool.entries("fenced") == [world.sids["t3"]]
+    assert set(world.chain("refs/heads/main")) == {world.heads[f"t{i}"] for i in range(3)}
+    with Canonical(world.repo) as canonical:
+        (record,) = [r for _, r in promotions(canonical, "main") if r.action == "eject"]
+    (culprit,) = record.ejected
+    assert culprit.task_id == "t3" and culprit.failed_runs == 2 and culprit.flaky_seen is True
