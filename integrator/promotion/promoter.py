@@ -85,6 +85,7 @@ class Promoter:
         self._failed_before: set[tuple[int, str | None]] = set()
         self.memo = Memo()
         self._promotions = 0
+        self._flaky_scopes: set[str | None] = set()  # scopes with a flaky run since an ejection
         self._hits: set[tuple[str, str | None]] = set()
 
     def config(self) -> Validation | None:
@@ -221,6 +222,7 @@ class Promoter:
             self._failed_before.discard((job.index, job.scope))
             config = self.config()
             if flaky and config is not None and config.flaky_reruns:
+                self._flaky_scopes.add(job.scope)  # for the ejection that ends this bisection
                 self.flaky += 1
                 self.metrics.flaky.labels(label).inc()
             recent = self.recent.setdefault(job.scope, [])
@@ -324,6 +326,9 @@ class Promoter:
         failing = failing or state.results.get(culprit.staging)
         if flaky_seen is None:
             flaky_seen = any(r.flaky for _, r in state.results.values())
+        scope = failing[1].scope if failing else None
+        flaky_seen = flaky_seen or scope in self._flaky_scopes
+        self._flaky_scopes.discard(scope)
         good = state.head(index - 1)
         log_bytes = validations.log_of(canonical, failing[0]) if failing else b""
         detail = _failure_detail(failing[1] if failing else None, log_bytes)
