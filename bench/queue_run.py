@@ -43,7 +43,7 @@ STRATEGIES: dict[str, str] = {
     "single-queue": "{command}\nmax_batch = 16\nconcurrency = 1\n",
     "fifo-groups": "{command}\nmax_batch = 4\nconcurrency = 4\n",
     "integrator": "{command}\nmax_batch = 16\nconcurrency = 2\nbudget = 8\n"
-    'flaky_reruns = 2\nadaptive = true\ntoolchain = "bench-suite-v1"\n',
+    'flaky_reruns = 1\nadaptive = true\ntoolchain = "bench-suite-v1"\n',
 }
 ROUND_PAUSE = 0.002  # wall seconds between idle rounds
 SUITE_WALL = 0.1  # wall seconds one full suite sleeps (time is simulated: see run_strategy)

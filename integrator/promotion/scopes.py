@@ -19,7 +19,8 @@ decides it as it decides an unscoped queue.
   waiting for the bisection; their own results stay valid (their projections do not change);
 - **validate** each scope's heads, at the newest queue head holding exactly the scope's
   landings the step names (so scopes' results meet at common heads), within a budget of
-  runs; a scope that failed recently speculates less.
+  runs; a scope that failed recently speculates no batches (its bisections still split
+  `concurrency` ways).
 """
 
 from __future__ import annotations
@@ -132,7 +133,11 @@ def plan(
     steps = {}
     for scope in names:
         mine = positions(members, scope)
-        speculate = concurrency if rates.get(scope, 0.0) <= SPECULATE_BELOW else 1
+        known = results.get(scope, {})
+        bisecting = any(not ok and j > _good(known) for j, ok in known.items())
+        # A bisection splits its interval `concurrency` ways whatever the failure rate (it
+        # finds the culprit in fewer rounds); a scope failing often speculates no batches.
+        speculate = concurrency if bisecting or rates.get(scope, 0.0) <= SPECULATE_BELOW else 1
         steps[scope] = (
             mine,
             next_step(
