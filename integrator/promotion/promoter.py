@@ -138,12 +138,14 @@ class Promoter:
 
     def _cached(self, state: QueueState, config: Validation) -> None:
         """Heads with no result of their own take one of the same tree from the cache."""
+        fails_after = validation_cache.last_ejection(self.canonical, state.target)
         for landing in state.landings:
             if landing.staging in state.results and state.results[landing.staging][1].final:
                 continue
             hit = validation_cache.lookup(
-                self.canonical, state.target, self._key(landing.staging, config)
-            )
+                self.canonical, state.target, self._key(landing.staging, config),
+                fails_after=fails_after,
+            )  # fmt: skip
             if hit is not None:
                 state.results[landing.staging] = hit
                 self.hit(landing.staging, None)

@@ -112,6 +112,7 @@ def read_view(
             memo.members[landing.staging] = found
         members.append(found)
     view = ScopedView(state, scopes.names, members, {}, {}, {})
+    fails_after = validation_cache.last_ejection(canonical, state.target)
     for scope in scopes.names:
         mine = positions(members, scope)
         command = config.command_of(scope)
@@ -131,7 +132,9 @@ def read_view(
             at = mine[j] - 1 if j < len(mine) else len(members)
             hit = validations.latest(canonical, state.target, state.head(at), scope)
             if hit is None or not (hit[1].final or provisional(hit[1], config)):
-                hit = validation_cache.lookup(canonical, state.target, keys[j])
+                hit = validation_cache.lookup(
+                    canonical, state.target, keys[j], fails_after=fails_after
+                )
                 if hit is not None:
                     view.hits.append((state.head(at), scope))
             if hit is not None:

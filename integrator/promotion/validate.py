@@ -221,10 +221,11 @@ def run_heads(
     lease = timedelta(seconds=config.timeout * (reruns(config) + 1)) + TAKEOVER_GRACE
     mine: list[Job] = []
     done: list[Recorded] = []
+    fails_after = validation_cache.last_ejection(canonical, state.target)
     for job in jobs:
         head = state.head(job.index)
         if job.key is not None:
-            hit = validation_cache.lookup(canonical, state.target, job.key)
+            hit = validation_cache.lookup(canonical, state.target, job.key, fails_after=fails_after)
             if hit is not None:
                 done.append(Recorded(head, hit[1], hit[0], adopted=True))
                 continue

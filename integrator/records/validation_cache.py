@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 from integrator import refnames
 from integrator.documents.promotion import ValidationResult
@@ -26,6 +27,7 @@ from integrator.records import validations
 from integrator.records.canonical import Canonical
 
 CACHE_ENTRIES = 4096  # entries kept per target (the promoter prunes the oldest past this)
+EJECTION_WALK = 500  # promotion records read back for the newest ejection
 
 
 def cache_prefix(target: str) -> str:
@@ -45,15 +47,31 @@ def key_of(
     return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
 
 
-def lookup(canonical: Canonical, target: str, key: str) -> tuple[str, ValidationResult] | None:
-    """The final result recorded under `key` (None when there is none, or it is damaged)."""
+def lookup(
+    canonical: Canonical, target: str, key: str, *, fails_after: datetime | None = None
+) -> tuple[str, ValidationResult] | None:
+    """The final result recorded under `key` (None when there is none, or it is damaged).
+
+    A failure is reused only when it was recorded after `fails_after` (the newest
+    ejection): a candidate requeued because its failure was not its own (a flaky suite,
+    a broken runner) is validated again, not refused by the failure that ejected it."""
     oid = canonical.ref(cache_prefix(target) + key)
     if oid is None:
         return None
     result = validations.read_result(canonical, oid)
     if result is None or not result.final:
         return None
+    if result.status != "pass" and (fails_after is None or result.at <= fails_after):
+        return None
     return oid, result
+
+
+def last_ejection(canonical: Canonical, target: str) -> datetime:
+    """When the newest ejection was recorded (the oldest time when there was none)."""
+    for _, record in validations.promotions(canonical, target, limit=EJECTION_WALK):
+        if record.action == "eject":
+            return record.at
+    return datetime.min.replace(tzinfo=UTC)
 
 
 def store(canonical: Canonical, target: str, key: str, commit: str) -> bool:
