@@ -112,7 +112,7 @@ def read_view(
             memo.members[landing.staging] = found
         members.append(found)
     view = ScopedView(state, scopes.names, members, {}, {}, {})
-    fails_after = validation_cache.last_ejection(canonical, state.target)
+    ejected = validation_cache.last_ejections(canonical, state.target)
     for scope in scopes.names:
         mine = positions(members, scope)
         command = config.command_of(scope)
@@ -133,7 +133,10 @@ def read_view(
             hit = validations.latest(canonical, state.target, state.head(at), scope)
             if hit is None or not (hit[1].final or provisional(hit[1], config)):
                 hit = validation_cache.lookup(
-                    canonical, state.target, keys[j], fails_after=fails_after
+                    canonical,
+                    state.target,
+                    keys[j],
+                    fails_after=ejected.get(scope, validation_cache.NEVER),
                 )
                 if hit is not None:
                     view.hits.append((state.head(at), scope))

@@ -27,7 +27,8 @@ from integrator.records import validations
 from integrator.records.canonical import Canonical
 
 CACHE_ENTRIES = 4096  # entries kept per target (the promoter prunes the oldest past this)
-EJECTION_WALK = 500  # promotion records read back for the newest ejection
+EJECTION_WALK = 500  # promotion records read back for the newest ejections
+NEVER = datetime.min.replace(tzinfo=UTC)
 
 
 def cache_prefix(target: str) -> str:
@@ -66,12 +67,25 @@ def lookup(
     return oid, result
 
 
-def last_ejection(canonical: Canonical, target: str) -> datetime:
-    """When the newest ejection was recorded (the oldest time when there was none)."""
+def last_ejection(canonical: Canonical, target: str, scope: str | None = None) -> datetime:
+    """When the newest ejection was recorded — with `scope`, the newest of a culprit that
+    scope's suite found (another scope's culprit says nothing of this scope's failures);
+    the oldest time when there was none."""
+    return last_ejections(canonical, target).get(scope, NEVER)
+
+
+def last_ejections(canonical: Canonical, target: str) -> dict[str | None, datetime]:
+    """The newest ejection's time per scope whose suite found the culprit, and under None
+    the newest of all."""
+    out: dict[str | None, datetime] = {}
     for _, record in validations.promotions(canonical, target, limit=EJECTION_WALK):
-        if record.action == "eject":
-            return record.at
-    return datetime.min.replace(tzinfo=UTC)
+        if record.action != "eject":
+            continue
+        out.setdefault(None, record.at)
+        for item in record.ejected:
+            if item.scope is not None:
+                out.setdefault(item.scope, record.at)
+    return out
 
 
 def store(canonical: Canonical, target: str, key: str, commit: str) -> bool:
