@@ -5,6 +5,7 @@ are promoted first, each validated once; a path in no scope is tested by every s
 from __future__ import annotations
 
 import itertools
+import json
 from pathlib import Path
 
 from integrator.records.canonical import Canonical
@@ -97,6 +98,13 @@ def test_a_culprit_in_one_scope_leaves_the_other_scope_promoted_first_and_valida
     assert world.spool.entries("fenced") == [world.sids["a2"]]
     served_events = served.events("validation.run")
     assert len(served_events) == len(runs)
+    done = world.cli("queue", "status", "--repo", str(world.repo), "--json")
+    assert done.returncode == 0, done.stderr.decode()
+    scopes = json.loads(done.stdout)["scopes"]
+    assert sorted(scopes) == ["a", "b"]
+    assert scopes["b"]["runs"] == 1 and scopes["b"]["cacheHits"] >= 1  # reused after the reorder
+    assert scopes["a"]["failedRuns"] >= 2 and scopes["a"]["failureRate"] > 0
+    assert scopes["a"]["waiting"] == [] and scopes["a"]["running"] == []
 
 
 def test_a_path_in_no_scope_is_validated_by_every_scope(promotion: PromotionWorld) -> None:
