@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
 
-.PHONY: venv test test-repeat lint typecheck demo drills drills-quick bench bench-quick schema e2e screenshots soak soak-system fuzz demo-remote newcomer clean
+.PHONY: venv test test-repeat lint typecheck demo drills drills-quick bench bench-quick bench-queue schema e2e screenshots soak soak-system fuzz demo-remote newcomer clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -82,6 +82,9 @@ bench: $(STAMP)
 
 bench-quick: $(STAMP)
 	$(PY) -m bench
+
+bench-queue: $(STAMP)
+	$(PY) -m bench.queue_run
 
 schema: $(STAMP)
 	$(VENV)/bin/integrator schema export contracts/

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from integrator import refnames
 from integrator.commands._common import add_json, print_json, say
 from integrator.daemon import logs
-from integrator.errors import EXIT_OK, UsageError
+from integrator.errors import EXIT_OK, ConfigurationError, UsageError
+from integrator.escape import visible
+
+if TYPE_CHECKING:
+    from integrator.documents.policy import Validation
+    from integrator.promotion.state import QueueState
 
 
 def register(sub: Any) -> None:
@@ -45,6 +50,14 @@ def register(sub: Any) -> None:
     )
     common(status)
     status.set_defaults(func=run_status)
+
+    stats = inner.add_parser(
+        "stats",
+        help="throughput, validations and CI-seconds per landing, time to promotion, flaky "
+        "runs and cache hits per scope (from the records in git)",
+    )
+    common(stats)
+    stats.set_defaults(func=run_stats)
 
 
 def _set(args: argparse.Namespace, *, paused: bool) -> int:
@@ -89,6 +102,8 @@ def run_status(args: argparse.Namespace) -> int:
         status.problem,
     )
     document = status.document
+    if validation is not None and state is not None:
+        document["scopes"] = _scopes(args.repo, validation, state)
     if args.json:
         print_json(document)
         return EXIT_OK
@@ -104,6 +119,67 @@ def run_status(args: argparse.Namespace) -> int:
         say(f"  {state.pending} landings wait for promotion ({validation.mode} validation)")
         for c in state.landings:
             say(f"    {c.staging[:12]}  {c.task_id or '-'}  {c.summary or ''}")
+        for name, scope in document.get("scopes", {}).items():
+            say(
+                f"  scope {name}: {len(scope['waiting'])} waiting, {len(scope['running'])} "
+                f"running, window {scope['window']}, failure rate {scope['failureRate']:.0%}, "
+                f"flaky {scope['flaky']} ({scope['flakeRate']:.0%}), cache hits "
+                f"{scope['cacheHits']}"
+            )
+            for run in scope["running"]:
+                flag = "  STALLED" if run["stalled"] else ""
+                say(f"    running {run['head'][:12]} for {run['ageSeconds']:.0f} s{flag}")
+            for row in scope["waiting"][:20]:
+                eta = "?" if row["etaSeconds"] is None else f"~{row['etaSeconds']:.0f} s"
+                say(f"    #{row['position']} {visible(row['task'] or '-')} {eta}")
     if problem:
         say(f"  problem: {problem}")
+    return EXIT_OK
+
+
+def _scopes(repo: Path, validation: Validation, state: QueueState) -> dict[str, Any]:
+    from datetime import UTC, datetime
+
+    from integrator.promotion.stats import scope_status
+    from integrator.records.canonical import Canonical
+
+    with Canonical(repo) as canonical:
+        return scope_status(canonical, validation, state, datetime.now(UTC))
+
+
+def run_stats(args: argparse.Namespace) -> int:
+    from integrator.promotion.state import read_state
+    from integrator.promotion.stats import figures
+    from integrator.records.canonical import Canonical
+
+    logs.configure(stream=logs.STDERR)
+    with Canonical(args.repo) as canonical:
+        canonical.refresh()
+        validation = canonical.policy_state().policy.validation
+        if validation is None:
+            raise UsageError("the policy has no [validation]: nothing is validated or promoted")
+        try:
+            state: QueueState | None = read_state(canonical)
+        except ConfigurationError:
+            state = None
+        document = figures(canonical, validation, state)
+    if args.json:
+        print_json(document)
+        return EXIT_OK
+    latency = document["landingToPromotionSeconds"]
+    say(
+        f"{document['target']}: {document['promoted']} promoted, {document['ejections']} "
+        f"ejected ({document['innocentEjections']} innocent), {document['runs']} runs, "
+        f"{document['ciSeconds']:.1f} CI-seconds"
+    )
+    say(
+        f"  per landing: {document['runsPerLanding']} runs, {document['ciSecondsPerLanding']} "
+        f"CI-seconds; landing to promotion p50 {latency['p50']} s, p95 {latency['p95']} s; "
+        f"{document['landingsPerHour']} landings/hour"
+    )
+    for name, scope in document["scopes"].items():
+        say(
+            f"  scope {name}: {scope['runs']} runs ({scope['failedRuns']} failed, "
+            f"{scope['flaky']} flaky), {scope['cacheHits']} cache hits, window {scope['window']}"
+        )
     return EXIT_OK

@@ -136,5 +136,6 @@ def run_show(args: argparse.Namespace) -> int:
         records = row["records"]
         last = records[-1] if records else None
         status = f"{last['status']}{' (final)' if last.get('final') else ''}" if last else "-"
-        say(f"  {row['index']:>3} {row['head'][:12]} {row['taskId'] or '-':<20} {status}")
+        scope = f" [{row['scope']}]" if "scope" in row else ""
+        say(f"  {row['index']:>3} {row['head'][:12]} {row['taskId'] or '-':<20} {status}{scope}")
     return EXIT_OK

@@ -108,6 +108,22 @@ class Planner(_Section):
     repo_wide: list[PolicyGlob] = Field(default_factory=list)
 
 
+Command = (
+    Annotated[list[Annotated[str, Field(min_length=1)]], Field(min_length=1)]
+    | (Annotated[str, Field(min_length=1)])
+)
+
+
+class ValidationScope(_Section):
+    """`[[validation.scope]]`: a part of the tree with a suite of its own. A landing belongs
+    to every scope its diff touches; a path in no scope belongs to every scope."""
+
+    # A letter first, at most 32 characters: never mistaken for a head in a ref name.
+    name: Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{0,31}$")]
+    paths: Annotated[list[PolicyGlob], Field(min_length=1)]
+    command: Command | None = None  # default: [validation].command
+
+
 class Validation(_Section):
     """`[validation]`: what proves a queue head builds before the target is promoted to it
     (docs/validation.md). With this section the target no longer follows the queue."""
@@ -127,6 +143,17 @@ class Validation(_Section):
     max_batch: Annotated[int, Field(ge=1, le=1024)] = 8
     # Queue heads validated at once (bisection points, or the next batches speculatively).
     concurrency: Annotated[int, Field(ge=1, le=64)] = 1
+    # A failed run is rerun this often on the same tree; a pass on rerun is flaky (recorded,
+    # counted) and ejects nothing.
+    flaky_reruns: Annotated[int, Field(ge=0, le=10)] = 0
+    # The window (landings one validation covers) grows after passes and halves after a
+    # failure, between 1 and max_batch.
+    adaptive: bool = False
+    # A digest of what the suite runs with (compilers, images): part of the result cache's key.
+    toolchain: Annotated[str, Field(max_length=256)] | None = None
+    # Command runs at once over every scope (default: concurrency × the number of scopes).
+    budget: Annotated[int, Field(ge=1, le=256)] | None = None
+    scope: Annotated[list[ValidationScope], Field(max_length=64)] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _needs_a_command(self) -> Validation:
@@ -134,7 +161,19 @@ class Validation(_Section):
             raise ValueError('mode "command" needs a command (an argv list or a string)')
         if self.mode == "external" and self.command is not None:
             raise ValueError('mode "external" runs no command: CI reports results instead')
+        if self.scope and self.mode != "command":
+            raise ValueError('[[validation.scope]] needs mode "command"')
+        names = [s.name for s in self.scope]
+        if len(set(names)) != len(names):
+            raise ValueError("two [[validation.scope]] tables share a name")
         return self
+
+    def command_of(self, scope: str | None) -> Command | None:
+        """The command a scope runs (the section's own without a scope of its own)."""
+        for item in self.scope:
+            if item.name == scope and item.command is not None:
+                return item.command
+        return self.command
 
 
 # Why each ceiling is where it is: what a higher value would make false.
@@ -352,11 +391,20 @@ class PolicyState:
         return policy_digest(self.policy, self.generation)
 
 
+_VALIDATION_LATER: dict[str, object] = {
+    "flaky_reruns": 0, "adaptive": False, "toolchain": None, "budget": None, "scope": [],
+}  # fmt: skip
+
+
 def policy_digest(policy: Policy, generation: int) -> str:
     """`sha256:` over RFC 8785 JSON of the policy and its generation."""
     document = policy.model_dump(mode="json")
     if document.get("validation") is None:
         document.pop("validation", None)  # policies without it keep the digest they had
+    else:
+        for key, default in _VALIDATION_LATER.items():  # likewise, before issue Q's keys
+            if document["validation"].get(key) == default:
+                document["validation"].pop(key, None)
     if not document.get("expansion", {}).get("auto_grant"):
         document.pop("expansion", None)  # likewise
     if not policy.contract_limits.changed():

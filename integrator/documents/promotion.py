@@ -60,6 +60,10 @@ class ValidationResult(Model):
     timed_out: bool = False
     log_url: Annotated[str, Field(max_length=RECORD_TEXT_CHARS)] | None = None
     detail: Annotated[str, Field(max_length=RECORD_TEXT_CHARS)] | None = None
+    scope: str | None = None  # the [[validation.scope]] it validates (None: the whole tree)
+    flaky: bool = False  # a pass after failed runs of the same tree (flaky_reruns)
+    probe: bool = False  # a bisection point rather than a batch head
+    key: str | None = None  # the result cache's key (tree or scope projection, command…)
 
 
 class Ejected(Model):
@@ -74,6 +78,9 @@ class Ejected(Model):
     attempt_id: str | None = None
     contract_digest: str | None = None
     validation: str | None = None  # the result commit that failed (VALIDATION_FAILED)
+    scope: str | None = None  # the scope whose suite failed (VALIDATION_FAILED)
+    failed_runs: int | None = None  # runs of the failing head that failed
+    flaky_seen: bool | None = None  # whether a run of its bisection passed only on rerun
 
 
 class Rebuilt(Model):
@@ -91,7 +98,9 @@ class PromotionRecord(Model):
     schema_: Literal["integrator.promotion.v1"] = Field(
         default="integrator.promotion.v1", alias="schema"
     )
-    action: Literal["promote", "eject"]
+    # reorder: landings of scopes not failing moved before those of a failing scope (no
+    # landing taken out; each keeps its scopes' results, which depend on its scopes only)
+    action: Literal["promote", "eject", "reorder"]
     target: str
     at: datetime
     actor: Annotated[str, Field(max_length=RECORD_TEXT_CHARS)]

@@ -97,16 +97,20 @@ def _full(canonical: Canonical, rev: str) -> str:
 def queue_validations(canonical: Canonical) -> tuple[QueueState, list[dict[str, Any]]]:
     """The queue, and each queued head with its validation records, oldest first."""
     state = read_state(canonical)
+    config = canonical.policy_state().policy.validation
+    scopes: list[str | None] = [s.name for s in config.scope] if config and config.scope else [None]
     rows: list[dict[str, Any]] = []
     for i, landing in enumerate(state.landings, 1):
-        tip = validations.latest(canonical, state.target, landing.staging)
-        history = validations.chain(canonical, tip[0]) if tip else []
-        rows.append(
-            {
+        for scope in scopes:
+            tip = validations.latest(canonical, state.target, landing.staging, scope)
+            history = validations.chain(canonical, tip[0]) if tip else []
+            row: dict[str, Any] = {
                 "index": i,
                 "head": landing.staging,
                 "taskId": landing.task_id,
                 "records": [result_document(r) for _, r in history],
             }
-        )
+            if scope is not None:
+                row["scope"] = scope
+            rows.append(row)
     return state, rows

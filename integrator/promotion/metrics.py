@@ -43,6 +43,24 @@ class PromotionMetrics:
         self.retried = Counter(
             "integrator_validation_retries", "Failed attempts that were run again.", registry=r
         )
+        self.ci_seconds = Counter(
+            "integrator_validation_ci_seconds",
+            "Seconds of validation command runs, by scope (empty: the whole tree).",
+            ["scope"],
+            registry=r,
+        )
+        self.flaky = Counter(
+            "integrator_validation_flaky",
+            "Final passes after failed runs of the same tree (flaky_reruns), by scope.",
+            ["scope"],
+            registry=r,
+        )
+        self.cache_hits = Counter(
+            "integrator_validation_cache_hits",
+            "Heads decided by a cached result of the same key (no run), by scope.",
+            ["scope"],
+            registry=r,
+        )
         self.promotions = Counter(
             "integrator_promotions", "Moves of the target to a validated head.", registry=r
         )

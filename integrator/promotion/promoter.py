@@ -23,7 +23,6 @@ Every ref move is a compare-and-swap through the canonical repository's updater:
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import structlog
@@ -46,21 +45,17 @@ from integrator.promotion import validate
 from integrator.promotion.bisect import Step, next_step
 from integrator.promotion.metrics import PromotionMetrics
 from integrator.promotion.rebuild import rebuild
+from integrator.promotion.rounds import RECENT, Round
 from integrator.promotion.runner import RunOutcome
+from integrator.promotion.scoped import Memo
+from integrator.promotion.scoped_round import scoped_round
+from integrator.promotion.scopes import next_window
 from integrator.promotion.state import QueueState, read_state
-from integrator.records import validations
+from integrator.records import validation_cache, validations
 from integrator.records.canonical import Canonical
 
 log = structlog.get_logger("integrator.promote")
-
-
-@dataclass
-class Round:
-    """What one round did; `progress` is False when there was nothing it could do now."""
-
-    action: str  # "idle", "promote", "eject", "validate", "request", "wait", "contended"
-    progress: bool
-    detail: dict[str, object] = field(default_factory=dict)
+PRUNE_EVERY = 64  # promotions between two prunings of the result cache
 
 
 class Promoter:
@@ -81,8 +76,17 @@ class Promoter:
         if swept:
             log.info("promote.swept", folders=len(swept), where=str(swept[0].parent))
         self.runs = 0  # command runs by this promoter
+        self.flaky = 0  # final passes after failed runs (flaky_reruns)
+        self.cache_hits = 0  # heads decided by a result of the same key
         self.rounds: list[Round] = []
         self._probes = 0  # validations since the last ejection or full promotion
+        self.windows: dict[str | None, int] = {}  # adaptive: each scope's window now
+        self.recent: dict[str | None, list[bool]] = {}  # each scope's latest final results
+        self._failed_before: set[tuple[int, str | None]] = set()
+        self.memo = Memo()
+        self._promotions = 0
+        self._flaky_scopes: set[str | None] = set()  # scopes with a flaky run since an ejection
+        self._hits: set[tuple[str, str | None]] = set()
 
     def config(self) -> Validation | None:
         return self.canonical.policy_state().policy.validation
@@ -99,21 +103,66 @@ class Promoter:
         state = read_state(canonical)
         self.metrics.unpromoted.set(state.pending)
         self.metrics.promoted_at(canonical.commit(state.promoted).commit_time)
-        step = next_step(
-            state.pending, state.final(), max_batch=config.max_batch,
-            concurrency=config.concurrency,
-        )  # fmt: skip
         try:
-            if step.promote is not None:
-                return self._done(self._promote(state, step.promote))
-            if step.eject is not None:
-                return self._done(self._eject(state, step.eject))
+            return self._done(self._decide(state, config))
         except RefMovedError as moved:
             log.info("promote.contended", ref=moved.ref, error=str(moved))
             return self._done(Round("contended", True, {"ref": moved.ref}))
+
+    def _decide(self, state: QueueState, config: Validation) -> Round:
+        if config.scope and config.mode == "command":
+            return scoped_round(self, state, config)
+        if config.mode == "command":
+            self._cached(state, config)
+        known = state.final(provisional=config.flaky_reruns > 0)
+        step = next_step(
+            state.pending, known, max_batch=self.window(None, config),
+            concurrency=config.concurrency,
+        )  # fmt: skip
+        if step.promote is not None:
+            return self._promote(state, step.promote)
+        if step.eject is not None:
+            failing = state.results.get(state.landings[step.eject - 1].staging)
+            if failing is not None and validate.provisional(failing[1], config):
+                return self.confirm(state, step.eject, None, failing[1], config)
+            return self._eject(state, step.eject)
         if not step.validate:
-            return self._done(Round("idle", False, {"pending": state.pending}))
-        return self._done(self._validate(state, step, config))
+            return Round("idle", False, {"pending": state.pending})
+        return self._validate(state, step, config)
+
+    def window(self, scope: str | None, config: Validation) -> int:
+        """The landings one validation of `scope` covers now (max_batch unless adaptive)."""
+        if not config.adaptive:
+            return config.max_batch
+        return self.windows.setdefault(scope, max(1, config.max_batch // 2))
+
+    def _cached(self, state: QueueState, config: Validation) -> None:
+        """Heads with no result of their own take one of the same tree from the cache."""
+        fails_after = validation_cache.last_ejection(self.canonical, state.target)
+        for landing in state.landings:
+            if landing.staging in state.results and state.results[landing.staging][1].final:
+                continue
+            hit = validation_cache.lookup(
+                self.canonical, state.target, self._key(landing.staging, config),
+                fails_after=fails_after,
+            )  # fmt: skip
+            if hit is not None:
+                state.results[landing.staging] = hit
+                self.hit(landing.staging, None)
+
+    def hit(self, head: str, scope: str | None) -> None:
+        """Count a head decided by the cache (once per head and scope)."""
+        if (head, scope) in self._hits:
+            return
+        if len(self._hits) > 100_000:
+            self._hits.clear()
+        self._hits.add((head, scope))
+        self.cache_hits += 1
+        self.metrics.cache_hits.labels(scope or "").inc()
+
+    def _key(self, head: str, config: Validation) -> str:
+        tree = str(self.canonical.commit(head).tree_id)
+        return validation_cache.key_of(tree, None, config.command, config.toolchain)
 
     def _done(self, result: Round) -> Round:
         self.rounds.append(result)
@@ -126,24 +175,72 @@ class Promoter:
             wanted, changed = validate.request_heads(self.canonical, state, step.validate, config)
             waiting = [r.head for r in wanted]
             return Round("request" if changed else "wait", changed, {"waiting": waiting})
+        probing = False in state.final(provisional=config.flaky_reruns > 0).values()
+        jobs = [
+            validate.Job(i, None, self._key(state.head(i), config), probe=probing)
+            for i in step.validate
+        ]
         recorded = validate.run_heads(
-            self.canonical, state, step.validate, config, scratch=self.scratch,
+            self.canonical, state, jobs, config, scratch=self.scratch,
             on_run=self._count, bisecting=False in state.final().values(),
         )  # fmt: skip
         self._probes += len(step.validate)
         finals = {r.head: r.final.status for r in recorded if r.final is not None}
         return Round("validate" if recorded else "wait", bool(recorded), {"results": finals})
 
-    def _count(self, head: str, outcome: RunOutcome, final: bool) -> None:
+    def count_run(self, job: validate.Job, outcome: RunOutcome, final: bool) -> None:
+        self._count(job, outcome, final)
+
+    def confirm(
+        self,
+        state: QueueState,
+        index: int,
+        scope: str | None,
+        result: ValidationResult,
+        config: Validation,
+    ) -> Round:
+        """Rerun a probe's provisional failure of head `index` before it ejects anything."""
+        key = result.key or (self._key(state.head(index), config) if scope is None else None)
+        job = validate.Job(index, scope, key, probe=True, confirm=result.attempt)
+        recorded = validate.run_heads(
+            self.canonical, state, [job], config, scratch=self.scratch, on_run=self._count,
+            bisecting=True,
+        )  # fmt: skip
+        finals = {r.head: r.final.status for r in recorded if r.final is not None}
+        return Round("confirm" if recorded else "wait", bool(recorded), {"results": finals})
+
+    def _count(self, job: validate.Job, outcome: RunOutcome, final: bool) -> None:
         self.runs += 1
+        label = job.scope or ""
         self.metrics.runs.inc()
         self.metrics.results.labels("pass" if outcome.passed else "fail").inc()
+        self.metrics.ci_seconds.labels(label).inc(outcome.duration_s)
         if not outcome.passed and not final:
             self.metrics.retried.inc()
+            self._failed_before.add((job.index, job.scope))
+        if final:
+            before = job.confirm > 0 or (job.index, job.scope) in self._failed_before
+            flaky = outcome.passed and before
+            self._failed_before.discard((job.index, job.scope))
+            config = self.config()
+            if flaky and config is not None and config.flaky_reruns:
+                self._flaky_scopes.add(job.scope)  # for the ejection that ends this bisection
+                self.flaky += 1
+                self.metrics.flaky.labels(label).inc()
+            recent = self.recent.setdefault(job.scope, [])
+            recent.append(outcome.passed)
+            del recent[:-RECENT]
+            if config is not None and config.adaptive and not job.probe:
+                now = self.window(job.scope, config)
+                self.windows[job.scope] = next_window(now, outcome.passed, config.max_batch)
 
     # -- promote ----------------------------------------------------------------------------
 
-    def _promote(self, state: QueueState, index: int) -> Round:
+    def promote_to(self, state: QueueState, index: int, rests_on: list[str]) -> Round:
+        """Move the target to head `index`, recording the result commits it rests on."""
+        return self._promote(state, index, rests_on)
+
+    def _promote(self, state: QueueState, index: int, rests_on: list[str] | None = None) -> Round:
         canonical = self.canonical
         target_ref = canonical.target_ref
         new = state.head(index)
@@ -152,7 +249,7 @@ class Promoter:
         record = PromotionRecord(
             action="promote", target=state.target, at=canonical.clock(), actor=validate.actor(),
             before=state.promoted, after=new, landings=landings,
-            validations=[commit for commit, _ in results],
+            validations=rests_on if rests_on is not None else [commit for commit, _ in results],
         )  # fmt: skip
         ref = validations.promotion_ref(state.target)
         old_record = state.record  # the lease: nothing promoted or ejected since the read
@@ -166,6 +263,7 @@ class Promoter:
                 for oid in [canonical.ref(validations.validation_ref(state.target, c.staging))]
                 if oid is not None
             ),
+            *self._scoped_deletes(state, landings),
         ]
         self._apply(ops, "before-promote")
         now = canonical.clock().timestamp()
@@ -176,12 +274,27 @@ class Promoter:
         self.metrics.promoted_at(canonical.commit(new).commit_time)
         if index == state.pending:
             self._probes = 0
+        self._promotions += 1
+        if self._promotions % PRUNE_EVERY == 0:
+            validation_cache.prune(canonical, state.target)
         log.info(
             "promote.promoted", target=target_ref, before=state.promoted, after=new,
             landings=len(landings), record=commit,
         )  # fmt: skip
         return Round("promote", True, {"before": state.promoted, "after": new,
                                        "landings": len(landings)})  # fmt: skip
+
+    def _scoped_deletes(
+        self, state: QueueState, landings: list[Covered]
+    ) -> list[transaction.RefOp]:
+        """Deleting every scope's result refs of these heads (their results stay in the
+        cache and reachable from the record)."""
+        heads = {c.staging for c in landings}
+        found = validations.scoped_refs(self.canonical, state.target, heads)
+        return [transaction.delete(ref, oid) for ref, oid in found.items()]
+
+    def apply(self, ops: list[transaction.RefOp], point: str) -> None:
+        self._apply(ops, point)
 
     def _apply(self, ops: list[transaction.RefOp], point: str) -> None:
         if git.durable(self.canonical.repo):
@@ -191,14 +304,46 @@ class Promoter:
 
     # -- eject ------------------------------------------------------------------------------
 
-    def _eject(self, state: QueueState, index: int) -> Round:
+    def eject_at(
+        self,
+        state: QueueState,
+        index: int,
+        failing: tuple[str, ValidationResult] | None,
+        flaky_seen: bool,
+        rests_on: list[str],
+    ) -> Round:
+        """Eject landing `index`, whose scope's result `failing` is the evidence."""
+        return self._eject(state, index, failing, flaky_seen, rests_on)
+
+    def _eject(
+        self,
+        state: QueueState,
+        index: int,
+        failing: tuple[str, ValidationResult] | None = None,
+        flaky_seen: bool | None = None,
+        rests_on: list[str] | None = None,
+    ) -> Round:
         canonical = self.canonical
         culprit = state.landings[index - 1]
-        failing = state.results.get(culprit.staging)
+        failing = failing or state.results.get(culprit.staging)
+        if flaky_seen is None:
+            flaky_seen = any(r.flaky for _, r in state.results.values())
+        scope = failing[1].scope if failing else None
+        flaky_seen = flaky_seen or scope in self._flaky_scopes
+        self._flaky_scopes.discard(scope)
         good = state.head(index - 1)
         log_bytes = validations.log_of(canonical, failing[0]) if failing else b""
         detail = _failure_detail(failing[1] if failing else None, log_bytes)
-        first = validate_ejected(culprit, failing[0] if failing else None, detail)
+        runs_failed = (
+            sum(1 for _, r in validations.chain(canonical, failing[0]) if r.status == "fail")
+            if failing else None
+        )  # fmt: skip
+        first = validate_ejected(culprit, failing[0] if failing else None, detail).model_copy(
+            update={
+                "scope": failing[1].scope if failing else None, "failed_runs": runs_failed,
+                "flaky_seen": flaky_seen,
+            }
+        )  # fmt: skip
         built = rebuild(self.landing, good, state.landings[index:], {culprit.landing})
         ejected = [first, *built.ejected]
         now = canonical.clock()
@@ -206,7 +351,8 @@ class Promoter:
         record = PromotionRecord(
             action="eject", target=state.target, at=now, actor=validate.actor(),
             before=state.queue, after=built.head,
-            validations=[commit for commit, _ in state.results.values()],
+            validations=rests_on if rests_on is not None
+            else [commit for commit, _ in state.results.values()],
             ejected=ejected, rebuilt=built.rebuilt, depth=depth,
         )  # fmt: skip
         ref = validations.promotion_ref(state.target)
@@ -231,6 +377,7 @@ class Promoter:
             old = canonical.ref(name)
             if old is not None:
                 ops.append(transaction.delete(name, old))
+        ops += self._scoped_deletes(state, state.landings[index - 1 :])
         self._apply(ops, "before-rebuild")
         faults.point("after-rebuild")
         self.metrics.ejections.labels(first.code.value).inc()

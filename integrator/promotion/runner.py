@@ -60,6 +60,7 @@ class RunRequest:
     base: str
     landings: tuple[Covered, ...]
     attempt: int
+    scope: str | None = None  # the [[validation.scope]] this run validates
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,6 +90,8 @@ def environment(request: RunRequest, request_file: Path) -> dict[str, str]:
             f"{ENV_PREFIX}REQUEST": str(request_file),
         }
     )
+    if request.scope is not None:
+        env[f"{ENV_PREFIX}SCOPE"] = request.scope
     return env
 
 
@@ -101,6 +104,7 @@ def request_document(request: RunRequest) -> dict[str, object]:
         "base": request.base,
         "attempt": request.attempt,
         "landings": [c.wire() for c in request.landings],
+        **({"scope": request.scope} if request.scope is not None else {}),
     }
 
 

@@ -71,13 +71,17 @@ class QueueState:
     def covering(self, index: int) -> list[Covered]:
         return self.landings[:index]
 
-    def final(self) -> dict[int, bool]:
-        """The final results by head index, as `next_step` reads them."""
+    def final(self, provisional: bool = False) -> dict[int, bool]:
+        """The final results by head index, as `next_step` reads them (with `provisional`,
+        a probe's failure not confirmed yet counts as a failure)."""
         out: dict[int, bool] = {}
         for i, landing in enumerate(self.landings, 1):
             found = self.results.get(landing.staging)
-            if found is not None and found[1].final:
-                out[i] = found[1].status == "pass"
+            if found is None:
+                continue
+            result = found[1]
+            if result.final or (provisional and result.status == "fail"):
+                out[i] = result.status == "pass"
         return out
 
 

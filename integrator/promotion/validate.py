@@ -32,7 +32,7 @@ from integrator.limits import RECORD_TEXT_CHARS
 from integrator.plumbing import git, transaction
 from integrator.promotion import runner
 from integrator.promotion.state import QueueState
-from integrator.records import validations
+from integrator.records import validation_cache, validations
 from integrator.records.canonical import Canonical
 
 log = structlog.get_logger("integrator.promote")
@@ -68,8 +68,38 @@ class Recorded:
     written: bool = False  # this record was written (not refused by the tip)
 
 
+@dataclass(frozen=True)
+class Job:
+    """One head to validate: for one scope (None: the whole tree), under a cache key."""
+
+    index: int
+    scope: str | None = None
+    key: str | None = None
+    probe: bool = False  # a bisection point (not a batch head): the window ignores it
+    confirm: int = 0  # runs a provisional failure took: this job reruns it (flaky_reruns)
+
+
+def provisional(result: ValidationResult, config: Validation) -> bool:
+    """A probe's failure not rerun yet: the bisection goes on from it, and it is confirmed
+    (rerun `flaky_reruns` times) only when it would eject a landing."""
+    return result.status == "fail" and not result.final and config.flaky_reruns > 0
+
+
+def _span(job: Job, config: Validation) -> tuple[int, int, bool]:
+    """A job's attempt numbers (first, last) and whether a failure of the last is final.
+
+    A batch head is rerun at once (`reruns`): its failure would send a whole bisection
+    the wrong way. A bisection probe runs once (with `flaky_reruns`): its failure only
+    narrows the search, and is confirmed by a `confirm` job if it is about to eject."""
+    if job.confirm:
+        return job.confirm + 1, job.confirm + config.flaky_reruns, True
+    if job.probe and config.flaky_reruns > 0:
+        return 1, 1 + config.retries, False
+    return 1, 1 + reruns(config), True
+
+
 def _base_result(
-    state: QueueState, index: int, tree: str, status: Status, now: datetime
+    state: QueueState, index: int, tree: str, status: Status, now: datetime, job: Job | None = None
 ) -> ValidationResult:
     return ValidationResult(
         target=state.target,
@@ -80,7 +110,15 @@ def _base_result(
         status=status,
         at=now,
         runner=actor(),
+        scope=job.scope if job else None,
+        key=job.key if job else None,
+        probe=job.probe if job else False,
     )
+
+
+def reruns(config: Validation) -> int:
+    """Runs after a failure on the same tree: `retries` and `flaky_reruns` alike."""
+    return max(config.retries, config.flaky_reruns)
 
 
 class Recorder:
@@ -118,13 +156,13 @@ class Recorder:
         """Append `result` to its head's chain; when the tip is final (or `unless` says the
         tip makes this record pointless) nothing is written and the tip is returned."""
         canonical = self.canonical
-        ref = validations.validation_ref(result.target, result.head)
+        ref = validations.validation_ref(result.target, result.head, result.scope)
         for _ in range(RECORD_TRIES):
             if not self.unpromoted(result.head):
                 # Promoted or dropped by a rebuild meanwhile (its ref went with it): a
                 # result now would be a record nobody reads, and a ref nobody deletes.
                 return Recorded(result.head, None, None)
-            tip = validations.latest(canonical, result.target, result.head)
+            tip = validations.latest(canonical, result.target, result.head, result.scope)
             if tip is not None and (tip[1].final or (unless is not None and unless(tip[1]))):
                 final = tip[1] if tip[1].final else None
                 return Recorded(result.head, final, tip[0], adopted=tip[1].final)
@@ -167,85 +205,114 @@ def _alive(pid: int) -> bool:
 def run_heads(
     canonical: Canonical,
     state: QueueState,
-    indices: Sequence[int],
+    indices: Sequence[int | Job],
     config: Validation,
     *,
     scratch: Path | None = None,
-    on_run: Callable[[str, runner.RunOutcome, bool], None] | None = None,
+    on_run: Callable[[Job, runner.RunOutcome, bool], None] | None = None,
     bisecting: bool = False,
+    workers: int | None = None,
 ) -> list[Recorded]:
-    """Validate heads `indices` with the command, at once; record every attempt."""
-    assert config.command is not None
+    """Validate heads `indices` (each for its scope) with the command, at once; record every
+    attempt, and each final result under its cache key."""
+    jobs = [j if isinstance(j, Job) else Job(j) for j in indices]
     recorder = Recorder(canonical)
     now = canonical.clock()
-    lease = timedelta(seconds=config.timeout * (config.retries + 1)) + TAKEOVER_GRACE
-    mine: list[int] = []
+    lease = timedelta(seconds=config.timeout * (reruns(config) + 1)) + TAKEOVER_GRACE
+    mine: list[Job] = []
     done: list[Recorded] = []
-    for index in indices:
-        head = state.head(index)
+    fails_after = validation_cache.last_ejection(canonical, state.target)
+    for job in jobs:
+        head = state.head(job.index)
+        if job.key is not None:
+            hit = validation_cache.lookup(canonical, state.target, job.key, fails_after=fails_after)
+            if hit is not None:
+                done.append(Recorded(head, hit[1], hit[0], adopted=True))
+                continue
         tree = str(canonical.commit(head).tree_id)
-        claim = _with(_base_result(state, index, tree, "running", now), expires_at=now + lease)
+        claim = _with(
+            _base_result(state, job.index, tree, "running", now, job), expires_at=now + lease
+        )
         recorded = recorder.append(claim, unless=lambda tip: _live_elsewhere(tip, now))
         if recorded.final is not None:
             done.append(recorded)  # decided already, by us or by another promoter
         elif recorded.written:
-            mine.append(index)
+            mine.append(job)
         # else another promoter runs it now: its result will be read in a later round
     if not mine:
         return done
 
-    def attempts(index: int) -> list[Attempt]:
-        head = state.head(index)
+    def attempts(job: Job) -> list[Attempt]:
+        head = state.head(job.index)
+        command = config.command_of(job.scope)
+        assert command is not None
         request = runner.RunRequest(
-            target=state.target, head=head, tree=str(canonical_trees[index]), base=state.promoted,
-            landings=tuple(state.covering(index)), attempt=1,
+            target=state.target, head=head, tree=str(canonical_trees[job.index]),
+            base=state.promoted, landings=tuple(state.covering(job.index)), attempt=1,
+            scope=job.scope,
         )  # fmt: skip
         out: list[Attempt] = []
-        for number in range(1, config.retries + 2):
+        first, last, _ = _span(job, config)
+        for number in range(first, last + 1):
             request = replace(request, attempt=number)
-            assert config.command is not None
-            outcome = runner.run(
-                repo_path, config.command, config.timeout, request, scratch=scratch
-            )
+            outcome = runner.run(repo_path, command, config.timeout, request, scratch=scratch)
             out.append(Attempt(number, outcome))
             if outcome.passed:
                 break
         return out
 
     repo_path = canonical.repo.path  # the threads read nothing through libgit2
-    canonical_trees = {i: canonical.commit(state.head(i)).tree_id for i in mine}
-    with ThreadPoolExecutor(max_workers=min(len(mine), config.concurrency)) as pool:
+    canonical_trees = {j.index: canonical.commit(state.head(j.index)).tree_id for j in mine}
+    width = min(len(mine), workers or config.concurrency)
+    with ThreadPoolExecutor(max_workers=width) as pool:
         results = list(pool.map(attempts, mine))
-    for index, runs in zip(mine, results, strict=True):
+    for job, runs in zip(mine, results, strict=True):
         faults.point("after-validation")
         if bisecting:
             faults.point("mid-bisection")
-        head = state.head(index)
-        tree = str(canonical_trees[index])
-        last: Recorded | None = None
-        for attempt in runs:
-            final = attempt.outcome.passed or attempt.number == config.retries + 1
-            if on_run is not None:
-                on_run(head, attempt.outcome, final)
-            status: Status = "pass" if attempt.outcome.passed else "fail"
-            outcome = attempt.outcome
-            result = _with(
-                _base_result(state, index, tree, status, canonical.clock()),
-                final=final, attempt=attempt.number, started_at=outcome.started_at,
-                duration_s=round(outcome.duration_s, 3), exit_code=outcome.exit_code,
-                timed_out=outcome.timed_out, detail=(outcome.error or None) and outcome.error[:RECORD_TEXT_CHARS],
-            )  # fmt: skip
-            log.info(
-                "validation.run", head=head, attempt=attempt.number, status=status,
-                final=final, exit_code=outcome.exit_code, timed_out=outcome.timed_out,
-                duration_s=round(outcome.duration_s, 3),
-            )  # fmt: skip
-            last = recorder.append(result, log_bytes=outcome.log)
-            if last.adopted:
-                break
-        assert last is not None
-        done.append(last)
+        done.append(_record_runs(canonical, recorder, state, job, runs, config, on_run))
     return done
+
+
+def _record_runs(
+    canonical: Canonical,
+    recorder: Recorder,
+    state: QueueState,
+    job: Job,
+    runs: list[Attempt],
+    config: Validation,
+    on_run: Callable[[Job, runner.RunOutcome, bool], None] | None = None,
+) -> Recorded:
+    head = state.head(job.index)
+    tree = str(canonical.commit(head).tree_id)
+    last: Recorded | None = None
+    _, final_number, final_fail = _span(job, config)
+    for attempt in runs:
+        final = attempt.outcome.passed or (attempt.number == final_number and final_fail)
+        if on_run is not None:
+            on_run(job, attempt.outcome, final)
+        status: Status = "pass" if attempt.outcome.passed else "fail"
+        outcome = attempt.outcome
+        flaky = outcome.passed and attempt.number > 1 and config.flaky_reruns > 0
+        result = _with(
+            _base_result(state, job.index, tree, status, canonical.clock(), job),
+            final=final, attempt=attempt.number, started_at=outcome.started_at,
+            duration_s=round(outcome.duration_s, 3), exit_code=outcome.exit_code,
+            timed_out=outcome.timed_out, flaky=flaky,
+            detail=(outcome.error or None) and outcome.error[:RECORD_TEXT_CHARS],
+        )  # fmt: skip
+        log.info(
+            "validation.run", head=head, scope=job.scope, attempt=attempt.number,
+            status=status, final=final, flaky=flaky, exit_code=outcome.exit_code,
+            timed_out=outcome.timed_out, duration_s=round(outcome.duration_s, 3),
+        )  # fmt: skip
+        last = recorder.append(result, log_bytes=outcome.log)
+        if last.adopted:
+            break
+    assert last is not None
+    if last.written and last.final is not None and last.commit and job.key is not None:
+        validation_cache.store(canonical, state.target, job.key, last.commit)
+    return last
 
 
 # -- external CI ----------------------------------------------------------------------------
@@ -313,7 +380,7 @@ def _report_attempt(
     """Record one reported attempt; a failure with retries left asks again. Returns the
     renewed request when there is one."""
     attempt = _attempts(canonical, result.target, result.head) + 1
-    final = result.status == "pass" or attempt > config.retries
+    final = result.status == "pass" or attempt > reruns(config)
     recorded = recorder.append(
         _with(result, attempt=attempt, final=final, expires_at=None), details=details
     )

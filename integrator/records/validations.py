@@ -39,8 +39,22 @@ EJECTION_FILE = "ejection.json"
 _CHAIN_LIMIT = 10_000  # result commits read back along one head's chain
 
 
-def validation_ref(target: str, head: str) -> str:
-    return f"{refnames.VALIDATIONS}{target}/{head}"
+def validation_ref(target: str, head: str, scope: str | None = None) -> str:
+    """A head's result chain; one per scope when the policy declares scopes (a scope's name
+    starts with a letter and is at most 32 characters: never a head's name)."""
+    if scope is None:
+        return f"{refnames.VALIDATIONS}{target}/{head}"
+    return f"{refnames.VALIDATIONS}{target}/scope/{scope}/{head}"
+
+
+def scoped_refs(canonical: Canonical, target: str, heads: set[str]) -> dict[str, str]:
+    """Every scope's result ref of the heads `heads`: ref → tip."""
+    prefix = f"{refnames.VALIDATIONS}{target}/scope/"
+    return {
+        ref: oid
+        for ref, oid in git.refs_under(canonical.repo, prefix).items()
+        if ref.rsplit("/", 1)[-1] in heads
+    }
 
 
 def promotion_ref(target: str) -> str:
@@ -122,9 +136,11 @@ def log_of(canonical: Canonical, commit: str) -> bytes:
     return _blob(canonical, commit, LOG_FILE) or b""
 
 
-def latest(canonical: Canonical, target: str, head: str) -> tuple[str, ValidationResult] | None:
+def latest(
+    canonical: Canonical, target: str, head: str, scope: str | None = None
+) -> tuple[str, ValidationResult] | None:
     """The tip of a head's result chain (None when nothing was recorded for it)."""
-    oid = canonical.ref(validation_ref(target, head))
+    oid = canonical.ref(validation_ref(target, head, scope))
     if oid is None:
         return None
     result = read_result(canonical, oid)
@@ -153,6 +169,11 @@ def write_promotion(canonical: Canonical, record: PromotionRecord, parent: str |
     if record.action == "promote":
         summary = (
             f"promote {record.target} to {record.after[:12]} ({len(record.landings)} landings)"
+        )
+    elif record.action == "reorder":
+        summary = (
+            f"reorder {record.target}: {len(record.rebuilt)} landings re-merged, those of "
+            f"scopes not failing first; queue rebuilt at {record.after[:12]}"
         )
     else:
         names = ", ".join(e.task_id or e.landing[:12] for e in record.ejected)

@@ -1,0 +1,192 @@
+"""Validation scopes: which scopes a landing belongs to, and the scoped promoter's decision
+(pure).
+
+A landing belongs to every scope whose paths its diff touches; a path in no scope belongs
+to every scope (there is no catch-all to forget to declare: an undeclared path is tested by
+every suite). Each scope's suite is taken to depend only on its own paths and the paths in
+no scope — its *projection* of the tree — so a scope's result at a head depends only on
+which of the scope's landings the head holds. Each scope is then a queue of its own: its
+landings in queue order, numbered 1..k, its results by that number, and `next_step`
+decides it as it decides an unscoped queue.
+
+`plan` combines them:
+
+- **promote** to the newest head h where every scope touched since the target passed at
+  the number of its landings h holds;
+- **eject** the first culprit any scope found (only that scope's bisection decides it);
+- **reorder**: while a scope bisects, the landings of the other scopes are moved before
+  that scope's suspects (its landings past its last pass), so they are promoted without
+  waiting for the bisection; their own results stay valid (their projections do not change);
+- **validate** each scope's heads, at the newest queue head holding exactly the scope's
+  landings the step names (so scopes' results meet at common heads), within a budget of
+  runs; a scope that failed recently speculates no batches (its bisections still split
+  `concurrency` ways).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from integrator.documents.policy import ValidationScope
+from integrator.paths import PathMatcher
+from integrator.promotion.bisect import next_step
+
+SPECULATE_BELOW = 0.1  # a scope failing more often than this validates one head at a time
+
+
+class ScopeMap:
+    """The policy's scopes as matchers; the scopes of a path are memoized."""
+
+    def __init__(self, scopes: Sequence[ValidationScope]) -> None:
+        self.names = tuple(s.name for s in scopes)
+        self._matchers = [(s.name, PathMatcher.of(s.paths)) for s in scopes]
+        self._memo: dict[str, frozenset[str]] = {}
+
+    def of_path(self, path: str) -> frozenset[str]:
+        """The scopes of one path: those matching it, or every scope when none does."""
+        found = self._memo.get(path)
+        if found is None:
+            hit = frozenset(name for name, m in self._matchers if m.covers(path))
+            found = hit or frozenset(self.names)
+            if len(self._memo) < 1_000_000:
+                self._memo[path] = found
+        return found
+
+    def of_paths(self, paths: Iterable[str]) -> frozenset[str]:
+        """The scopes of a landing that changed `paths`."""
+        out: set[str] = set()
+        for path in paths:
+            out |= self.of_path(path)
+            if len(out) == len(self.names):
+                break
+        return frozenset(out)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the scoped promoter does now; heads and landings are numbered from the target."""
+
+    promote: int | None = None
+    eject: tuple[int, str] | None = None  # (landing, the scope whose suite failed)
+    reorder: tuple[int, tuple[int, ...]] | None = None  # (first position, landings from it)
+    validate: tuple[tuple[str, int], ...] = ()  # (scope, head)
+    why: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def idle(self) -> bool:
+        return (
+            self.promote is None
+            and self.eject is None
+            and self.reorder is None
+            and not self.validate
+        )
+
+
+def positions(members: Sequence[frozenset[str]], scope: str) -> list[int]:
+    """The queue positions (1-based) of a scope's landings, oldest first."""
+    return [i for i, found in enumerate(members, 1) if scope in found]
+
+
+def counts_at(members: Sequence[frozenset[str]], scope: str) -> list[int]:
+    """For each head 0..n, how many of the scope's landings it holds."""
+    out = [0]
+    for found in members:
+        out.append(out[-1] + (scope in found))
+    return out
+
+
+def _good(results: Mapping[int, bool]) -> int:
+    return max((j for j, ok in results.items() if ok), default=0)
+
+
+def promotable(
+    members: Sequence[frozenset[str]],
+    names: Sequence[str],
+    results: Mapping[str, Mapping[int, bool]],
+) -> int:
+    """The newest head where every scope it touches passed at its count (0: none)."""
+    counts = {s: counts_at(members, s) for s in names}
+    for head in range(len(members), 0, -1):
+        if all(
+            counts[s][head] == 0 or results.get(s, {}).get(counts[s][head]) is True for s in names
+        ):
+            return head
+    return 0
+
+
+def plan(
+    members: Sequence[frozenset[str]],
+    names: Sequence[str],
+    results: Mapping[str, Mapping[int, bool]],
+    *,
+    windows: Mapping[str, int],
+    concurrency: int,
+    budget: int,
+    rates: Mapping[str, float] | None = None,
+) -> Plan:
+    """The scoped promoter's next step for the unpromoted landings' scopes `members`."""
+    rates = rates or {}
+    head = promotable(members, names, results)
+    if head:
+        return Plan(promote=head)
+    steps = {}
+    for scope in names:
+        mine = positions(members, scope)
+        known = results.get(scope, {})
+        bisecting = any(not ok and j > _good(known) for j, ok in known.items())
+        # A bisection splits its interval `concurrency` ways whatever the failure rate (it
+        # finds the culprit in fewer rounds); a scope failing often speculates no batches.
+        speculate = concurrency if bisecting or rates.get(scope, 0.0) <= SPECULATE_BELOW else 1
+        steps[scope] = (
+            mine,
+            next_step(
+                len(mine), results.get(scope, {}), max_batch=max(1, windows.get(scope, 1)),
+                concurrency=speculate,
+            ),
+        )  # fmt: skip
+    culprits = [
+        (mine[step.eject - 1], scope) for scope, (mine, step) in steps.items() if step.eject
+    ]
+    if culprits:
+        return Plan(eject=min(culprits))
+    reorder = _reorder(members, names, results)
+    if reorder is not None:
+        return Plan(reorder=reorder)
+    wanted: list[tuple[int, str, int]] = []  # (rank, scope, head)
+    for scope, (mine, step) in steps.items():
+        for rank, j in enumerate(step.validate):
+            at = mine[j] - 1 if j < len(mine) else len(members)
+            wanted.append((rank, scope, at))
+    wanted.sort(key=lambda item: (item[0], item[2]))
+    return Plan(validate=tuple((scope, at) for _, scope, at in wanted[:budget]))
+
+
+def _reorder(
+    members: Sequence[frozenset[str]],
+    names: Sequence[str],
+    results: Mapping[str, Mapping[int, bool]],
+) -> tuple[int, tuple[int, ...]] | None:
+    """Landings of scopes not failing moved before the suspects of failing scopes (their
+    landings past the last pass), when any sits behind one."""
+    suspects: set[int] = set()
+    for scope in names:
+        known = results.get(scope, {})
+        good = _good(known)
+        if any(not ok and j > good for j, ok in known.items()):
+            suspects.update(positions(members, scope)[good:])
+    if not suspects:
+        return None
+    first = min(suspects)
+    later = range(first, len(members) + 1)
+    free = [i for i in later if i not in suspects]
+    if not free:
+        return None  # nothing waits behind a suspect
+    held = [i for i in later if i in suspects]
+    return first, tuple(free + held)
+
+
+def next_window(window: int, passed: bool, max_batch: int) -> int:
+    """Zuul's window: one more after a pass, halved after a failure, within 1..max_batch."""
+    grown = window + 1 if passed else window // 2
+    return max(1, min(max_batch, grown))

@@ -1,0 +1,63 @@
+"""The result cache's entries in git: stored once per key, found again, pruned oldest
+first."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from integrator.documents.promotion import ValidationResult
+from integrator.records import validation_cache, validations
+from integrator.records.canonical import Canonical
+from integrator.records.prepare import prepare
+from tests.gitutil import commit_files, declare_bare, make_repo
+
+
+def test_entries_are_stored_once_found_by_key_and_pruned_oldest_first(tmp_path: Path) -> None:
+    """Five final results under five keys: a second store of a key is refused, lookups
+    find each, and pruning to two keeps the two newest."""
+    repo = declare_bare(make_repo(tmp_path / "canon"))
+    head = commit_files(repo, {"a.txt": "a\n"}, "base", ref="refs/heads/main")
+    prepare(repo, target="main")
+    start = datetime(2030, 1, 1, tzinfo=UTC)
+    keys = []
+    with Canonical(repo) as canonical:
+        tree = str(canonical.commit(head).tree_id)
+        for i in range(5):
+            result = ValidationResult(
+                target="main", head=head, tree=tree, base=head, status="pass", final=True,
+                attempt=1, at=start + timedelta(minutes=i),
+            )  # fmt: skip
+            commit = validations.write_result(canonical, result, None)
+            key = validation_cache.key_of(tree, f"s{i}", ["make", "check"], "v1")
+            assert validation_cache.store(canonical, "main", key, commit)
+            assert not validation_cache.store(canonical, "main", key, commit)
+            keys.append(key)
+        assert all(validation_cache.lookup(canonical, "main", k) for k in keys)
+        assert validation_cache.key_of(tree, "s0", ["make", "check"], "v2") not in keys
+        assert validation_cache.prune(canonical, "main", keep=2) == 3
+        kept = [k for k in keys if validation_cache.lookup(canonical, "main", k) is not None]
+    assert kept == keys[3:]
+
+
+def test_a_failure_recorded_before_the_newest_ejection_is_not_reused(tmp_path: Path) -> None:
+    """A cached failure is found only when it is newer than `fails_after`: a requeued
+    candidate is validated again rather than refused by the failure that ejected it."""
+    repo = declare_bare(make_repo(tmp_path / "canon"))
+    head = commit_files(repo, {"a.txt": "a\n"}, "base", ref="refs/heads/main")
+    prepare(repo, target="main")
+    at = datetime(2030, 1, 1, tzinfo=UTC)
+    with Canonical(repo) as canonical:
+        tree = str(canonical.commit(head).tree_id)
+        failed = ValidationResult(
+            target="main", head=head, tree=tree, base=head, status="fail", final=True,
+            attempt=1, at=at,
+        )  # fmt: skip
+        key = validation_cache.key_of(tree, None, ["make", "check"], None)
+        validation_cache.store(
+            canonical, "main", key, validations.write_result(canonical, failed, None)
+        )
+        before, after = at - timedelta(seconds=1), at + timedelta(seconds=1)
+        assert validation_cache.lookup(canonical, "main", key, fails_after=before) is not None
+        assert validation_cache.lookup(canonical, "main", key, fails_after=after) is None
+        assert validation_cache.lookup(canonical, "main", key) is None
