@@ -29,6 +29,7 @@ from bench import (
     remote_run,
     rows,
     startup_run,
+    targets,
     validation_run,
     workers_run,
     workload,
@@ -246,6 +247,7 @@ def _table(results: dict[str, Any]) -> list[Row]:
         *rows.validation_rows(results["validation"]),
         *rows.floor_rows(results["floors"], results["fleet"]),
         *(rows.peer_rows(peer) if peer is not None else []),
+        *targets.target_rows(results),
     ]
 
 
