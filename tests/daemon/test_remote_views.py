@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
+from typing import Any
 
 from integrator.records.canonical import Canonical
 from tests.gitutil import git
@@ -75,7 +76,7 @@ def test_the_daemon_fetches_once_and_pushes_once_per_batch(
     done = cli("serve", "--repo", str(mirror), "--spool", str(spool), "--once", "--no-watch",
                "--no-promote", "--log-format", "json", "--config", str(config))  # fmt: skip
     assert done.returncode == 0, done.stderr.decode()
-    events = {}
+    events: dict[str, dict[str, Any]] = {}
     for line in (done.stdout + done.stderr).decode().splitlines():
         if line.startswith("{"):
             doc = json.loads(line)
