@@ -29,6 +29,7 @@ from bench import (
     remote_run,
     rows,
     startup_run,
+    targets,
     validation_run,
     workers_run,
     workload,
@@ -66,6 +67,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=Path("bench-out"), help="default bench-out/")
     parser.add_argument("--seed", type=int, default=1, help="workload seed (default 1)")
     parser.add_argument("--no-mergetrain", action="store_true", help="skip the mergetrain peer")
+    parser.add_argument(
+        "--no-validation", action="store_true", help="skip the validation phase (no target)"
+    )
     parser.add_argument(
         "--profile",
         action="store_true",
@@ -168,9 +172,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "start-up: the guard per hook event, the gate CLI on a real tree",
         lambda: startup_run.startup(work / "startup"),
     )
-    validated = measured(
-        f"validation by `true` at max_batch 1, 8, 32, {plan.validation_files:,} files",
-        lambda: validation_run.validation_phase(base(plan.validation_files), work),
+    validated = (
+        None
+        if args.no_validation
+        else measured(
+            f"validation by `true` at max_batch 1, 8, 32, {plan.validation_files:,} files",
+            lambda: validation_run.validation_phase(base(plan.validation_files), work),
+        )
     )
     floors = measured(
         "floor: ref moves alone",
@@ -243,9 +251,10 @@ def _table(results: dict[str, Any]) -> list[Row]:
         *rows.stale_rows(results["stale"], plan.stale_submissions, results["floors"]),
         *rows.scaling_rows(results["scaling"]),
         *rows.startup_rows(results["startup"]),
-        *rows.validation_rows(results["validation"]),
+        *(rows.validation_rows(results["validation"]) if results["validation"] else []),
         *rows.floor_rows(results["floors"], results["fleet"]),
         *(rows.peer_rows(peer) if peer is not None else []),
+        *targets.target_rows(results),
     ]
 
 

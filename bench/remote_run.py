@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import correctness
@@ -32,10 +32,41 @@ class RemoteResult:
     pushes: int
     landed: int
     check: correctness.Verdict
+    # Connections to the server between `daemon.ready` and `daemon.drained` (the daemon's
+    # own counts), and the batches they served (each batch fetches one view).
+    traffic: dict[str, int] = field(default_factory=dict)
 
     @property
     def pushes_per_landing(self) -> float:
         return self.pushes / self.landed if self.landed else 0.0
+
+    @property
+    def batches(self) -> int:
+        return self.traffic.get("batch_views", 0)
+
+    def per_batch(self, kind: str) -> float:
+        """Connections of `kind` (fetches, pushes, remote_reads) per batch."""
+        return self.traffic.get(kind, 0) / self.batches if self.batches else float("nan")
+
+    @property
+    def round_trips_per_batch(self) -> float:
+        return sum(self.per_batch(k) for k in TRAFFIC)
+
+
+TRAFFIC = ("fetches", "pushes", "remote_reads")
+
+
+def drain_traffic(log: Path) -> dict[str, int]:
+    """What the daemon counted from ready to drained (start-up's fetch left out)."""
+    ready: dict[str, int] = {}
+    drained: dict[str, int] = {}
+    for line in log.read_text().splitlines():
+        if '"daemon.ready"' in line:
+            ready = json.loads(line)
+        elif '"daemon.drained"' in line:
+            drained = json.loads(line)
+    keys = (*TRAFFIC, "batch_views")
+    return {k: int(drained.get(k, 0)) - int(ready.get(k, 0)) for k in keys}
 
 
 def remote_fleet(prepared: Path, spool: Path, work: Path, base: str) -> RemoteResult:
@@ -65,7 +96,8 @@ def remote_fleet(prepared: Path, spool: Path, work: Path, base: str) -> RemoteRe
     # What counts is what the server holds: its queue, landing by landing.
     landings = correctness.queue_landings(server, queue_head(server), base)
     check = correctness.check_landings(server, landings)
-    return RemoteResult(run, pushes, run.decisions.get("ACCEPTED", 0), check)
+    traffic = drain_traffic(Path(run.log))
+    return RemoteResult(run, pushes, run.decisions.get("ACCEPTED", 0), check, traffic)
 
 
 def remote_phase(workload: Workload, name: str, out: Path, count: int | None) -> RemoteResult:

@@ -73,6 +73,7 @@ class StartupResult:
     gate: Timing
     gate_files: int
     answers: dict[str, str]  # what each guard event was answered, to show it decided
+    serve: Timing = field(default_factory=Timing)  # `serve --once` on an empty spool
 
 
 def _env() -> dict[str, str]:
@@ -247,10 +248,31 @@ def gate_phase(work: Path, rounds: int = ROUNDS) -> tuple[Timing, int]:
     return timing, files
 
 
+def serve_phase(work: Path, rounds: int = ROUNDS) -> Timing:
+    """`integrator serve --once` on an empty spool (the daemon's start-up: imports, the
+    repository and spool opened, recovery, exit) against `python -c pass`."""
+    repo = work / "served.git"
+    work.mkdir(parents=True, exist_ok=True)
+    _git(work, "init", "-q", "--bare", "-b", "main", str(repo))
+    empty = _git(repo, "hash-object", "-t", "tree", "-w", "--stdin", data=b"")
+    root = _git(repo, "commit-tree", "-m", "root", empty)
+    _git(repo, "update-ref", "refs/heads/main", root)
+    _checked(_integrator("init", "--repo", str(repo), cwd=work))
+    command = [sys.executable, "-m", "integrator", "serve", "--repo", str(repo), "--spool",
+               str(work / "spool"), "--once", "--no-watch", "--log-format", "json"]  # fmt: skip
+    _checked(subprocess.run(command, cwd=work, capture_output=True, env=_env(), check=False))
+    return _interleaved(
+        partial(subprocess.run, command, cwd=work, capture_output=True, env=_env(), check=True),
+        partial(subprocess.run, [sys.executable, "-c", "pass"], check=True),
+        rounds,
+    )
+
+
 def startup(work: Path, rounds: int = ROUNDS) -> StartupResult:
     guard, answers = guard_phase(work / "guard", rounds)
     gate, files = gate_phase(work / "gate", rounds)
-    return StartupResult(guard, gate, files, answers)
+    serve = serve_phase(work / "serve", min(rounds, 10))  # seconds a round on a busy host
+    return StartupResult(guard, gate, files, answers, serve)
 
 
 def ratio_of(timing: Timing) -> float:

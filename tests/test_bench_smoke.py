@@ -12,7 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from bench import baseline, correctness, phases, remote_run, report, rows, workload
+from bench import (
+    baseline,
+    correctness,
+    phases,
+    remote_run,
+    report,
+    rows,
+    startup_run,
+    targets,
+    workload,
+)
 from bench.daemon_run import union_attributes
 
 CANDIDATES = 5
@@ -86,6 +96,34 @@ def test_the_remote_phase_lands_every_candidate_on_the_server(
     assert result.landed == CANDIDATES
     assert result.check.ok and result.check.checked == CANDIDATES
     assert 1 <= result.pushes < CANDIDATES
+    # One fetch and one push per batch: the engine lands on the view the batch fetched.
+    assert result.batches >= 1
+    assert result.per_batch("fetches") == 1 and result.per_batch("pushes") == 1
+    assert result.round_trips_per_batch == 2
+    table = targets.target_rows(
+        {
+            "fleet": phases.fleet(tiny, "fleet", tmp_path / "local"),
+            "shared": phases.fleet(tiny, "shared", tmp_path / "shared"),
+            "scaling": [],
+            "remote": result,
+            "stale": phases.stale_flood(tiny, 4, tmp_path / "stale"),
+            "floors": [],
+            "startup": startup_run.StartupResult(
+                {"write inside the contract": startup_run.Timing([30.0], [10.0], [30.0], [10.0])},
+                startup_run.Timing(),
+                0,
+                {"write inside the contract": "allow"},
+                startup_run.Timing([100.0], [10.0], [90.0], [9.0]),
+            ),
+        }
+    )
+    by_metric = {r.metric: r for r in table}
+    assert by_metric["fetches / pushes per batch (round trips per batch)"].met == "yes"
+    assert by_metric["landed trees = git merge-tree, every run"].met == "yes"
+    assert by_metric["stale submissions accepted"].met == "yes"
+    guard = by_metric["guard per hook call, allow / python -c pass"]
+    assert guard.met == "NO" and guard.integrator == "3.00×" and guard.other  # with a reason
+    assert by_metric["serve --once on an empty spool, over python -c pass (s)"].met == "yes"
 
 
 def test_the_correctness_check_fails_on_a_wrong_tree(

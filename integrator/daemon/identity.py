@@ -7,9 +7,9 @@ its diff computed. A contract no claim commit issued is left to the gate, which 
 it: a stale or forged contract is a FENCE for the release manager, whoever sent it.
 
 The claim chain is read after the batch's entries were listed (`Daemon._batch` refreshes
-the mirror first), so a claim issued before a submission was handed in is always seen:
-a submission cannot slip through as "no such contract" and then meet a claim the engine's
-own refresh fetched.
+the mirror first), so a claim issued before a submission was handed in is always seen;
+the engine then lands the batch on that same fetched view (`Canonical.refresh`), so a
+submission cannot slip through as "no such contract" and then meet a claim fetched later.
 """
 
 from __future__ import annotations

@@ -150,6 +150,7 @@ class Daemon:
             self.log.info(
                 "daemon.ready", spool=str(self.spool.root), repo=str(self.canonical.path.resolve()),
                 recovered=recovered, once=once, waiting=self.spool.depth(),
+                **self.canonical.traffic(),
             )  # fmt: skip
             self.notifier.ready()
             if once:
@@ -183,9 +184,7 @@ class Daemon:
             self.log.warning(
                 "mirror.left_backlog", records=self.mirror.backlog.depth(), error=str(err)
             )
-        remote = self.canonical.remote
-        pushes = {"pushes": remote.pushes} if remote is not None else {}
-        self.log.info("daemon.drained", decided=self.decided, **pushes)
+        self.log.info("daemon.drained", decided=self.decided, **self.canonical.traffic())
         return 0
 
     def _serve(self) -> None:
@@ -257,8 +256,9 @@ class Daemon:
         error: IntegratorError | None = None
         try:
             # Authority as it is now, after `names` were listed: a claim issued before a
-            # submission was handed in is seen when its signature is checked.
-            self.canonical.refresh()
+            # submission was handed in is seen when its signature is checked. The engine
+            # lands the batch on this same view: one fetch per batch (`keep`).
+            self.canonical.refresh(keep=True)
             self.clock_check.check()  # leases are judged by this host's clock: is it right?
         except IntegratorError as err:  # nothing claimed yet: the host's, asked of the host
             return 0, err if operators(err) else (self.probe.error(err) or err)

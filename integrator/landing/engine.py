@@ -109,9 +109,10 @@ class Integrator:
         Each candidate is gated on its own and merged onto the queue head as left by the
         ones before it; every landing's claim is verified and consumed in the same
         `update-ref` transaction that moves the queue to the last staging commit. If a ref
-        moved underneath, the batch is planned again from the new refs (bounded).
+        moved underneath, the batch is planned again from the new refs (bounded). A
+        view the daemon fetched for this batch is read as it is (`Canonical.refresh`).
         """
-        self.canonical.refresh()
+        self.canonical.refresh(reuse=True)
         if not self.canonical.initialized:
             raise ConfigurationError(
                 f"{self.canonical.path} is not prepared for integration; run integrator init"

@@ -236,12 +236,21 @@ def ref_target(repo: pygit2.Repository, name: str) -> str | None:
 
 
 def refs_under(repo: pygit2.Repository, prefix: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for name in repo.references:
-        if name.startswith(prefix):
-            target = ref_target(repo, name)
-            if target is not None:
-                out[name] = target
+    """The OID of each ref whose name starts with `prefix` (peeled through symbolic refs)."""
+    return refs_under_each(repo, (prefix,))[0]
+
+
+def refs_under_each(repo: pygit2.Repository, prefixes: Sequence[str]) -> list[dict[str, str]]:
+    """`refs_under` of each of `prefixes` (none a prefix of another) in one pass over the
+    refs: each loose ref is a file read, so a listing costs the repository's ref count."""
+    import pygit2
+
+    out: list[dict[str, str]] = [{} for _ in prefixes]
+    for ref in repo.references.iterator():
+        index = next((i for i, p in enumerate(prefixes) if ref.name.startswith(p)), None)
+        with contextlib.suppress(pygit2.GitError, KeyError):
+            if index is not None:
+                out[index][ref.name] = str(ref.resolve().target)
     return out
 
 

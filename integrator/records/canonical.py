@@ -6,6 +6,8 @@ stale submissions re-reads nothing. Ref writes go through a `transaction.RefWrit
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Sequence
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
@@ -61,6 +63,8 @@ class Canonical:
         self._remote: RemotePush | None = None
         # Claims whose ref the server rewrote (task → (last seen, now)); see `refresh`.
         self.rewritten: dict[str, tuple[str, str]] = {}
+        self._kept_view: int | None = None  # the thread a `refresh(keep=True)` fetched for
+        self.kept_views = 0
         self.remote_url = next(
             (str(v) for v in self.repo.config.get_multivar("integrator.remote")), None
         )
@@ -79,8 +83,9 @@ class Canonical:
         """The server this repository mirrors (remote mode), or None."""
         if self.remote_url is not None and self._remote is None:
             self._remote = RemotePush(
-                self.repo.path, self.remote_url, self.target, key=self.push_key(KEY_FILE_CONFIG)
-            )
+                self.repo.path, self.remote_url, self.target,
+                key=self.push_key(KEY_FILE_CONFIG), also=self._seen_pushed,
+            )  # fmt: skip
         return self._remote
 
     def push_key(self, setting: str) -> bytes | None:
@@ -176,7 +181,7 @@ class Canonical:
             self._bulk_updater = transaction.RefUpdater(self.repo.path, writeout_only=True)
         return self._bulk_updater
 
-    def refresh(self) -> None:
+    def refresh(self, *, keep: bool = False, reuse: bool = False) -> None:
         """Read authority fresh: in remote mode, fetch the target and the authority refs
         into the mirror (every command that decides calls this first); here, nothing.
 
@@ -186,17 +191,54 @@ class Canonical:
         protect custom refs, any writer): it is remembered in `rewritten`, and the gate
         fences that task's candidates (CLAIM_REWRITTEN) until a person looks. A new mirror
         trusts the claims it first fetches: keep a mirror, not a fresh clone per run.
+
+        One fetch per batch: the daemon fetches with `keep` when its batch starts (the
+        attempt keys are checked against that view), and the engine's `reuse` refresh on
+        the same thread takes that view instead of fetching again, once. Every other
+        refresh fetches. Reading a view a batch old is safe because nothing is decided
+        from the mirror alone: each landing's push carries a lease on the queue and on
+        every claim it consumes at the values the batch read, and a policy change moves
+        every live claim, so a ref that moved since makes the push fail and the batch is
+        planned again from the server's refs.
         """
         if self.remote is None:
             return
-        self._check_claim_chains()  # what this mirror holds now: its own pushes included
-        self.remote.fetch()
+        thread = threading.get_ident()
+        if reuse and self._kept_view == thread:
+            self._kept_view = None
+            return
+        self._kept_view = None
+        self.remote.fetch()  # this mirror's own pushes were seen as they were applied
         self._check_claim_chains()
+        if keep:
+            self._kept_view = thread
+            self.kept_views += 1
+
+    def traffic(self) -> dict[str, int]:
+        """The connections made to the server so far (remote mode; empty here), and how
+        many batch views were fetched: what the daemon logs when it is ready and drained."""
+        if self._remote is None:
+            return {}
+        return {**self._remote.traffic(), "batch_views": self.kept_views}
+
+    def _seen_pushed(self, moves: Sequence[transaction.RefOp]) -> list[transaction.RefOp]:
+        """The claim commits a push of this mirror's just placed on the server, as seen (the
+        server checked each lease): moved with the mirror's refs, so a later fetch judges
+        the server's claims against them, not against what this mirror read before."""
+        ops: list[transaction.RefOp] = []
+        for op in moves:
+            if op.verb == "delete" or op.new is None or not op.ref.startswith(refnames.CLAIMS):
+                continue
+            seen = refnames.SEEN_CLAIMS + op.ref.removeprefix(refnames.CLAIMS)
+            before = self.ref(seen)
+            if before is None or before == op.new or self._descends(op.new, before):
+                ops.append(transaction.RefOp("set", seen, op.new))
+        return ops
 
     def _check_claim_chains(self) -> None:
-        seen = git.refs_under(self.repo, refnames.SEEN_CLAIMS)
+        claims, seen = git.refs_under_each(self.repo, (refnames.CLAIMS, refnames.SEEN_CLAIMS))
         ops: list[transaction.RefOp] = []
-        for ref, oid in git.refs_under(self.repo, refnames.CLAIMS).items():
+        for ref, oid in claims.items():
             task = ref.removeprefix(refnames.CLAIMS)
             before = seen.get(refnames.SEEN_CLAIMS + task)
             if before == oid:
