@@ -71,6 +71,16 @@ def _set(args: argparse.Namespace, *, paused: bool) -> int:
     if paused and not args.reason.strip():
         raise UsageError("a pause needs a reason")
     with Canonical(args.repo) as canonical:
+        if not paused:
+            from integrator.records.queue_control import paused as paused_now
+
+            canonical.refresh()
+            if paused_now(canonical) is None:  # nothing to resume: nothing is recorded
+                if args.json:
+                    print_json({"target": canonical.target, "paused": False, "changed": False})
+                else:
+                    say(f"landings on {canonical.target} are not paused; nothing to resume")
+                return EXIT_OK
         control = set_control(
             canonical, paused=paused, reason=args.reason, actor=args.actor or default_actor(),
             now=datetime.now(UTC),
@@ -108,10 +118,13 @@ def run_status(args: argparse.Namespace) -> int:
         print_json(document)
         return EXIT_OK
     word = "PAUSED" if document["paused"] else "running"
-    say(
-        f"{document['target']}: {word}"
-        + (f" ({control.reason})" if control and control.paused else "")
+    who = (
+        f" by {visible(control.actor)} since {control.at.isoformat(timespec='seconds')}: "
+        f"{visible(control.reason or 'no reason given')}"
+        if control and control.paused
+        else ""
     )
+    say(f"{document['target']}: {word}{who}")
     say(f"  target {str(document['targetHead'])[:12]}  queue {str(document['queueHead'])[:12]}")
     if validation is None:
         say("  no [validation]: the target follows the queue")

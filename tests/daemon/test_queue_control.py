@@ -43,8 +43,12 @@ def test_a_pause_keeps_submissions_waiting_until_resume(world: World) -> None:
     assert "paused" in refused.stderr.decode() and "release freeze" in refused.stderr.decode()
     status = _queue(world, "status")
     assert status["paused"] is True
+    shown = cli("queue", "status", "--repo", str(world.repo)).stdout.decode()
+    assert "PAUSED by rm@example since " in shown and "release freeze" in shown, shown
 
     _queue(world, "resume", "--reason", "freeze over")
+    again = _queue(world, "resume", "--reason", "twice")  # nothing paused: nothing recorded
+    assert again == {"target": "main", "paused": False, "changed": False}
     served = world.once()
     assert served.proc.returncode == 0
     assert sorted(world.spool.entries("accepted")) == sorted(sids)
