@@ -69,7 +69,7 @@ def test_the_daemon_fetches_once_and_pushes_once_per_batch(
     spool = tmp_path / "spool"
     for contract, head in zip(contracts, heads, strict=True):
         done = cli("submit", "--spool", str(spool), "--contract", str(contract),
-                   "--candidate", head, "--repo", str(mirror))  # fmt: skip
+                   "--candidate", head, "--repo", str(mirror), "--create")  # fmt: skip
         assert done.returncode == 0, done.stderr.decode()
     config = tmp_path / "serve.toml"
     config.write_text("[serve]\nbatch-seconds = 60\n")  # one batch however slow the host
