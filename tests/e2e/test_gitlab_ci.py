@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ import pytest
 from tests.e2e import ci_tools
 from tests.gitutil import GIT_ENV, git, make_repo
 from tests.gitutil import run_integrator as integrator
+from tests.promotion_world import PromotionWorld, make_world
 
 pytestmark = pytest.mark.e2e
 
@@ -38,13 +40,19 @@ def tool() -> Path:
     return ci_tools.GITLAB_CI_LOCAL
 
 
-def pipeline(checkout: Path, variables: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def pipeline(
+    checkout: Path, variables: dict[str, str], *options: str
+) -> subprocess.CompletedProcess[str]:
     """Run the pipeline of `checkout` with `variables`; this environment's integrator first
     on PATH (the image's integrator: the template installs one only when there is none)."""
-    args = [str(tool()), "--ignore-predefined-vars", ",".join(variables)]
+    args = [str(tool()), *options, "--ignore-predefined-vars", ",".join(variables)]
     for name, value in variables.items():
         args += ["--variable", f"{name}={value}"]
-    env = {**os.environ, **GIT_ENV, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        **GIT_ENV,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
     return subprocess.run(
         args, cwd=checkout, env=env, capture_output=True, text=True, check=False, timeout=600
     )
@@ -98,7 +106,9 @@ def reports(checkout: Path) -> tuple[list[dict[str, object]], ET.Element]:
 
 
 def failures(junit: ET.Element) -> list[str]:
-    return [case.get("name", "") for case in junit.iter("testcase") if case.find("failure") is not None]
+    return [
+        case.get("name", "") for case in junit.iter("testcase") if case.find("failure") is not None
+    ]
 
 
 def test_gate_job_fails_a_fenced_candidate_and_passes_an_accepted_one(tmp_path: Path) -> None:
@@ -135,3 +145,60 @@ def test_gate_job_refuses_a_branch_that_names_no_task(tmp_path: Path) -> None:
     candidate(checkout, {"src/billing.py": "total = 1\n"}, "change")
     done = pipeline(checkout, {**MERGE_REQUEST, "CI_MERGE_REQUEST_SOURCE_BRANCH_NAME": "task/a;b"})
     assert done.returncode != 0 and "not task/<task id>" in done.stdout + done.stderr
+
+
+LANDINGS, CULPRIT = 4, "t2"
+ROUNDS = 12  # request, one pipeline per head, promote: the bisection needs several
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[PromotionWorld]:
+    tool()
+    made = make_world(tmp_path, None)
+    yield made
+    for proc in made.procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def test_validation_pipelines_report_back_and_the_culprit_is_ejected(world: PromotionWorld) -> None:
+    """One validation pipeline per head integrator asks for (as a trigger would start it):
+    the suite job checks the queue head out and runs the suite, the report job of the next
+    stage records pass or fail; `integrator promote` bisects and ejects the culprit."""
+    world.set_policy('mode = "external"\ntimeout = 600\nmax_batch = 4')
+    for i in range(LANDINGS):
+        world.submit(f"t{i}", broken=f"t{i}" == CULPRIT)
+    assert world.serve_once("--no-promote").proc.returncode == 0
+    checkout = world.tmp / "project"
+    git("clone", "-q", str(world.repo), str(checkout), cwd=world.tmp)
+    shutil.copy(TEMPLATE, checkout / ".gitlab-ci.yml")  # untracked: the heads do not carry it
+    suite = f"sh ci/check.sh {world.log} {world.lenient}"
+    others = sorted(h for t, h in world.heads.items() if t != CULPRIT)
+    results: dict[str, str] = {}
+    for _ in range(ROUNDS):
+        asked = integrator("validation", "request", "--repo", str(world.repo), "--json")
+        assert asked.returncode == 0, asked.stderr
+        for request in json.loads(asked.stdout):
+            head, tree = request["head"], request["tree"]
+            done = pipeline(checkout, {
+                "INTEGRATOR_VALIDATION_HEAD": head, "INTEGRATOR_VALIDATION_TREE": tree,
+                "INTEGRATOR_SUITE": suite, "INTEGRATOR_REPO": str(world.repo),
+            }, "--shell-isolation")  # fmt: skip
+            output = done.stdout + done.stderr
+            assert "integrator-gate" not in output  # not a merge-request pipeline
+            passed = "PASS  integrator-suite" in output
+            assert passed == (done.returncode == 0), output
+            reporter = "integrator-report-pass" if passed else "integrator-report-fail"
+            assert f"PASS  {reporter}" in output, output
+            results[head] = "pass" if passed else "fail"
+        assert world.promote_once().proc.returncode == 0
+        if sorted(world.chain("refs/heads/main")) == others:
+            break
+    assert sorted(world.chain("refs/heads/main")) == others, results
+    ejected = git("for-each-ref", "--format=%(refname)", "refs/integrator/ejected/", cwd=world.repo)
+    (record,) = ejected.splitlines()
+    ejection = json.loads(git("show", f"{record}:ejection.json", cwd=world.repo))
+    assert ejection["ejected"]["taskId"] == CULPRIT
+    assert "fail" in results.values() and "pass" in results.values()
+    world.check_target_moves()  # every value main took is a tree the suite passed

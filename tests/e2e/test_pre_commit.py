@@ -29,13 +29,7 @@ HOME = ci_tools.TOOLS / "pre-commit-home"
 def bound_worktree(folder: Path, hook: str, rev: str) -> Path:
     """A repository with a committed .pre-commit-config.yaml naming `hook` of this project
     at `rev`, and the worktree of agent alice bound to task CODE (owns src/**)."""
-    config = (
-        "repos:\n"
-        f"  - repo: {ci_tools.ROOT}\n"
-        f"    rev: {rev}\n"
-        "    hooks:\n"
-        f"      - id: {hook}\n"
-    )
+    config = f"repos:\n  - repo: {ci_tools.ROOT}\n    rev: {rev}\n    hooks:\n      - id: {hook}\n"
     repo = make_repo(folder / "repo")
     commit_files(
         repo,
@@ -90,7 +84,9 @@ def test_pre_commit_refuses_a_commit_outside_the_contract(tmp_path: Path, hook: 
         check=False,
     )
     assert installed.returncode == 0, installed.stdout + installed.stderr
-    hook_file = Path(git("rev-parse", "--path-format=absolute", "--git-path", "hooks", cwd=worktree))
+    hook_file = Path(
+        git("rev-parse", "--path-format=absolute", "--git-path", "hooks", cwd=worktree)
+    )
     assert "pre-commit" in (hook_file / "pre-commit").read_text()
 
     before = git("rev-parse", "HEAD", cwd=worktree)
