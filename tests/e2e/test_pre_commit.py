@@ -24,6 +24,16 @@ pytestmark = pytest.mark.e2e
 
 # pre-commit's environments, kept between runs (keyed by repository and rev).
 HOME = ci_tools.TOOLS / "pre-commit-home"
+# pip's words for a package index it could not reach or that lacks a pin.
+UNREACHABLE = (
+    "No matching distribution found",
+    "Could not find a version that satisfies",
+    "NewConnectionError",
+    "Temporary failure in name resolution",
+    "Network is unreachable",
+    "ConnectTimeoutError",
+    "ReadTimeoutError",
+)
 
 
 def bound_worktree(folder: Path, hook: str, rev: str) -> Path:
@@ -84,6 +94,23 @@ def test_pre_commit_refuses_a_commit_outside_the_contract(tmp_path: Path, hook: 
         check=False,
     )
     assert installed.returncode == 0, installed.stdout + installed.stderr
+    # Build the hook's environment now (pip, from the package index, for integrator-guard):
+    # a package index that cannot be reached skips; any other failure is the hook's.
+    built = subprocess.run(
+        [str(ci_tools.PRE_COMMIT), "install-hooks"],
+        cwd=worktree,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=900,
+    )
+    if built.returncode != 0:
+        log = HOME / "pre-commit.log"
+        text = built.stdout + built.stderr + (log.read_text() if log.is_file() else "")
+        if any(sign in text for sign in UNREACHABLE):
+            pytest.skip(f"pre-commit could not fetch {hook}'s dependencies: {text[-800:]}")
+        raise AssertionError(text)
     hook_file = Path(
         git("rev-parse", "--path-format=absolute", "--git-path", "hooks", cwd=worktree)
     )
@@ -118,3 +145,5 @@ def test_pre_commit_refuses_a_commit_outside_the_contract(tmp_path: Path, hook: 
         "src/a.py",
         "src/b.py",
     ]
+    # Drop the environments of revs no configuration uses any more (earlier HEADs).
+    subprocess.run([str(ci_tools.PRE_COMMIT), "gc"], env=env, capture_output=True, check=False)
