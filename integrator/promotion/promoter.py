@@ -104,6 +104,10 @@ class Promoter:
         self.metrics.unpromoted.set(state.pending)
         self.metrics.promoted_at(canonical.commit(state.promoted).commit_time)
         try:
+            settled = validations.settled_refs(canonical, state.target, state.promoted)
+            if settled:  # records of heads already promoted, left by a promoter cut short
+                canonical.updater.apply([transaction.delete(r, o) for r, o in settled.items()])
+                log.info("promote.swept", refs=len(settled))
             return self._done(self._decide(state, config))
         except RefMovedError as moved:
             log.info("promote.contended", ref=moved.ref, error=str(moved))

@@ -57,6 +57,30 @@ def scoped_refs(canonical: Canonical, target: str, heads: set[str]) -> dict[str,
     }
 
 
+def settled_refs(canonical: Canonical, target: str, promoted: str) -> dict[str, str]:
+    """Result refs (plain and per scope, never the cache's) of heads the target already
+    holds — `promoted` or its ancestors: ref → tip. A promotion deletes its heads' refs,
+    but a promoter that began a run of a head just before another promoted past it (or
+    was killed running it) leaves that head's "running" record behind for ever."""
+    prefix = f"{refnames.VALIDATIONS}{target}/"
+    out: dict[str, str] = {}
+    for ref, oid in git.refs_under(canonical.repo, prefix).items():
+        rest = ref.removeprefix(prefix)
+        if rest.startswith("cache/"):
+            continue
+        head = rest.rsplit("/", 1)[-1]
+        if head == promoted or _holds(canonical, promoted, head):
+            out[ref] = oid
+    return out
+
+
+def _holds(canonical: Canonical, promoted: str, head: str) -> bool:
+    try:
+        return bool(canonical.repo.descendant_of(pygit2.Oid(hex=promoted), pygit2.Oid(hex=head)))
+    except (KeyError, ValueError, pygit2.GitError):  # not a commit id, or not here
+        return False
+
+
 def promotion_ref(target: str) -> str:
     return f"{refnames.PROMOTION}{target}"
 
