@@ -349,6 +349,7 @@ def check_server_refs(
             or family == "probe"  # per machine (its hostname): the drill's hosts share one
             or (family == "held" and rest in held)
             or (family == "archived" and rest in sids)
+            or (family == "validations" and rest.startswith("main/cache/"))  # result cache
         )  # fmt: skip
         if not ok:
             stray.append(ref)
