@@ -148,17 +148,24 @@ def new_key(
     )  # fmt: skip
 
 
-def parse_key(data: bytes) -> AttemptKey:
-    """An `integrator.attempt-key.v1` document; AttemptKeyError says what is wrong with it. The
-    private half must be the public half's: a file with a mismatched pair is refused."""
-    if len(data) > KEY_FILE_BYTES:
-        raise AttemptKeyError(f"an attempt key file is at most {KEY_FILE_BYTES} bytes")
+def key_document(data: bytes, schema: str, what: str, limit: int) -> dict[str, Any]:
+    """The JSON object of a key file of `schema` (at most `limit` bytes), or AttemptKeyError
+    saying why it is not one."""
+    if len(data) > limit:
+        raise AttemptKeyError(f"{what} is at most {limit} bytes")
     try:
         doc = jsontext.loads(data)
     except ValueError as err:
         raise AttemptKeyError(f"not a JSON document: {err}") from err
-    if not isinstance(doc, dict) or doc.get("schema") != KEY_SCHEMA:
-        raise AttemptKeyError(f"not an {KEY_SCHEMA} document")
+    if not isinstance(doc, dict) or doc.get("schema") != schema:
+        raise AttemptKeyError(f"not an {schema} document")
+    return doc
+
+
+def parse_key(data: bytes) -> AttemptKey:
+    """An `integrator.attempt-key.v1` document; AttemptKeyError says what is wrong with it. The
+    private half must be the public half's: a file with a mismatched pair is refused."""
+    doc = key_document(data, KEY_SCHEMA, "an attempt key file", KEY_FILE_BYTES)
     strings = {}
     for name in ("taskId", "attemptId", "contractDigest", "public", "private"):
         value = doc.get(name)

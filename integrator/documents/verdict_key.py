@@ -27,6 +27,7 @@ from integrator.documents.attempt_key import (
     AttemptKeyError,
     _b64,
     _unb64,
+    key_document,
     public_of,
     verify,
 )
@@ -90,14 +91,7 @@ def new_verdict_key() -> VerdictKey:
 
 def parse_verdict_key(data: bytes) -> VerdictKey:
     """An `integrator.verdict-key.v1` document (AttemptKeyError says what is wrong)."""
-    if len(data) > KEY_FILE_BYTES:
-        raise AttemptKeyError(f"a verdict key file is at most {KEY_FILE_BYTES} bytes")
-    try:
-        doc = jsontext.loads(data)
-    except ValueError as err:
-        raise AttemptKeyError(f"not a JSON document: {err}") from err
-    if not isinstance(doc, dict) or doc.get("schema") != KEY_SCHEMA:
-        raise AttemptKeyError(f"not an {KEY_SCHEMA} document")
+    doc = key_document(data, KEY_SCHEMA, "a verdict key file", KEY_FILE_BYTES)
     public, private = doc.get("public"), doc.get("private")
     if not isinstance(public, str) or not PUBLIC_RE.match(public):
         raise AttemptKeyError("public is not ed25519:<base64 of 32 bytes>")
