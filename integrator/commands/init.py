@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +81,37 @@ def register(sub: Any) -> None:
         "here carry the trusted keys to their agents, whose readers then believe no other "
         'verdict (docs/security.md, "Verdict keys")',
     )
+    parser.add_argument(
+        "--authority-key",
+        type=Path,
+        metavar="F",
+        help="sign every claim, policy and control record written from here with the "
+        "integrator.authority-key.v1 key in F (made there, mode 0600, when absent); its "
+        "public half is printed: every mirror must trust it (--trust-authority-key)",
+    )
+    parser.add_argument(
+        "--trust-authority-key",
+        action="append",
+        default=[],
+        metavar="KEY",
+        help="believe only claims, policies and controls signed by KEY (ed25519:<base64>, "
+        "repeatable): a record no trusted key signed is never acted on (docs/security.md, "
+        '"Authority keys")',
+    )
     add_json(parser)
     parser.set_defaults(func=run)
+
+
+def _authority(args: argparse.Namespace) -> Callable[[Path], list[str]]:
+    """What sets up authority keys in a repository's git folder, before records are written
+    (the first policy is signed too)."""
+
+    def configure(git_dir: Path) -> list[str]:
+        return verdict_keys.configure(
+            git_dir, args.authority_key, args.trust_authority_key, verdict_keys.AUTHORITY
+        )
+
+    return configure
 
 
 def run(args: argparse.Namespace) -> int:
@@ -91,12 +122,14 @@ def run(args: argparse.Namespace) -> int:
         except OSError as err:
             raise ConfigurationError(f"cannot read policy {args.policy}: {err.strerror}") from err
     keys = {KEY_FILE_CONFIG: args.remote_key_file, INTAKE_KEY_FILE_CONFIG: args.intake_key_file}
-    if args.verdict_key is not None and not args.verdict_key.exists():
-        from integrator.fleet.keys import tracked_tree_problem
+    for flag, key_file in (("--verdict-key", args.verdict_key),
+                           ("--authority-key", args.authority_key)):  # fmt: skip
+        if key_file is not None and not key_file.exists():
+            from integrator.fleet.keys import tracked_tree_problem
 
-        problem = tracked_tree_problem(args.verdict_key)
-        if problem is not None:
-            raise UsageError(f"--verdict-key {args.verdict_key}: {problem}")
+            problem = tracked_tree_problem(key_file)
+            if problem is not None:
+                raise UsageError(f"{flag} {key_file}: {problem}")
     if args.remote and args.update_checkout:
         raise UsageError(
             "--update-checkout is for a canonical repository on this host, not a mirror: "
@@ -110,16 +143,21 @@ def run(args: argparse.Namespace) -> int:
             target=args.target,
             policy_text=policy_text,
             key_files={k: v for k, v in keys.items() if v is not None},
+            configure=_authority(args),
         )
     elif any(keys.values()):
         raise UsageError("--remote-key-file and --intake-key-file need --remote")
     else:
+        from integrator.plumbing.git import open_repo
+
+        keyed = _authority(args)(Path(open_repo(args.repo).path))  # before the first policy
         prepared = prepare(
             args.repo,
             target=args.target,
             policy_text=policy_text,
             update_checkout=args.update_checkout,
         )
+        prepared = replace(prepared, actions=(*keyed, *prepared.actions))
     with Canonical(args.repo) as canonical:
         state = canonical.policy_state()
         keeps = canonical.keeps_checkout

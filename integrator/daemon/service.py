@@ -69,6 +69,12 @@ def serve(options: ServeOptions) -> int:
         raise ConfigurationError(
             f"{options.repo} is not prepared; run `integrator init --repo {options.repo}`"
         )
+    if canonical.trusted_authority and canonical.authority_key is None:
+        raise ConfigurationError(
+            f"{options.repo} believes only signed claims (integrator.trustedAuthorityKey) "
+            "but has no authority key to sign the claims its landings consume: give it one "
+            "(`integrator init --authority-key F`, its public half trusted by every mirror)"
+        )
     mirror = for_spool(spool.root, options.mirror, timeout=settings.mirror_timeout)
     metrics = Metrics()
     metrics.bind(

@@ -60,38 +60,44 @@ def signed_message(task: str, submission: str, name: str, document: bytes) -> by
 
 @dataclass(frozen=True)
 class VerdictKey:
-    """A daemon's private verdict key."""
+    """A private signing key: a daemon's verdict key, or an authority key
+    (`authority_key`); the two differ only in their file's schema."""
 
     private: bytes  # the 32-byte Ed25519 seed
     public: str  # ed25519:<base64>
+    schema: str = KEY_SCHEMA
+
+    def sign_bytes(self, message: bytes) -> str:
+        """The base64 Ed25519 signature of `message`."""
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+        return _b64(Ed25519PrivateKey.from_private_bytes(self.private).sign(message))
 
     def sign(self, task: str, submission: str, name: str, document: bytes) -> bytes:
         """The `verdict.sig` document for `document` (named `name`) of that submission."""
-        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-        message = signed_message(task, submission, name, document)
-        value = _b64(Ed25519PrivateKey.from_private_bytes(self.private).sign(message))
+        value = self.sign_bytes(signed_message(task, submission, name, document))
         doc = {"schema": SIGNATURE_SCHEMA, "key": self.public, "value": value}
         return json.dumps(doc).encode() + b"\n"
 
     def to_bytes(self) -> bytes:
-        doc = {"schema": KEY_SCHEMA, "public": self.public, "private": _b64(self.private)}
+        doc = {"schema": self.schema, "public": self.public, "private": _b64(self.private)}
         return json.dumps(doc, indent=2).encode() + b"\n"
 
 
-def new_verdict_key() -> VerdictKey:
+def new_verdict_key(schema: str = KEY_SCHEMA) -> VerdictKey:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     seed = Ed25519PrivateKey.generate().private_bytes(
         serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption()
     )
-    return VerdictKey(seed, public_of(seed))
+    return VerdictKey(seed, public_of(seed), schema)
 
 
-def parse_verdict_key(data: bytes) -> VerdictKey:
-    """An `integrator.verdict-key.v1` document (AttemptKeyError says what is wrong)."""
-    doc = key_document(data, KEY_SCHEMA, "a verdict key file", KEY_FILE_BYTES)
+def parse_verdict_key(data: bytes, schema: str = KEY_SCHEMA) -> VerdictKey:
+    """An `integrator.verdict-key.v1` document, or one of `schema` (AttemptKeyError says
+    what is wrong)."""
+    doc = key_document(data, schema, "a key file", KEY_FILE_BYTES)
     public, private = doc.get("public"), doc.get("private")
     if not isinstance(public, str) or not PUBLIC_RE.match(public):
         raise AttemptKeyError("public is not ed25519:<base64 of 32 bytes>")
@@ -100,7 +106,7 @@ def parse_verdict_key(data: bytes) -> VerdictKey:
     seed = _unb64(private, 32, "private")
     if public_of(seed) != public:
         raise AttemptKeyError("the private key is not the public key's other half")
-    return VerdictKey(seed, public)
+    return VerdictKey(seed, public, schema)
 
 
 def trusted_keys(values: list[str]) -> frozenset[str]:

@@ -69,6 +69,22 @@ def check_rewritten(task_id: str, rewritten: dict[str, tuple[str, str]]) -> list
     ]
 
 
+def check_signed(task_id: str, oid: str, problem: str | None) -> list[Violation]:
+    """A claim that no trusted authority key signed (docs/security.md, "Authority keys")
+    was written by someone who can write the server's refs but holds no key: nothing of
+    its task may land, as for a claim rewritten."""
+    if problem is None:
+        return []
+    return [
+        Violation(
+            code=Code.CLAIM_REWRITTEN,
+            detail=f"{refnames.CLAIMS}{task_id} at {oid[:12]} is not a claim a trusted "
+            f"authority key signed ({problem}): it was written on the server by someone "
+            "without the coordinator's key",
+        )
+    ]
+
+
 def check_live(
     contract: OwnershipContract,
     claim: ClaimView | None,

@@ -81,6 +81,9 @@ class ClaimRefs:
             return None, live.check_static_lease(contract, now), None
         claim = canonical.claim(contract.task_id)
         rewritten = live.check_rewritten(contract.task_id, canonical.rewritten)
+        if claim is not None and not rewritten:
+            problem = canonical.authority_problem(canonical.claim_ref(contract.task_id), claim.oid)
+            rewritten = live.check_signed(contract.task_id, claim.oid, problem)
         if rewritten:
             return claim, rewritten, None
         violations = live.check_live(contract, claim.view if claim else None, policy.digest, now)

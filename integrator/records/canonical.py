@@ -16,6 +16,7 @@ import pygit2
 
 from integrator import refnames
 from integrator.clock import Clock, utcnow
+from integrator.documents.authority_key import sign_commit, signature_problem
 from integrator.documents.bounds import CEILING_LIMITS
 from integrator.documents.claim import Claim, parse_claim_state, view_from_state
 from integrator.documents.contract import parse_contract
@@ -25,6 +26,7 @@ from integrator.documents.policy import (
     default_policy_text,
     parse_policy,
 )
+from integrator.documents.verdict_key import VerdictKey
 from integrator.errors import ConfigurationError
 from integrator.plumbing import git, transaction
 from integrator.plumbing.checkout import (
@@ -36,9 +38,10 @@ from integrator.plumbing.checkout import (
     repair,
     server_refusal,
 )
-from integrator.plumbing.packs import ObjectBuffer, flush_loose
+from integrator.plumbing.packs import ObjectBuffer, commit_bytes, flush_loose
 from integrator.plumbing.remote import KEY_FILE_CONFIG, RemotePush
 from integrator.plumbing.signing import load_key
+from integrator.records import verdict_keys
 
 SIGNATURE_NAME = "integrator"
 SIGNATURE_EMAIL = "integrator@localhost"
@@ -63,6 +66,7 @@ class Canonical:
         self._remote: RemotePush | None = None
         # Claims whose ref the server rewrote (task → (last seen, now)); see `refresh`.
         self.rewritten: dict[str, tuple[str, str]] = {}
+        self._signed: dict[tuple[str, str], str] = {}  # (ref, oid) → why not signed, or ""
         self._kept_view: int | None = None  # the thread a `refresh(keep=True)` fetched for
         self.kept_views = 0
         self.remote_url = next(
@@ -87,6 +91,54 @@ class Canonical:
                 key=self.push_key(KEY_FILE_CONFIG), also=self._seen_pushed,
             )  # fmt: skip
         return self._remote
+
+    # -- authority keys (docs/security.md, "Authority keys") ---------------------------------
+
+    @cached_property
+    def authority_key(self) -> VerdictKey | None:
+        """The key this host signs authority records with (`integrator.authorityKeyFile`)."""
+        return verdict_keys.daemon_key(self.repo, verdict_keys.AUTHORITY)
+
+    @cached_property
+    def trusted_authority(self) -> frozenset[str]:
+        """The authority keys this repository trusts; empty: nothing is checked."""
+        return verdict_keys.trusted(self.repo, verdict_keys.AUTHORITY)
+
+    def authority_commit(
+        self,
+        buffer: ObjectBuffer,
+        ref: str,
+        tree: bytes,
+        parents: list[bytes],
+        sig: pygit2.Signature,
+        message: str,
+    ) -> str:
+        """Add to `buffer` the commit of an authority record for `ref`, signed with this
+        host's authority key when it has one; its id."""
+        raw = commit_bytes(tree, parents, sig, sig, message)
+        if self.authority_key is not None:
+            raw = sign_commit(raw, ref, self.authority_key)
+        return buffer.add("commit", raw).hex()
+
+    def authority_problem(self, ref: str, oid: str) -> str | None:
+        """Why the commit `oid` at `ref` is not an authority record a trusted key signed;
+        None when it is, or when this repository trusts no authority key."""
+        trusted = self.trusted_authority
+        if not trusted:
+            return None
+        known = self._signed.get((ref, oid))
+        if known is None:
+            try:
+                obj = self.repo.odb.read(oid)
+            except (KeyError, ValueError, pygit2.GitError):
+                return "its commit is not in this repository"
+            if obj[0] != pygit2.enums.ObjectType.COMMIT:
+                return "it is not a commit"
+            known = signature_problem(trusted, bytes(obj[1]), ref) or ""
+            if len(self._signed) > 10_000:
+                self._signed.clear()
+            self._signed[(ref, oid)] = known
+        return known or None
 
     def push_key(self, setting: str) -> bytes | None:
         """The key that signs pushes to a server whose hook checks them (`setting` names
@@ -241,8 +293,8 @@ class Canonical:
         for ref, oid in claims.items():
             task = ref.removeprefix(refnames.CLAIMS)
             before = seen.get(refnames.SEEN_CLAIMS + task)
-            if before == oid:
-                continue
+            if before == oid or self.authority_problem(ref, oid) is not None:
+                continue  # a claim no trusted key signed is never "seen" (the gate fences it)
             if before is not None and not self._descends(oid, before):
                 self.rewritten[task] = (before, oid)
                 continue
@@ -315,11 +367,22 @@ class Canonical:
 
     # -- policy ---------------------------------------------------------------------------
 
-    def policy_state(self, oid: str | None = None) -> PolicyState:
-        """The policy at `oid` (default: the policy ref; the default policy when absent)."""
-        oid = oid or self.ref(refnames.POLICY)
+    def policy_state(self, oid: str | None = None, *, signed: bool = True) -> PolicyState:
+        """The policy at `oid` (default: the policy ref; the default policy when absent).
+        The ref's own value must be signed when this repository trusts authority keys
+        (`signed=False` only for the policy a signed one replaces)."""
+        current = self.ref(refnames.POLICY)
+        oid = oid or current
         if oid is None:
             return PolicyState(default_policy(), 0, default_policy_text())
+        check = signed and oid == current
+        problem = self.authority_problem(refnames.POLICY, oid) if check else None
+        if problem is not None:
+            raise ConfigurationError(
+                f"{refnames.POLICY} at {oid[:12]} is not a policy a trusted authority key "
+                f"signed ({problem}): nothing is decided under it; set the policy again with "
+                'the key (`integrator policy set`; docs/security.md, "Authority keys")'
+            )
         cached = self._policies.get(oid)
         if cached is None:
             text = self.blob_at(oid, "policy.toml").decode("utf-8")

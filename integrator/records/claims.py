@@ -32,7 +32,7 @@ from integrator.errors import (
 from integrator.fence.overlap import Overlap, find_overlaps
 from integrator.limits import DEFAULT_MAX_PATCH_BYTES
 from integrator.plumbing import git, transaction
-from integrator.plumbing.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
+from integrator.plumbing.packs import ObjectBuffer, flush_loose, tree_bytes
 from integrator.records import verdict_keys
 from integrator.records.archive_index import archived_claim, record_tip
 from integrator.records.attempt_keys import key_store
@@ -80,7 +80,8 @@ def write_claim_commit(
         )
     sig = signature(now)
     parents = [bytes.fromhex(parent)] if parent else []
-    commit = buffer.add("commit", commit_bytes(tree, parents, sig, sig, message)).hex()
+    ref = Canonical.claim_ref(contract.task_id)
+    commit = canonical.authority_commit(buffer, ref, tree, parents, sig, message)
     if objects is None:
         flush_loose(buffer)  # a one-off claim operation: a pack of four would pile up
     return commit
@@ -184,7 +185,9 @@ def index_commit(
     tree = objects.add("tree", b"")
     sig = signature(now)
     parents = [bytes.fromhex(parent)] if parent else []
-    return objects.add("commit", commit_bytes(tree, parents, sig, sig, event + "\n")).hex()
+    return canonical.authority_commit(
+        objects, refnames.CLAIMS_INDEX, tree, parents, sig, event + "\n"
+    )
 
 
 class Claims:
@@ -256,6 +259,14 @@ class Claims:
         claim = self.canonical.claim(task_id)
         if claim is None:
             raise ConfigurationError(f"no claim for task {task_id!r}")
+        ref = Canonical.claim_ref(task_id)
+        problem = self.canonical.authority_problem(ref, claim.oid)
+        if problem is not None:
+            raise ConfigurationError(
+                f"{ref} at {claim.oid[:12]} is not a claim a trusted authority key signed "
+                f"({problem}): nothing is built on it; look at `git log {ref}` and revoke "
+                'or reissue from a signed commit (docs/security.md, "Authority keys")'
+            )
         return claim
 
     def issue(

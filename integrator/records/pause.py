@@ -32,7 +32,7 @@ from integrator.errors import (
 )
 from integrator.limits import ACTOR_CHARS, REASON_CHARS
 from integrator.plumbing import transaction
-from integrator.plumbing.packs import ObjectBuffer, commit_bytes, tree_bytes
+from integrator.plumbing.packs import ObjectBuffer, tree_bytes
 from integrator.records.canonical import Canonical, signature
 
 PAUSE_FILE = "pause.json"
@@ -77,6 +77,14 @@ def refuse_if_paused(canonical: Canonical) -> str | None:
     """Raise ClaimsPausedError while claims are paused; else the pause ref's value (for a
     `verify` in the caller's transaction)."""
     oid = canonical.ref(refnames.PAUSE)
+    problem = canonical.authority_problem(refnames.PAUSE, oid) if oid is not None else None
+    if problem is not None:
+        assert oid is not None
+        raise ConfigurationError(
+            f"{refnames.PAUSE} at {oid[:12]} is not a record a trusted authority key signed "
+            f"({problem}): no claim is made live until the coordinator pauses or resumes "
+            'claims again with its key (docs/security.md, "Authority keys")'
+        )
     state = read_pause(canonical, oid) if oid is not None else None
     if state is not None and state.paused:
         raise ClaimsPausedError(
@@ -99,12 +107,15 @@ def history(canonical: Canonical) -> list[tuple[str, PauseState]]:
     return out
 
 
-def _serial(parent: str | None, event: str, now: datetime, objects: ObjectBuffer) -> str:
+def _serial(
+    canonical: Canonical, parent: str | None, event: str, now: datetime, objects: ObjectBuffer
+) -> str:
     """The next commit of the claims index (an empty tree: a serial), as claims write it."""
     tree = objects.add("tree", b"")
-    sig = signature(now)
     parents = [bytes.fromhex(parent)] if parent else []
-    return objects.add("commit", commit_bytes(tree, parents, sig, sig, event + "\n")).hex()
+    return canonical.authority_commit(
+        objects, refnames.CLAIMS_INDEX, tree, parents, signature(now), event + "\n"
+    )
 
 
 def set_pause(canonical: Canonical, state: PauseName, reason: str, actor: str) -> PauseState:
@@ -134,8 +145,8 @@ def set_pause(canonical: Canonical, state: PauseName, reason: str, actor: str) -
     verb = "pause" if state == "paused" else "resume"
     message = f"{verb}: new claims {state} by {actor}\n\n{reason}\n"
     parents = [bytes.fromhex(old)] if old else []
-    commit = buffer.add("commit", commit_bytes(tree, parents, sig, sig, message)).hex()
-    serial = _serial(index, f"{verb} claims", now, buffer)
+    commit = canonical.authority_commit(buffer, refnames.PAUSE, tree, parents, sig, message)
+    serial = _serial(canonical, index, f"{verb} claims", now, buffer)
     canonical.record(
         buffer,
         [

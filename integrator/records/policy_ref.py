@@ -6,13 +6,11 @@ live claim: contracts must be reissued under the new policy digest.
 
 from __future__ import annotations
 
-import pygit2
-
 from integrator import refnames
 from integrator.documents.claim import POLICY_REVOKE_EVENT
 from integrator.documents.policy import PolicyState, parse_policy
 from integrator.plumbing import transaction
-from integrator.plumbing.packs import ObjectBuffer, flush_loose
+from integrator.plumbing.packs import ObjectBuffer, flush_loose, tree_bytes
 from integrator.records.canonical import Canonical, signature
 from integrator.records.claims import Claims, index_commit
 
@@ -25,18 +23,19 @@ def write_policy_commit(
     event: str,
     reason: str | None = None,
 ) -> str:
-    repo = canonical.repo
-    builder = repo.TreeBuilder()
-    builder.insert("policy.toml", repo.create_blob(text.encode()), pygit2.GIT_FILEMODE_BLOB)
-    builder.insert(
-        "generation", repo.create_blob(f"{generation}\n".encode()), pygit2.GIT_FILEMODE_BLOB
-    )
+    buffer = ObjectBuffer(canonical.repo)
+    policy = buffer.add("blob", text.encode())
+    serial = buffer.add("blob", f"{generation}\n".encode())
+    entries = {b"generation": (b"100644", serial), b"policy.toml": (b"100644", policy)}
+    tree = buffer.add("tree", tree_bytes(entries))
     sig = signature(canonical.clock())
-    parents = [pygit2.Oid(hex=parent)] if parent else []
+    parents = [bytes.fromhex(parent)] if parent else []
     message = f"policy {event}: generation {generation}\n"
     if reason:
         message += f"\n{reason}\n"
-    return str(repo.create_commit(None, sig, sig, message, builder.write(), parents))
+    commit = canonical.authority_commit(buffer, refnames.POLICY, tree, parents, sig, message)
+    flush_loose(buffer)
+    return commit
 
 
 def set_policy(
@@ -52,7 +51,7 @@ def set_policy(
     # it, and this transaction fails instead of leaving that claim live under the old policy.
     index = canonical.ref(refnames.CLAIMS_INDEX)
     old_oid = canonical.ref(refnames.POLICY)
-    old = canonical.policy_state(old_oid)
+    old = canonical.policy_state(old_oid, signed=False)  # a signed one may replace it
     generation = old.generation + 1
     commit = write_policy_commit(canonical, text, generation, old_oid, event, reason)
     ops = [transaction.update(refnames.POLICY, commit, old_oid)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,6 +119,7 @@ def prepare_remote(
     target: str | None = None,
     policy_text: str | None = None,
     key_files: Mapping[str, Path] | None = None,
+    configure: Callable[[Path], list[str]] | None = None,
 ) -> Preparation:
     """Prepare a canonical repository on a git server, with a local bare mirror at `mirror`
     (created when missing; only a cache). The queue and policy refs are created on the
@@ -155,8 +156,10 @@ def prepare_remote(
         if canonical.ref(canonical.target_ref) is None:
             raise ConfigurationError(f"{url} has no {canonical.target_ref}; push it first")
         canonical.remote.check_atomic(canonical.target_ref)
+    keyed: list[str] = configure(Path(repo.path)) if configure is not None else []
     try:
-        return prepare(path, target=chosen, policy_text=policy_text)
+        done = prepare(path, target=chosen, policy_text=policy_text)
     except RefMovedError:
         # Another host prepared the server meanwhile: its refs are fetched, nothing is left.
-        return prepare(path, target=chosen, policy_text=policy_text)
+        done = prepare(path, target=chosen, policy_text=policy_text)
+    return Preparation(done.target, done.queue_ref, (*keyed, *done.actions))

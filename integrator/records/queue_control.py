@@ -18,7 +18,7 @@ from integrator.documents.promotion import QueueControl
 from integrator.errors import ConfigurationError, UsageError
 from integrator.limits import ACTOR_CHARS, RECORD_TEXT_CHARS
 from integrator.plumbing import transaction
-from integrator.plumbing.packs import ObjectBuffer, commit_bytes, tree_bytes
+from integrator.plumbing.packs import ObjectBuffer, tree_bytes
 from integrator.records.canonical import SIGNATURE_EMAIL, SIGNATURE_NAME, Canonical
 
 CONTROL_FILE = "control.json"
@@ -30,9 +30,20 @@ def control_ref(target: str) -> str:
 
 def read_control(canonical: Canonical) -> QueueControl | None:
     """The queue's control as its ref holds it now (None: never paused)."""
-    oid = canonical.ref(control_ref(canonical.target))
+    ref = control_ref(canonical.target)
+    oid = canonical.ref(ref)
     if oid is None:
         return None
+    problem = canonical.authority_problem(ref, oid)
+    if problem is not None:  # a control nobody trusted wrote: paused, as a damaged one
+        return QueueControl(
+            target=canonical.target,
+            paused=True,
+            reason=f"{ref} at {oid[:12]} is not a record a trusted authority key signed "
+            f"({problem}); pause or resume with the key to replace it",
+            actor="integrator",
+            at=canonical.clock(),
+        )
     try:
         return QueueControl.model_validate_json(canonical.blob_at(oid, CONTROL_FILE))
     except (KeyError, ValidationError, pygit2.GitError, ConfigurationError):
@@ -74,7 +85,7 @@ def set_control(
     word = "pause" if paused else "resume"
     message = f"{word} {canonical.target}: {reason or '-'}\n\nIntegrator-Actor: {actor}\n"
     parents = [bytes.fromhex(old)] if old else []
-    commit = buffer.add("commit", commit_bytes(tree, parents, sig, sig, message)).hex()
+    commit = canonical.authority_commit(buffer, ref, tree, parents, sig, message)
     canonical.record(buffer, [transaction.update(ref, commit, old)])
     return control
 
