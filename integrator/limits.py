@@ -65,6 +65,7 @@ MAX_CRASHES = 3  # unexpected failures on one submission before it is rejected w
 MAX_DURATION_DAYS = 36_500  # a duration typed or sent (a lease, --until, --since): 100 years
 VERDICT_BYTES = 16 << 20  # a verdict document read back (spool or intake); bigger is damage
 VERDICT_SIGNATURE_BYTES = 1024  # a verdict.sig read from an intake (about 200 bytes)
+AUTHORITY_COMMIT_BYTES = 1024 * 1024  # a claim/policy/control commit checked for a signature
 MAX_VERDICT_KEYS = 16  # verdict keys one attempt key file may carry
 INTAKE_POLL_SUBMISSIONS = 64  # intake submission refs judged in one poll (the rest: next poll)
 INTAKE_POLL_BYTES = 8 << 20  # submission.json bytes read from the intake in one poll

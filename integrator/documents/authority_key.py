@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from integrator.documents.attempt_key import PUBLIC_RE, verify
 from integrator.documents.verdict_key import VerdictKey, new_verdict_key, parse_verdict_key
+from integrator.limits import AUTHORITY_COMMIT_BYTES as MAX_HEADER_BYTES
 from integrator.refnames import ref_problem
 
 KEY_SCHEMA = "integrator.authority-key.v1"
@@ -30,7 +31,6 @@ HEADER = b"integrator-sig"
 KEY_FILE_CONFIG = "integrator.authorityKeyFile"  # this host's private authority key
 TRUSTED_CONFIG = "integrator.trustedAuthorityKey"  # multi-valued: ed25519:<base64>
 TRUSTED_ENV = "INTEGRATOR_AUTHORITY_KEYS"  # comma-separated, for readers without a config
-MAX_HEADER_BYTES = 64 * 1024  # a commit's headers longer than this are not read for one
 
 __all__ = [
     "KEY_FILE_CONFIG", "KEY_SCHEMA", "TRUSTED_CONFIG", "TRUSTED_ENV", "new_authority_key",

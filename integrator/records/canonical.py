@@ -28,6 +28,7 @@ from integrator.documents.policy import (
 )
 from integrator.documents.verdict_key import VerdictKey
 from integrator.errors import ConfigurationError
+from integrator.limits import AUTHORITY_COMMIT_BYTES
 from integrator.plumbing import git, transaction
 from integrator.plumbing.checkout import (
     UPDATE_CHECKOUT_CONFIG,
@@ -129,12 +130,15 @@ class Canonical:
         known = self._signed.get((ref, oid))
         if known is None:
             try:
-                obj = self.repo.odb.read(oid)
+                kind, size = self.repo.odb.read_header(oid)
+                if kind != pygit2.enums.ObjectType.COMMIT:
+                    return "it is not a commit"
+                if size > AUTHORITY_COMMIT_BYTES:
+                    return f"its commit is over {AUTHORITY_COMMIT_BYTES} bytes"
+                raw = bytes(self.repo.odb.read(oid)[1])
             except (KeyError, ValueError, pygit2.GitError):
                 return "its commit is not in this repository"
-            if obj[0] != pygit2.enums.ObjectType.COMMIT:
-                return "it is not a commit"
-            known = signature_problem(trusted, bytes(obj[1]), ref) or ""
+            known = signature_problem(trusted, raw, ref) or ""
             if len(self._signed) > 10_000:
                 self._signed.clear()
             self._signed[(ref, oid)] = known

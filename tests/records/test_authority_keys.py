@@ -92,13 +92,12 @@ def _keyed(tmp_path: Path) -> tuple[Canon, str]:
     return canon, ak.parse_authority_key(key_file.read_bytes()).public
 
 
-def _forge(canon: Canon, ref: str, *, parent: str | None, tree_of: str | None = None) -> str:
-    """Point `ref` at a commit no authority key signed (the tree of `tree_of`, default the
-    ref's own), as anyone who can write the repository's refs can."""
-    source = tree_of or git("rev-parse", ref, cwd=canon.path)
-    tree = git("rev-parse", f"{source}^{{tree}}", cwd=canon.path)
-    args = ["commit-tree", tree, "-m", "forged"] + (["-p", parent] if parent else [])
-    forged = git(*args, cwd=canon.path)
+def _forge(canon: Canon, ref: str, *, parent: str | None, message: str = "forged") -> str:
+    """Point `ref` at a commit no authority key signed (the ref's own tree), as anyone who
+    can write the repository's refs can."""
+    tree = git("rev-parse", f"{ref}^{{tree}}", cwd=canon.path)
+    args = ["commit-tree", tree, "-F", "-"] + (["-p", parent] if parent else [])
+    forged = git(*args, cwd=canon.path, input=message.encode())
     git("update-ref", ref, forged, cwd=canon.path)
     return forged
 
@@ -147,6 +146,7 @@ def test_a_claim_no_trusted_key_signed_is_fenced_and_never_built_on(tmp_path: Pa
             cwd=canon.path,
         ),
         "stranger": lambda: git("update-ref", REF, str(strangers), cwd=canon.path),
+        "huge": lambda: _forge(canon, REF, parent=signed, message="x" * (1 << 20)),
     }  # fmt: skip
     reasons = {}
     for name, forge in cases.items():
@@ -161,6 +161,7 @@ def test_a_claim_no_trusted_key_signed_is_fenced_and_never_built_on(tmp_path: Pa
     assert "it is not signed" in reasons["descendant"]
     assert "signed for another ref" in reasons["moved"]
     assert "does not trust" in reasons["stranger"]
+    assert "over 1048576 bytes" in reasons["huge"]
     assert canon.integrate(contract, candidate).decision is Decision.ACCEPTED  # the real one
 
 
