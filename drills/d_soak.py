@@ -42,6 +42,7 @@ from drills.repo import git
 from drills.team import TeamWorld
 from drills.team_checks import (
     Sub,
+    check_authority_signed,
     check_channels,
     check_intake,
     check_queue,
@@ -311,6 +312,7 @@ def _soaked(ctx: Context, soak: Soak, seconds: float, seed: int) -> str:
     check_intake(ctx, w, soak.subs)
     held = {s.sid for s in soak.subs if not s.expected.startswith("promoted")}
     check_server_refs(ctx, w, soak.tasks, soak.subs, held)
+    check_authority_signed(ctx, w)
     flat, memory = _memory_flat(soak)
     ctx.expect("each daemon's memory stays flat", flat,
                expected="resident memory at the end ≤ 1.5× its sample after warm-up + 16 MiB",

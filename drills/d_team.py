@@ -34,6 +34,7 @@ from drills.registry import drill
 from drills.team import Host, TeamWorld
 from drills.team_checks import (
     Sub,
+    check_authority_signed,
     check_channels,
     check_intake,
     check_queue,
@@ -247,6 +248,7 @@ def team(ctx: Context) -> str:  # noqa: PLR0915 — one scenario, step by step
     check_intake(ctx, w, t.subs)
     held = {s.sid for s in t.subs if s.expected.startswith("ejected")}
     check_server_refs(ctx, w, t.tasks, t.subs, held)
+    check_authority_signed(ctx, w)
     _host_facts(t, took)
 
     wall = time.perf_counter() - started

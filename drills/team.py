@@ -97,9 +97,13 @@ class TeamWorld(CommandLog):
         self.coordinator = self.root / "coordinator.git"
         # One verdict key for the team's hosts: each signs what it publishes on the intake,
         # the coordinator trusts it, and every agent's key file carries it.
+        # One authority key, too: every claim, policy and control record is signed, and
+        # every mirror believes no other (docs/security.md, "Authority keys").
         self.verdict_key = self.root / "verdict.key"
+        self.authority_key = self.root / "authority.key"
         self.cli("init", "--repo", str(self.coordinator), "--remote", self.url,
                  "--policy", str(policy_file), "--verdict-key", str(self.verdict_key),
+                 "--authority-key", str(self.authority_key),
                  label="init-coordinator")  # fmt: skip
         initial = self.server_ref(QUEUE)
         assert initial is not None
@@ -189,7 +193,8 @@ class TeamWorld(CommandLog):
     def add_host(self, name: str) -> Host:
         mirror = self.root / f"{name}.git"
         self.cli("init", "--repo", str(mirror), "--remote", self.url, "--verdict-key",
-                 str(self.verdict_key), label=f"init-{name}")  # fmt: skip
+                 str(self.verdict_key), "--authority-key", str(self.authority_key),
+                 label=f"init-{name}")  # fmt: skip
         host = Host(name, mirror, self.root / f"spool-{name}")
         self.hosts.append(host)
         return host

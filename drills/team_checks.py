@@ -328,6 +328,34 @@ def check_intake(ctx: Context, world: TeamWorld, subs: list[Sub]) -> None:
     )
 
 
+AUTHORITY_FAMILIES = ("claims/", "claims-index", "policy", "pause", "queue-control/")
+
+
+def check_authority_signed(ctx: Context, world: TeamWorld) -> None:
+    """Every claim, claims index, policy, pause and queue-control ref on the server ends in
+    a commit the team's authority key signed for that very ref."""
+    from integrator.documents.authority_key import parse_authority_key, signature_problem
+
+    public = parse_authority_key(world.authority_key.read_bytes()).public
+    problems, seen = [], 0
+    for ref, oid in sorted(world.server.refs("canon").items()):
+        if not ref.removeprefix("refs/integrator/").startswith(AUTHORITY_FAMILIES):
+            continue
+        seen += 1
+        raw = subprocess.run(["git", "cat-file", "commit", oid], cwd=world.server.root / "canon.git",
+                             capture_output=True, check=True).stdout  # the bytes signed  # fmt: skip
+        problem = signature_problem(frozenset({public}), raw, ref)
+        if problem is not None:
+            problems.append(f"{ref}: {problem}")
+    ctx.expect(
+        "every claim, policy and control record on the server is signed",
+        not problems and seen > 0,
+        expected="each such ref's commit signed by the team's authority key for that ref",
+        actual="; ".join(problems) or f"{seen} records, each signed",
+        evidence=[world.root / "server-refs.txt"],
+    )
+
+
 def check_server_refs(
     ctx: Context, world: TeamWorld, tasks: Iterable[str], subs: list[Sub], held: Iterable[str]
 ) -> None:

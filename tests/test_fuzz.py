@@ -23,11 +23,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pygit2
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from integrator import jsontext
+from integrator.documents import authority_key
 from integrator.documents.attempt_key import AttemptKeyError, new_key, parse_key, signature_problem
 from integrator.documents.contract import parse_contract
 from integrator.documents.rules import rules_from_bytes
@@ -39,6 +41,7 @@ from integrator.fleet.patches import PatchError, parse_patch
 from integrator.fleet.shell import ShellError, shell_patches
 from integrator.fleet.tasks import TaskFileError, parse_task
 from integrator.limits import VERDICT_SIGNATURE_BYTES as SIGNATURE_LIMIT
+from integrator.plumbing.packs import commit_bytes
 from integrator.store.spool import SUBMISSION_FILE, Spool
 from tests.factories import contract_doc
 
@@ -246,6 +249,51 @@ def test_verdict_key_and_verdict_signature_readers() -> None:
         "attempt key with verdict keys",
         run(documents(json.loads(carrying.to_bytes())), refused_by(AttemptKeyError)(parse_key)),
     )
+
+
+@st.composite
+def edited(draw: st.DrawFn, original: bytes) -> bytes:
+    """`original` with a few byte ranges replaced by random bytes."""
+    data = bytearray(original)
+    for _ in range(draw(st.integers(min_value=1, max_value=4))):
+        at = draw(st.integers(min_value=0, max_value=len(data)))
+        cut = draw(st.integers(min_value=0, max_value=8))
+        data[at : at + cut] = draw(st.binary(max_size=8))
+    return bytes(data)
+
+
+def _unsigned(raw: bytes) -> bytes:
+    head, _, body = raw.partition(b"\n\n")
+    lines = [line for line in head.split(b"\n") if not line.startswith(b"integrator-sig ")]
+    return b"\n".join(lines) + b"\n\n" + body
+
+
+def test_authority_key_and_commit_signature_readers() -> None:
+    """The authority key file reader and the check of a signed claim commit: a mutated key
+    document is refused with AttemptKeyError; an edited or random commit is a reason, never
+    a crash, and passes only when what was signed is unchanged."""
+    akey = authority_key.new_authority_key()
+    report(
+        "authority key",
+        run(
+            documents(json.loads(akey.to_bytes())),
+            refused_by(AttemptKeyError)(authority_key.parse_authority_key),
+        ),
+    )
+    sig = pygit2.Signature("integrator", "integrator@localhost", 1_700_000_000, 0)
+    ref = "refs/integrator/claims/task-1"
+    raw = commit_bytes(bytes(20), [bytes(range(20))], sig, sig, "issue: task-1\n")
+    original = authority_key.sign_commit(raw, ref, akey)
+    trusted = frozenset({akey.public})
+
+    def check(data: bytes) -> object:
+        problem = authority_key.signature_problem(trusted, data, ref)
+        assert problem is not None or _unsigned(data) == _unsigned(original), data
+        return problem
+
+    assert check(original) is None
+    report("authority commit signature",
+           run(st.one_of(edited(original), st.binary(max_size=600)), check))  # fmt: skip
 
 
 def _signed_fields(data: bytes) -> object:
