@@ -105,3 +105,5 @@ DIFF_LINES = 6000  # lines of unified diff rendered on a page
 HELD_PAGE_ROWS = 100  # held candidates the Held page lists per page (?page=N for the rest)
 PAGE_FILES = 1000  # changed paths a Candidate page lists (those with violations first)
 PAGE_VIOLATIONS = 1000  # violations a Candidate or result page lists
+CHART_LANDINGS = 2000  # landings a Queue page chart is drawn from (the newest)
+QUEUE_SCOPE_ROWS = 200  # waiting landings, and running heads, the Queue page lists per scope

@@ -140,6 +140,52 @@ def figures(canonical: Canonical, config: Validation, state: QueueState | None) 
     }
 
 
+def landed_at(canonical: Canonical, landing: str) -> float | None:
+    """When `landing` (a staging commit as its claim names it) landed: its commit time
+    (None when the commit cannot be read)."""
+    try:
+        return float(canonical.commit(landing).commit_time)
+    except (KeyError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One landing's way through the queue, as the records tell it (times in seconds since
+    the epoch): when it landed, and when it was promoted or ejected (neither: it waits)."""
+
+    landing: str
+    landed: float
+    promoted: float | None = None
+    ejected: float | None = None
+
+
+def timeline(canonical: Canonical, state: QueueState | None) -> list[Passage]:
+    """Every landing the last HISTORY_RECORDS promotion records promoted or ejected, and
+    those waiting in `state`, oldest landing first (each landing once: its first fate)."""
+    seen: dict[str, Passage] = {}
+    records = reversed(validations.promotions(canonical, canonical.target, limit=HISTORY_RECORDS))
+    for _, record in records:
+        at = record.at.timestamp()
+        if record.action == "promote":
+            fates = [(c.landing, Passage(c.landing, 0.0, promoted=at)) for c in record.landings]
+        elif record.action == "eject":
+            fates = [(e.landing, Passage(e.landing, 0.0, ejected=at)) for e in record.ejected]
+        else:
+            continue
+        for landing, fate in fates:
+            if landing not in seen:
+                seen[landing] = fate
+    for c in state.landings if state is not None else ():
+        seen.setdefault(c.landing, Passage(c.landing, 0.0))
+    out = []
+    for landing, fate in seen.items():
+        landed = landed_at(canonical, landing)
+        if landed is not None:
+            out.append(Passage(landing, landed, fate.promoted, fate.ejected))
+    return sorted(out, key=lambda p: (p.landed, p.landing))
+
+
 def _promotions(
     canonical: Canonical,
     records: list[tuple[str, PromotionRecord]],
@@ -167,11 +213,9 @@ def _promotions(
             for c in record.landings:
                 if c.candidate:
                     promoted_candidates.setdefault(c.candidate, n)
-                try:
-                    landed = canonical.commit(c.landing).commit_time
-                except (KeyError, ValueError):
-                    continue
-                latencies.append(max(0.0, record.at.timestamp() - landed))
+                landed = landed_at(canonical, c.landing)
+                if landed is not None:
+                    latencies.append(max(0.0, record.at.timestamp() - landed))
             for oid in record.validations:
                 found = seen.get(oid)
                 if found is None:

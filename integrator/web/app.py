@@ -14,6 +14,7 @@ import json
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import jinja2
@@ -40,6 +41,7 @@ from integrator.web.forms import (
     reason_of,
 )
 from integrator.web.guard import Guard
+from integrator.web.queue_view import PromotionView
 from integrator.web.security import (
     ACTION_HEADER,
     COOKIE,
@@ -228,12 +230,15 @@ class Site:
         )
 
     async def queue(self, request: Request) -> Response:
-        def read() -> views.QueueView:
+        def read() -> tuple[views.QueueView, PromotionView]:
             with self.backend.open_review(False) as review:
-                return sources.queue_page(review.spool, review.canonical)
+                view = sources.queue_page(review.spool, review.canonical)
+                return view, sources.promotion_status(review.canonical, datetime.now(UTC))
 
-        view = await self.read(read)
-        return self.page(request, self.session(request), "queue.html", q=view, title="Queue")
+        view, promotion = await self.read(read)
+        return self.page(
+            request, self.session(request), "queue.html", q=view, p=promotion, title="Queue"
+        )
 
     async def read(self, work: Callable[[], Any]) -> Any:
         try:

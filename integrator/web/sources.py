@@ -13,6 +13,7 @@ import stat
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pygit2
 import structlog
@@ -34,7 +35,7 @@ from integrator.review.actions import Held, Review, pending
 from integrator.review.seen import NO_CLAIM, ClaimMark
 from integrator.store.spool import ID_RE, VERDICT_FILE, Spool
 from integrator.web import candidate as candidate_views
-from integrator.web import views
+from integrator.web import queue_view, views
 
 log = structlog.get_logger("integrator.web")
 
@@ -274,6 +275,43 @@ def queue_page(spool: Spool, canonical: Canonical) -> views.QueueView:
         waiting_total=new_total + work_total,
         landed=tuple(landed),
         accepted=tuple(accepted),
+    )
+
+
+def promotion_status(canonical: Canonical, now: datetime) -> queue_view.PromotionView:
+    """What `integrator queue status` reads (the control, the validation policy, the queue's
+    state, per scope `scope_status`), and every landing's passage for the charts; a state
+    that cannot be read is shown as its problem, as the command shows it."""
+    from integrator.promotion.state import QueueState, read_state
+    from integrator.promotion.stats import Passage, scope_status, timeline
+    from integrator.records.queue_control import read_control
+
+    control = None
+    mode: str | None = None
+    state: QueueState | None = None
+    problem = None
+    scopes: dict[str, Any] = {}
+    passages: list[Passage] = []
+    try:
+        control = read_control(canonical)
+        validation = canonical.policy_state().policy.validation
+        mode = validation.mode if validation is not None else None
+        state = read_state(canonical)
+        if validation is not None:
+            scopes = scope_status(canonical, validation, state, now)
+            passages = timeline(canonical, state)
+    except (IntegratorError, KeyError, ValueError, pygit2.GitError) as err:
+        log.warning("web.queue_state_unreadable", error=str(err))
+        problem = str(err)  # the rest of the page is still worth it
+    return queue_view.promotion_view(
+        canonical.target_ref,
+        control=control,
+        mode=mode,
+        pending=state.pending if state is not None else 0,
+        scopes=scopes,
+        passages=passages,
+        now=now,
+        problem=problem,
     )
 
 

@@ -40,6 +40,8 @@ from integrator.store.mirror import for_spool
 from integrator.store.spool import Spool
 from tests.daemon_world import key_for
 from tests.gitutil import GIT_ENV, Spec, commit_files, declare_bare, make_repo
+from tests.promotion_world import make_world
+from tests.web.queue_world import build_queue
 
 ROOT = Path(__file__).resolve().parents[2]
 # The screenshots in docs/review/ are taken by these tests: `make screenshots` runs them
@@ -480,10 +482,10 @@ def test_approve_after_the_claim_was_revoked_is_refused_by_the_gate(
 
 
 def test_queue_shows_waiting_and_landed_submissions(
-    desk: Desk, server: Server, browser: Any, shots: Path
+    desk: Desk, server: Server, browser: Any
 ) -> None:
     """The Queue page lists what waits in new/ and the staging commits that landed, with
-    task, attempt and time in queue (screenshot: docs/review/queue.png)."""
+    task, attempt and time in queue; without [validation] it says the target follows."""
     visit(browser, f"{server.url}queue")
     waiting = browser.find_element(_by("ID"), "waiting").text
     assert desk.sids["agent-b"] in waiting and "auth" in waiting
@@ -495,7 +497,72 @@ def test_queue_shows_waiting_and_landed_submissions(
     for row in landed:
         in_queue = row.find_elements(_by("TAG_NAME"), "td")[-1].text
         assert in_queue.endswith("s") and in_queue != "-"
-    browser.save_screenshot(str(shots / "queue.png"))
+    note = browser.find_element(_by("ID"), "no-validation").text
+    assert note == "no [validation]: the target follows the queue"
+    assert browser.find_elements(_by("CSS_SELECTOR"), "svg.chart") == []
+
+
+@pytest.fixture(scope="module")
+def queue_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Desk, str]]:
+    """A queue with history (tests/web/queue_world.py): two scopes validated by a real
+    `integrator serve`, landings promoted, one ejected, three waiting, one head stalled."""
+    world = make_world(tmp_path_factory.mktemp("queue"), None)
+    try:
+        stuck = build_queue(world)
+        yield Desk(world.repo, world.spool, world.sids), stuck
+    finally:
+        for proc in world.procs:
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+def test_queue_charts_render_per_scope_status(
+    queue_world: tuple[Desk, str], browser: Any, shots: Path
+) -> None:
+    """With [validation], the Queue page shows per scope what waits (position, estimated
+    time), what runs (how long, stalled) and the rates, and two server-drawn SVG charts the
+    browser lays out with real size: every series line and every non-empty bar is drawn
+    (screenshot: docs/review/queue.png)."""
+    desk, stuck = queue_world
+    server = start_server(desk, None)
+    try:
+        visit(browser, f"{server.url}queue")
+        no_alert(browser)
+        rows = browser.find_elements(_by("CSS_SELECTOR"), "#scopes tbody tr[data-scope]")
+        assert [r.get_attribute("data-scope") for r in rows] == ["a", "b"]
+        pending = browser.find_element(_by("ID"), "pending").text
+        assert pending.startswith("3 landings wait for promotion")
+        scope_b = browser.find_element(_by("CSS_SELECTOR"), "div.scope[data-scope='b']")
+        waiting = scope_b.find_elements(_by("CSS_SELECTOR"), "table.waiting-landings tbody tr")
+        assert [w.get_attribute("data-position") for w in waiting] == ["1", "2"]
+        assert "b2" in waiting[0].text and "~" in waiting[0].text
+        (running,) = scope_b.find_elements(_by("CSS_SELECTOR"), "table.running tbody tr")
+        assert running.get_attribute("data-stalled") == "1"
+        assert stuck[:12] in running.text and "STALLED" in running.text
+        charts = browser.find_elements(_by("CSS_SELECTOR"), "svg.chart")
+        assert [c.get_attribute("id") for c in charts] == ["flow-chart", "latency-chart"]
+        for chart in charts:
+            assert chart.is_displayed()
+            assert chart.size["width"] > 300 and chart.size["height"] > 100
+        box = "const b = arguments[0].getBBox(); return [b.width, b.height];"
+        lines = browser.find_elements(_by("CSS_SELECTOR"), "#flow-chart path.series")
+        counts = {p.get_attribute("data-series"): p.get_attribute("data-count") for p in lines}
+        assert counts == {"landed": "6", "promoted": "2", "ejected": "1"}
+        for line in lines:
+            width, height = browser.execute_script(box, line)
+            assert width > 0 and height > 0
+        bars = browser.find_elements(_by("CSS_SELECTOR"), "#latency-chart rect.bar")
+        filled = [b for b in bars if b.get_attribute("data-count") != "0"]
+        assert filled and sum(int(b.get_attribute("data-count")) for b in bars) == 2
+        for bar in filled:
+            width, height = browser.execute_script(box, bar)
+            assert width > 0 and height > 0
+        scripts = browser.find_elements(_by("TAG_NAME"), "script")
+        assert [s.get_attribute("src") for s in scripts] == [f"{server.url}static/review.js"]
+        browser.save_screenshot(str(shots / "queue.png"))
+    finally:
+        stop_server(server)
 
 
 def test_http_safety_and_json_twins(
