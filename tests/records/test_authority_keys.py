@@ -16,6 +16,7 @@ import pytest
 from integrator.documents import authority_key as ak
 from integrator.documents.verdict import Code, Decision
 from integrator.errors import ConfigurationError, QueuePausedError
+from integrator.limits import AUTHORITY_COMMIT_BYTES
 from integrator.plumbing.packs import commit_bytes
 from integrator.records import verdict_keys
 from integrator.records.claims import Claims
@@ -59,7 +60,7 @@ def test_a_signature_covers_the_commit_and_its_ref() -> None:
             trusted, signed.replace(b"integrator-sig ed25519:", b"integrator-sig x ed25519:"), REF
         ),
         "not a commit": ak.signature_problem(trusted, b"garbage", REF),
-        "huge": ak.signature_problem(trusted, b"x" * (ak.MAX_HEADER_BYTES + 1) + b"\n\nm", REF),
+        "huge": ak.signature_problem(trusted, b"x" * (AUTHORITY_COMMIT_BYTES + 1) + b"\n\nm", REF),
     }
     assert problems["unsigned"] == "it is not signed (no integrator-sig header)"
     assert problems["other ref"] == "it was signed for another ref"
