@@ -117,6 +117,8 @@ class Integrator:
             raise ConfigurationError(
                 f"{self.canonical.path} is not prepared for integration; run integrator init"
             )
+        if self.canonical.rolled_back is not None:
+            raise ConfigurationError(self.canonical.rolled_back)
         control = paused(self.canonical)
         if control is not None:
             raise QueuePausedError(

@@ -37,7 +37,7 @@ from integrator.documents.promotion import (
     ValidationResult,
 )
 from integrator.documents.verdict import Code
-from integrator.errors import IntegratorError, RefMovedError
+from integrator.errors import ConfigurationError, IntegratorError, RefMovedError
 from integrator.landing.engine import Integrator
 from integrator.plumbing import git, transaction
 from integrator.promotion import scratch as scratch_folders
@@ -97,6 +97,8 @@ class Promoter:
         """One step of promotion (reads everything fresh)."""
         canonical = self.canonical
         canonical.refresh()
+        if canonical.rolled_back is not None:  # nothing promoted onto a head forced back
+            raise ConfigurationError(canonical.rolled_back)
         config = self.config()
         if config is None:
             return self._done(Round("idle", False, {"why": "the policy has no [validation]"}))

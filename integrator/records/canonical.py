@@ -43,6 +43,7 @@ from integrator.plumbing.packs import ObjectBuffer, commit_bytes, flush_loose
 from integrator.plumbing.remote import KEY_FILE_CONFIG, RemotePush
 from integrator.plumbing.signing import load_key
 from integrator.records import verdict_keys
+from integrator.records.rollback import heads_problem, seen_ref
 
 SIGNATURE_NAME = "integrator"
 SIGNATURE_EMAIL = "integrator@localhost"
@@ -68,6 +69,9 @@ class Canonical:
         # Claims whose ref the server rewrote (task → (last seen, now)); see `refresh`.
         self.rewritten: dict[str, tuple[str, str]] = {}
         self._signed: dict[tuple[str, str], str] = {}  # (ref, oid) → why not signed, or ""
+        # Why the queue or target moved back on the server, as the last fetch found it
+        # (`rollback.heads_problem`): nothing lands or is promoted while it is set.
+        self.rolled_back: str | None = None
         self._kept_view: int | None = None  # the thread a `refresh(keep=True)` fetched for
         self.kept_views = 0
         self.remote_url = next(
@@ -266,6 +270,12 @@ class Canonical:
         self._kept_view = None
         self.remote.fetch()  # this mirror's own pushes were seen as they were applied
         self._check_claim_chains()
+        heads = {"queue": self.queue_ref, "target": self.target_ref}
+        self.rolled_back, seen = heads_problem(
+            self.repo, self.target, heads, self.authority_problem
+        )
+        if seen:
+            self.local_updater.apply(seen)
         if keep:
             self._kept_view = thread
             self.kept_views += 1
@@ -282,7 +292,13 @@ class Canonical:
         server checked each lease): moved with the mirror's refs, so a later fetch judges
         the server's claims against them, not against what this mirror read before."""
         ops: list[transaction.RefOp] = []
+        heads = {self.queue_ref: "queue", self.target_ref: "target"}
         for op in moves:
+            if op.verb != "delete" and op.new is not None and op.ref in heads:
+                # this host's own move (a landing, a promotion, a rebuild), leased on the
+                # server's value: the queue or target as seen (`rollback.heads_problem`)
+                ops.append(transaction.RefOp("set", seen_ref(heads[op.ref], self.target), op.new))
+                continue
             if op.verb == "delete" or op.new is None or not op.ref.startswith(refnames.CLAIMS):
                 continue
             seen = refnames.SEEN_CLAIMS + op.ref.removeprefix(refnames.CLAIMS)

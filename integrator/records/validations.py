@@ -102,14 +102,20 @@ def _commit(
     parents: list[str],
     message: str,
     at_seconds: int,
+    *,
+    signed_for: str | None = None,
 ) -> str:
+    """A record commit (objects only); one for the ref `signed_for` is an authority record,
+    signed with this host's authority key when it has one."""
     buffer = ObjectBuffer(canonical.repo)
     entries = {name.encode(): (b"100644", buffer.add("blob", data)) for name, data in files.items()}
     tree = buffer.add("tree", tree_bytes(entries))
     sig = pygit2.Signature(SIGNATURE_NAME, SIGNATURE_EMAIL, at_seconds, 0)
-    commit = buffer.add(
-        "commit", commit_bytes(tree, [bytes.fromhex(p) for p in parents], sig, sig, message)
-    ).hex()
+    raw_parents = [bytes.fromhex(p) for p in parents]
+    if signed_for is not None:
+        commit = canonical.authority_commit(buffer, signed_for, tree, raw_parents, sig, message)
+    else:
+        commit = buffer.add("commit", commit_bytes(tree, raw_parents, sig, sig, message)).hex()
     flush_loose(buffer)
     return commit
 
@@ -204,7 +210,8 @@ def write_promotion(canonical: Canonical, record: PromotionRecord, parent: str |
         summary = f"eject {names} from {record.target}; queue rebuilt at {record.after[:12]}"
     message = f"{summary}\n\nIntegrator-Before: {record.before}\nIntegrator-After: {record.after}\n"
     files = {PROMOTION_FILE: record.to_json().encode() + b"\n"}
-    return _commit(canonical, files, parents, message, int(record.at.timestamp()))
+    return _commit(canonical, files, parents, message, int(record.at.timestamp()),
+                   signed_for=promotion_ref(record.target))  # fmt: skip
 
 
 def read_promotion(canonical: Canonical, commit: str) -> PromotionRecord | None:
@@ -246,7 +253,8 @@ def write_ejection(canonical: Canonical, record: EjectionRecord, log: bytes | No
     )
     if ejected.candidate:
         message += f"Integrator-Candidate: {ejected.candidate}\n"
-    return _commit(canonical, files, parents, message, int(record.at.timestamp()))
+    return _commit(canonical, files, parents, message, int(record.at.timestamp()),
+                   signed_for=ejected_ref(record.target, ejected.landing))  # fmt: skip
 
 
 def read_ejection(canonical: Canonical, target: str, landing: str) -> EjectionRecord | None:
