@@ -166,7 +166,8 @@ class Recorder:
             if tip is not None and (tip[1].final or (unless is not None and unless(tip[1]))):
                 final = tip[1] if tip[1].final else None
                 return Recorded(result.head, final, tip[0], adopted=tip[1].final)
-            old = tip[0] if tip is not None else None
+            # A tip that is not a record (damaged, or no trusted key signed it) is built on.
+            old = tip[0] if tip is not None else canonical.ref(ref)
             commit = validations.write_result(
                 canonical, result, old, log=log_bytes, details=details
             )

@@ -140,8 +140,9 @@ def write_result(
         message += f", attempt {result.attempt}"
     message += f"\n\nIntegrator-Head: {result.head}\nIntegrator-Tree: {result.tree}\n"
     return _commit(
-        canonical, files, [parent] if parent else [], message, int(result.at.timestamp())
-    )
+        canonical, files, [parent] if parent else [], message, int(result.at.timestamp()),
+        signed_for=validation_ref(result.target, result.head, result.scope),
+    )  # fmt: skip
 
 
 def _blob(canonical: Canonical, commit: str, name: str) -> bytes | None:
@@ -152,14 +153,17 @@ def _blob(canonical: Canonical, commit: str, name: str) -> bytes | None:
 
 
 def read_result(canonical: Canonical, commit: str) -> ValidationResult | None:
-    """The result a commit records (None when it holds none, or a damaged one)."""
+    """The result a commit records (None when it holds none, a damaged one, or one no
+    trusted authority key signed for its head, where such keys are trusted)."""
     data = _blob(canonical, commit, RESULT_FILE)
     if data is None:
         return None
     try:
-        return ValidationResult.model_validate_json(data)
+        result = ValidationResult.model_validate_json(data)
     except ValidationError:
         return None
+    ref = validation_ref(result.target, result.head, result.scope)
+    return result if canonical.authority_problem(ref, commit) is None else None
 
 
 def log_of(canonical: Canonical, commit: str) -> bytes:
@@ -174,7 +178,7 @@ def latest(
     if oid is None:
         return None
     result = read_result(canonical, oid)
-    return (oid, result) if result is not None else None
+    return (oid, result) if result is not None and result.head == head else None
 
 
 def chain(canonical: Canonical, commit: str) -> list[tuple[str, ValidationResult]]:
