@@ -16,7 +16,12 @@ from integrator.daemon.admission import Pending
 from integrator.documents.verdict_key import SIGNATURE_FILE, signature_problem
 from integrator.errors import InfrastructureError
 from integrator.fleet.intake import submit_ref, verdict_ref
-from integrator.limits import VERDICT_BYTES, VERDICT_SIGNATURE_BYTES
+from integrator.limits import (
+    VERDICT_BYTES,
+    VERDICT_COMMIT_BYTES,
+    VERDICT_SIGNATURE_BYTES,
+    VERDICT_TREE_BYTES,
+)
 from integrator.plumbing import git
 from integrator.plumbing.remote import push_signature
 from integrator.store.spool import REJECTION_FILE, VERDICT_FILE
@@ -48,9 +53,15 @@ def untrusted(
     if proc.returncode != 0:
         raise InfrastructureError(f"cannot read {ref} on the intake: {git.last_line(proc.stderr)}")
     fetched = git.run_git(["rev-parse", "--verify", "-q", "FETCH_HEAD"], git_dir=repo.path)
-    commit = repo.get(fetched.stdout.decode().strip())
-    if not isinstance(commit, pygit2.Commit):
-        return "it is not a commit"
+    oid = fetched.stdout.decode().strip()
+    kind, size = repo.odb.read_header(oid)
+    if kind != pygit2.enums.ObjectType.COMMIT or size > VERDICT_COMMIT_BYTES:
+        return f"it is not a commit of at most {VERDICT_COMMIT_BYTES} bytes"
+    commit = repo.get(oid)
+    assert isinstance(commit, pygit2.Commit)
+    kind, size = repo.odb.read_header(commit.tree_id)
+    if size > VERDICT_TREE_BYTES:  # measured before it is read: a verdict's has 2 or 3 names
+        return f"its tree is over {VERDICT_TREE_BYTES} bytes"
     tree = commit.tree
     for name in (VERDICT_FILE, REJECTION_FILE):
         document = _blob(repo, tree, name, VERDICT_BYTES)
