@@ -76,6 +76,11 @@ INTAKE_POLL_BYTES = 8 << 20  # submission.json bytes read from the intake in one
 DETAILS_BYTES = 256 << 10  # an external report's details file
 LOG_TAIL_BYTES = 64 << 10  # a validation run's output kept in its record (the tail)
 RECORD_TEXT_CHARS = 2000  # free text (reasons, URLs, runner names) in a record
+# A validation run's output streamed to the promoter's log as it runs (the record keeps the
+# tail, LOG_TAIL_BYTES, whatever these cut).
+VALIDATION_LOG_LINE_BYTES = 2000  # one streamed line; the rest of a longer one is not streamed
+VALIDATION_LOG_LINES = 5000  # lines streamed for one run
+VALIDATION_LOG_BYTES = 1 << 20  # output bytes read for streaming, for one run
 
 # The write guard (agents' hook events).
 MAX_EVENT_BYTES = 16 << 20  # a tool call bigger than this is not read: denied

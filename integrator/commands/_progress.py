@@ -2,20 +2,25 @@
 
 Standard output carries the answer (a verdict, a `--json` document), so progress never goes
 there. On a terminal one line is rewritten in place; otherwise (a log, a CI job) a plain line
-is written when the state changes and every `EVERY` seconds while it does not.
+is written when the state changes and every `EVERY` seconds while it does not. A wait that
+cannot say where it is at each look (a call that waits by itself) is `ticking`: a thread says
+it every `TICK` seconds.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TextIO
 
 from integrator.escape import visible
 
 EVERY = 10.0  # seconds between two plain lines that say the same thing
 AFTER = 1.0  # nothing is said about a wait shorter than this
+TICK = 0.5  # seconds between two looks of `ticking` at the state
 
 
 class Progress:
@@ -45,7 +50,8 @@ class Progress:
         waited = now - self.started
         if waited < AFTER:
             return
-        line = visible(f"{self.what}: {state} ({waited:.0f} s of {self.timeout:g} s)")
+        shown = min(waited, self.timeout)  # a last look just past the end says the end
+        line = visible(f"{self.what}: {state} ({shown:.0f} s of {self.timeout:g} s)")
         if self.tty:
             if now - self._at >= 1.0:
                 self.stream.write("\r\x1b[K" + line)
@@ -63,3 +69,25 @@ class Progress:
             self.stream.write("\r\x1b[K")
             self.stream.flush()
             self._drawn = False
+
+    @contextmanager
+    def ticking(self, state: Callable[[], str]) -> Iterator[None]:
+        """While the body waits, `update(state())` every TICK s from a thread of its own
+        (`state` must be cheap and safe to call there); `done` at the end."""
+        if self.timeout < AFTER:  # nothing would be said
+            yield
+            return
+        stop = threading.Event()
+
+        def tick() -> None:
+            while not stop.wait(TICK):
+                self.update(state())
+
+        thread = threading.Thread(target=tick, name="progress", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+            self.done()

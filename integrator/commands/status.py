@@ -8,18 +8,25 @@ from pathlib import Path
 from typing import Any
 
 from integrator import refnames
-from integrator.commands._common import configured, read_input, require_repository
-from integrator.commands.submit import report_landing, wait_intake
+from integrator.commands._common import configured, read_input, require_repository, say
+from integrator.commands._progress import Progress
+from integrator.commands.submit import report_landing, waiting_in
 from integrator.docpath import doc
 from integrator.documents.rules import rules_from_bytes
-from integrator.errors import InfrastructureError, UsageError
+from integrator.errors import EXIT_OK, InfrastructureError, UsageError
 from integrator.fleet.intake import check_filed
 from integrator.fleet.submit import (
+    SETTLED,
+    document_of,
+    filed,
+    intake_landing,
     landing,
     lifecycle_code,
+    poll,
     verdict_document,
     wait_filed,
-    wait_settled,
+    wait_published,
+    wait_settled_intake,
 )
 from integrator.plumbing.git import rev_parse_commit
 from integrator.store.spool import Spool
@@ -72,7 +79,11 @@ def register(sub: Any) -> None:
         "--repo", default=".", metavar="PATH", help="a repository to fetch into (default: here)"
     )
     parser.add_argument(
-        "--wait", type=float, default=0.0, metavar="SECONDS", help="wait this long for it"
+        "--wait",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait this long for it (saying on stderr what it waits for)",
     )
     parser.add_argument(
         "--until",
@@ -115,28 +126,29 @@ def run(args: argparse.Namespace) -> int:
                 f"its id ({refnames.VERDICTS}<task>/<id>); give --task TASK or --contract "
                 "FILE (the contract it was submitted with)"
             )
-        return wait_intake(
-            args.intake, repo, task_id, args.submission, args.wait, candidate=candidate,
-            as_json=args.json, until=args.until, canonical=args.canonical,
-        )  # fmt: skip
+        return _wait_intake(args, repo, task_id, candidate)
     if args.canonical:
         raise UsageError("--canonical is for --intake: a spool's daemon reads its own repository")
     spool = Spool(args.spool).existing()
     started = time.monotonic()
-    found = wait_filed(spool, args.submission, args.wait)
-    if task_id is not None or candidate is not None:
-        check_filed(*found, sid=args.submission, task_id=task_id, candidate=candidate)
-    where = landing(spool, args.submission)
-    if args.until == "promoted" and found[0] == "accepted":
-        if where is None:
-            raise InfrastructureError(
-                f"{args.submission} is ACCEPTED, but this spool's repository has no queue to "
-                "tell where its landing is"
-            )
-        left = max(0.0, args.wait - (time.monotonic() - started))
-        wait_settled(spool, args.submission, left)
-        found = wait_filed(spool, args.submission, 0)  # an ejection may have refiled it
+    progress = Progress(f"integrator: {args.submission}", args.wait)
+    try:
+        found = _wait_filed(spool, args.submission, args.wait, progress)
+        if task_id is not None or candidate is not None:
+            check_filed(*found, sid=args.submission, task_id=task_id, candidate=candidate)
         where = landing(spool, args.submission)
+        if args.until == "promoted" and found[0] == "accepted":
+            if where is None:
+                raise InfrastructureError(
+                    f"{args.submission} is ACCEPTED, but this spool's repository has no queue "
+                    "to tell where its landing is"
+                )
+            left = max(0.0, args.wait - (time.monotonic() - started))
+            _wait_settled(spool, args.submission, left, progress)
+            found = wait_filed(spool, args.submission, 0)  # an ejection may have refiled it
+            where = landing(spool, args.submission)
+    finally:
+        progress.done()
     doc, code = verdict_document(args.submission, *found)
     code = lifecycle_code(code, where, args.until)
     rejected = found[0] == "rejected"
@@ -152,3 +164,76 @@ def _task(args: argparse.Namespace) -> str | None:
             raise UsageError(f"--task {task_id!r} is not the contract's task {named!r}")
         task_id = named
     return task_id
+
+
+def _wait_filed(spool: Spool, sid: str, timeout: float, progress: Progress) -> tuple[str, Path]:
+    """`wait_filed`, saying where `sid` is meanwhile (the same words as `submit --wait`)."""
+
+    def look() -> tuple[str, Path] | None:
+        found = filed(spool, sid)
+        if found is None:
+            progress.update(waiting_in(spool, sid))
+        return found
+
+    poll(
+        look,
+        timeout,
+        f"no verdict for {sid} within {timeout:g} s; it is still queued (is the daemon running?)",
+    )
+    return wait_filed(spool, sid, 0)  # filed: one more look, a held copy reconciled
+
+
+def _wait_settled(spool: Spool, sid: str, timeout: float, progress: Progress) -> None:
+    """`wait_settled`, saying where the landing is meanwhile."""
+    from integrator.records.landings import describe
+
+    def look() -> dict[str, object] | tuple[()] | None:
+        where = landing(spool, sid)
+        if where is None:
+            return ()  # no landing (any more) to wait on: the caller reads the verdict again
+        if where["state"] in SETTLED:
+            return where
+        progress.update(f"ACCEPTED, waiting for its promotion ({describe(where)})")
+        return None
+
+    poll(
+        look,
+        timeout,
+        f"{sid} is ACCEPTED and on the queue, but not promoted within {timeout:g} s (is a "
+        "promoter running? `integrator queue status` shows what it waits on)",
+        first=0.1,
+        most=1.0,
+    )
+
+
+def _wait_intake(args: argparse.Namespace, repo: Path, task_id: str, candidate: str | None) -> int:
+    """`commands.submit.wait_intake`, saying on stderr what it waits for meanwhile (a thread
+    says it: each look is a fetch that waits by itself), the last word said before the
+    answer is printed."""
+    from integrator.records.landings import describe
+
+    url, sid, timeout = args.intake, args.submission, args.wait
+    started = time.monotonic()
+    if timeout >= 1:
+        say(f"integrator: waiting up to {timeout:g} s for the verdict of {sid} on {url}", err=True)
+    state = [f"waiting for its verdict on {url}"]  # what the main thread waits for now
+    with Progress(f"integrator: {sid}", timeout).ticking(lambda: state[0]):
+        found = wait_published(url, repo, task_id, sid, timeout, candidate=candidate)
+        doc, code = document_of(sid, found.rejected, found.document)
+        where = intake_landing(url, repo, doc, args.canonical)
+        if args.until == "promoted" and code == EXIT_OK:
+            if where is None:
+                raise InfrastructureError(
+                    f"{sid} is ACCEPTED, but neither the clone's origin nor the intake holds a "
+                    "queue to tell where its landing is: name the canonical repository with "
+                    "--canonical URL"
+                )
+            if where["state"] not in SETTLED:
+                state[0] = f"ACCEPTED, waiting for its promotion ({describe(where)})"
+                left = max(0.0, timeout - (time.monotonic() - started))
+                where = wait_settled_intake(url, repo, sid, doc, left, args.canonical)
+                # an ejection publishes a new verdict
+                found = wait_published(url, repo, task_id, sid, 0, candidate=candidate)
+                doc, code = document_of(sid, found.rejected, found.document)
+    code = lifecycle_code(code, where, args.until)
+    return report_landing(sid, doc, code, where, rejected=found.rejected, as_json=args.json)

@@ -8,12 +8,17 @@ operator's checkout are never touched, and the folder has no `.git`, so the comm
 code the agents wrote — cannot reach the canonical repository through it. The command runs there in its own process group (killed whole on timeout) with
 the head, tree, target and landings in its environment; its output (stdout and stderr
 together) goes to a file outside the checkout, whose tail is recorded.
+
+While it runs, the lines it writes there are logged as they come (`validation.output`,
+escaped, within the VALIDATION_LOG_* limits), and every HEARTBEAT_S seconds one
+`validation.running` event says it still runs; neither changes what is recorded.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -24,15 +29,28 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
+
+import structlog
 
 from integrator import faults
 from integrator.documents.promotion import Covered
 from integrator.errors import IntegratorError
-from integrator.limits import LOG_TAIL_BYTES
+from integrator.escape import visible
+from integrator.limits import (
+    LOG_TAIL_BYTES,
+    VALIDATION_LOG_BYTES,
+    VALIDATION_LOG_LINE_BYTES,
+    VALIDATION_LOG_LINES,
+)
 from integrator.plumbing.git import bounded, git_env, run_git
 from integrator.promotion.scratch import PREFIX, mark, remove_folder
 
 ENV_PREFIX = "INTEGRATOR_VALIDATION_"
+HEARTBEAT_S = 30.0  # seconds between two `validation.running` events of one run
+STREAM_POLL_S = 0.25  # how often the output file is read for lines to log while a run runs
+
+log = structlog.get_logger("integrator.promote")
 
 # Runs in progress (their process groups), killed by `interrupt` when the promoter stops:
 # a run cut short that way is no result, so nothing of it is recorded.
@@ -132,8 +150,10 @@ def run(
     request: RunRequest,
     *,
     scratch: Path | None = None,
+    heartbeat: float | None = None,
 ) -> RunOutcome:
-    """Check the head's tree out into a temporary folder and run `command` in it."""
+    """Check the head's tree out into a temporary folder and run `command` in it, its
+    output logged as it comes and a heartbeat every `heartbeat` s (HEARTBEAT_S)."""
     started = datetime.now(UTC)
     clock = time.monotonic()
     root = Path(tempfile.mkdtemp(prefix=PREFIX, dir=scratch))
@@ -149,10 +169,10 @@ def run(
             why = f"cannot check out {request.tree}: {err}"
             return _not_run(started, clock, why)
         log_path = root / "output.log"
-        with log_path.open("wb") as log:
+        with log_path.open("wb") as sink:
             try:
                 proc = subprocess.Popen(
-                    argv_of(command), cwd=work, stdin=subprocess.DEVNULL, stdout=log,
+                    argv_of(command), cwd=work, stdin=subprocess.DEVNULL, stdout=sink,
                     stderr=subprocess.STDOUT, env=environment(request, request_file),
                     start_new_session=True,
                 )  # fmt: skip
@@ -162,8 +182,11 @@ def run(
             faults.children.add(proc.pid)  # a drill's SIGKILL takes the command down too
             _running.add(proc.pid)
             timed_out = False
+            stream = Stream(log_path, head=request.head, scope=request.scope,
+                            attempt=request.attempt)  # fmt: skip
+            beat = HEARTBEAT_S if heartbeat is None else heartbeat
             try:
-                code: int | None = proc.wait(timeout=timeout)
+                code: int | None = _wait(proc, timeout, stream, beat)
             except subprocess.TimeoutExpired:
                 timed_out = True
                 _kill_group(proc.pid, settle=0)  # the leader first (reaped just below)
@@ -177,6 +200,7 @@ def run(
                 _kill_group(proc.pid)
                 faults.children.discard(proc.pid)
                 _running.discard(proc.pid)
+                stream.close()  # what the command wrote last (and a line with no end)
         if _interrupted.is_set():
             raise Interrupted(request.head)
         output = _tail(log_path)
@@ -189,6 +213,117 @@ def run(
         )  # fmt: skip
     finally:
         remove_folder(root)
+
+
+def _wait(proc: subprocess.Popen[bytes], timeout: float, stream: Stream, beat: float) -> int:
+    """`proc.wait(timeout)` (TimeoutExpired after `timeout` s), logging the output as it
+    comes and a heartbeat every `beat` s meanwhile."""
+    clock = time.monotonic()
+    deadline = clock + timeout
+    next_beat = clock + (beat if beat > 0 else math.inf)
+    while True:
+        now = time.monotonic()
+        pause = max(0.0, min(STREAM_POLL_S, deadline - now, next_beat - now))
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            return proc.wait(timeout=pause)
+        stream.pump()
+        now = time.monotonic()
+        if now >= deadline:
+            raise subprocess.TimeoutExpired(proc.args, timeout)
+        if now >= next_beat:
+            log.info(
+                "validation.running", **stream.fields, elapsed_s=round(now - clock, 1),
+                output_bytes=stream.size(),
+            )  # fmt: skip
+            next_beat = now + beat
+
+
+class Stream:
+    """The lines a run writes to its output file, logged as they come (`validation.output`,
+    each escaped): at most VALIDATION_LOG_LINE_BYTES of a line (`cut`), VALIDATION_LOG_LINES
+    lines and VALIDATION_LOG_BYTES bytes of one run, then one `validation.output_capped`.
+    It never fails the run: a file it cannot read ends the streaming, not the command."""
+
+    def __init__(self, path: Path, **fields: Any) -> None:
+        self.fields = fields
+        self.path = path
+        self.handle: Any = None
+        self.read = 0  # bytes read from the file (and streamed)
+        self.lines = 0  # lines logged
+        self.partial = b""  # the start of a line not ended yet
+        self.skipping = False  # the line in hand was logged cut: its rest is not
+        self.stopped = False
+
+    def size(self) -> int:
+        """The bytes the command wrote so far."""
+        try:
+            return self.path.stat().st_size
+        except OSError:
+            return self.read
+
+    def pump(self, *, last: bool = False) -> None:
+        """Log the lines written since the last pump; `last`: the command is over, a line
+        it did not end is logged too."""
+        if self.stopped:
+            return
+        try:
+            if self.handle is None:
+                self.handle = self.path.open("rb")
+            chunk: bytes = self.handle.read(VALIDATION_LOG_BYTES + 1 - self.read)
+        except OSError as err:
+            log.warning("validation.output_unreadable", **self.fields, error=str(err))
+            self._stop()
+            return
+        over = self.read + len(chunk) > VALIDATION_LOG_BYTES
+        chunk = chunk[: VALIDATION_LOG_BYTES - self.read]
+        self.read += len(chunk)
+        *complete, self.partial = (self.partial + chunk).split(b"\n")
+        for line in complete:
+            if self.skipping:  # the end of a line logged cut
+                self.skipping = False
+            else:
+                self._line(line)
+        if self.skipping:
+            self.partial = b""
+        elif len(self.partial) > VALIDATION_LOG_LINE_BYTES:
+            self._line(self.partial)
+            self.partial, self.skipping = b"", True
+        if over:
+            self._cap()
+        elif last and self.partial:
+            self._line(self.partial)
+            self.partial = b""
+
+    def _line(self, raw: bytes) -> None:
+        if self.stopped:
+            return
+        if self.lines >= VALIDATION_LOG_LINES:
+            self._cap()
+            return
+        cut = {"cut": True} if len(raw) > VALIDATION_LOG_LINE_BYTES else {}
+        text = raw[:VALIDATION_LOG_LINE_BYTES].decode("utf-8", "replace").removesuffix("\r")
+        self.lines += 1
+        log.info("validation.output", **self.fields, line=visible(text), **cut)
+
+    def _cap(self) -> None:
+        log.info(
+            "validation.output_capped", **self.fields, lines=self.lines, bytes=self.read,
+            max_lines=VALIDATION_LOG_LINES, max_bytes=VALIDATION_LOG_BYTES,
+        )  # fmt: skip
+        self._stop()
+
+    def _stop(self) -> None:
+        self.stopped = True
+        self.partial = b""
+        if self.handle is not None:
+            with contextlib.suppress(OSError):
+                self.handle.close()
+            self.handle = None
+
+    def close(self) -> None:
+        """The command is over: what it wrote last is logged, the file closed."""
+        self.pump(last=True)
+        self._stop()
 
 
 def _not_run(started: datetime, clock: float, why: str) -> RunOutcome:
