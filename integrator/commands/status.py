@@ -8,25 +8,21 @@ from pathlib import Path
 from typing import Any
 
 from integrator import refnames
-from integrator.commands._common import configured, read_input, require_repository, say
+from integrator.commands._common import configured, read_input, require_repository
 from integrator.commands._progress import Progress
-from integrator.commands.submit import report_landing, waiting_in
+from integrator.commands.submit import report_landing, wait_intake, waiting_in
 from integrator.docpath import doc
 from integrator.documents.rules import rules_from_bytes
-from integrator.errors import EXIT_OK, InfrastructureError, UsageError
+from integrator.errors import InfrastructureError, UsageError
 from integrator.fleet.intake import check_filed
 from integrator.fleet.submit import (
     SETTLED,
-    document_of,
     filed,
-    intake_landing,
     landing,
     lifecycle_code,
     poll,
     verdict_document,
     wait_filed,
-    wait_published,
-    wait_settled_intake,
 )
 from integrator.plumbing.git import rev_parse_commit
 from integrator.store.spool import Spool
@@ -207,33 +203,7 @@ def _wait_settled(spool: Spool, sid: str, timeout: float, progress: Progress) ->
 
 
 def _wait_intake(args: argparse.Namespace, repo: Path, task_id: str, candidate: str | None) -> int:
-    """`commands.submit.wait_intake`, saying on stderr what it waits for meanwhile (a thread
-    says it: each look is a fetch that waits by itself), the last word said before the
-    answer is printed."""
-    from integrator.records.landings import describe
-
-    url, sid, timeout = args.intake, args.submission, args.wait
-    started = time.monotonic()
-    if timeout >= 1:
-        say(f"integrator: waiting up to {timeout:g} s for the verdict of {sid} on {url}", err=True)
-    state = [f"waiting for its verdict on {url}"]  # what the main thread waits for now
-    with Progress(f"integrator: {sid}", timeout).ticking(lambda: state[0]):
-        found = wait_published(url, repo, task_id, sid, timeout, candidate=candidate)
-        doc, code = document_of(sid, found.rejected, found.document)
-        where = intake_landing(url, repo, doc, args.canonical)
-        if args.until == "promoted" and code == EXIT_OK:
-            if where is None:
-                raise InfrastructureError(
-                    f"{sid} is ACCEPTED, but neither the clone's origin nor the intake holds a "
-                    "queue to tell where its landing is: name the canonical repository with "
-                    "--canonical URL"
-                )
-            if where["state"] not in SETTLED:
-                state[0] = f"ACCEPTED, waiting for its promotion ({describe(where)})"
-                left = max(0.0, timeout - (time.monotonic() - started))
-                where = wait_settled_intake(url, repo, sid, doc, left, args.canonical)
-                # an ejection publishes a new verdict
-                found = wait_published(url, repo, task_id, sid, 0, candidate=candidate)
-                doc, code = document_of(sid, found.rejected, found.document)
-    code = lifecycle_code(code, where, args.until)
-    return report_landing(sid, doc, code, where, rejected=found.rejected, as_json=args.json)
+    return wait_intake(
+        args.intake, repo, task_id, args.submission, args.wait, candidate=candidate,
+        as_json=args.json, until=args.until, canonical=args.canonical,
+    )  # fmt: skip

@@ -226,29 +226,33 @@ def wait_intake(
 ) -> int:
     """Wait for the intake to publish a verdict for submission `sid` of task `task_id` (on
     `candidate`, when known: a verdict on another is an error); print it with where its
-    landing is now (read from the canonical server), return the code they mean together."""
+    landing is now (read from the canonical server), return the code they mean together.
+    Meanwhile standard error says what it waits for (a thread says it: each look is a fetch
+    that waits by itself), the last word said before the answer is printed."""
+    from integrator.records.landings import describe
+
     started = time.monotonic()
     if timeout >= 1:
-        say(
-            f"integrator: waiting up to {timeout:g} s for the verdict of {sid} on {url}",
-            err=True,
-        )
-    found = wait_published(url, repo, task_id, sid, timeout, candidate=candidate)
-    doc, code = document_of(sid, found.rejected, found.document)
-    where = intake_landing(url, repo, doc, canonical)
-    if until == "promoted" and code == EXIT_OK:
-        if where is None:
-            raise InfrastructureError(
-                f"{sid} is ACCEPTED, but neither the clone's origin nor the intake holds a "
-                "queue to tell where its landing is: name the canonical repository with "
-                "--canonical URL"
-            )
-        if where["state"] not in SETTLED:
-            left = max(0.0, timeout - (time.monotonic() - started))
-            where = wait_settled_intake(url, repo, sid, doc, left, canonical)
-            # an ejection publishes a new verdict
-            found = wait_published(url, repo, task_id, sid, 0, candidate=candidate)
-            doc, code = document_of(sid, found.rejected, found.document)
+        say(f"integrator: waiting up to {timeout:g} s for the verdict of {sid} on {url}", err=True)
+    state = [f"waiting for its verdict on {url}"]  # what the main thread waits for now
+    with Progress(f"integrator: {sid}", timeout).ticking(lambda: state[0]):
+        found = wait_published(url, repo, task_id, sid, timeout, candidate=candidate)
+        doc, code = document_of(sid, found.rejected, found.document)
+        where = intake_landing(url, repo, doc, canonical)
+        if until == "promoted" and code == EXIT_OK:
+            if where is None:
+                raise InfrastructureError(
+                    f"{sid} is ACCEPTED, but neither the clone's origin nor the intake holds a "
+                    "queue to tell where its landing is: name the canonical repository with "
+                    "--canonical URL"
+                )
+            if where["state"] not in SETTLED:
+                state[0] = f"ACCEPTED, waiting for its promotion ({describe(where)})"
+                left = max(0.0, timeout - (time.monotonic() - started))
+                where = wait_settled_intake(url, repo, sid, doc, left, canonical)
+                # an ejection publishes a new verdict
+                found = wait_published(url, repo, task_id, sid, 0, candidate=candidate)
+                doc, code = document_of(sid, found.rejected, found.document)
     code = lifecycle_code(code, where, until)
     return report_landing(sid, doc, code, where, rejected=found.rejected, as_json=as_json)
 
