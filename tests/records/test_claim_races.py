@@ -1,5 +1,6 @@
 """Ownership stays exclusive under races: eight coordinators making overlapping claims live
-at once (issue, reclaim, expand) leave exactly one live claim per glob, every time.
+at once (issue, reclaim, expand) leave exactly one live claim per glob, every time, each
+signed with the authority key.
 
 `make test` runs 4 trials of each; `make soak` runs 20 (INTEGRATOR_RACE_TRIALS)."""
 
@@ -16,10 +17,12 @@ import pytest
 from integrator.documents.expansion import ExpansionRequest
 from integrator.errors import IntegratorError
 from integrator.fence.overlap import patterns_overlap
+from integrator.records import verdict_keys
 from integrator.records.attempt_keys import stored_key
 from integrator.records.canonical import Canonical
 from integrator.records.claims import Claims, IssueRequest
 from integrator.records.expansions import Expansions
+from integrator.records.policy_ref import set_policy
 from tests.canon import make_canon
 from tests.gitutil import git
 
@@ -80,11 +83,23 @@ def _keys_match(repo: Path) -> None:
             stored = stored_key(canonical, claim.contract)
             assert stored is not None, claim.view.task_id
             assert stored.public == claim.view.attempt_key, claim.view.task_id
+            ref = Canonical.claim_ref(claim.view.task_id)
+            assert canonical.authority_problem(ref, claim.oid) is None, ref
+        index = canonical.ref("refs/integrator/claims-index")
+        assert index is not None
+        assert canonical.authority_problem("refs/integrator/claims-index", index) is None
 
 
 @pytest.fixture(scope="module")
 def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return make_canon(tmp_path_factory.mktemp("races")).path
+    """A canonical repository whose records are signed (an authority key, trusted): every
+    racing coordinator signs what it writes, and a live claim must carry its signature."""
+    canon = make_canon(tmp_path_factory.mktemp("races"))
+    key = canon.path.parent / "authority.key"
+    verdict_keys.configure(canon.path / ".git", key, [], verdict_keys.AUTHORITY)
+    with canon.open() as canonical:
+        set_policy(canonical, canonical.policy_state(signed=False).text)
+    return canon.path
 
 
 def test_concurrent_issues_of_one_glob_leave_one_live_claim(repo: Path) -> None:
