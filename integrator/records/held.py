@@ -20,7 +20,7 @@ from integrator import refnames
 from integrator.documents.contract import Model
 from integrator.documents.verdict import Code, Decision, Verdict
 from integrator.plumbing import transaction
-from integrator.plumbing.packs import ObjectBuffer, commit_bytes, flush_loose, tree_bytes
+from integrator.plumbing.packs import ObjectBuffer, flush_loose, tree_bytes
 from integrator.records.archive_index import record_tip
 from integrator.records.canonical import Canonical, signature
 from integrator.store.entries import codes_of
@@ -62,7 +62,7 @@ def _is_commit(repo: pygit2.Repository, oid: str) -> bool:
 
 
 def write_record(
-    repo: pygit2.Repository,
+    canonical: Canonical,
     action: ReviewAction,
     verdict: Verdict | None,
     submission: bytes,
@@ -73,8 +73,11 @@ def write_record(
     """Write (objects only, no ref) the record commit for `action`.
 
     With `objects` the record stays pending there (the daemon writes a batch's records as
-    one pack); otherwise it is written at once.
+    one pack); otherwise it is written at once. Signed, with this host's authority key when
+    it has one, for the submission's held ref wherever the record is found later (held,
+    archived, or folded into the archive).
     """
+    repo = canonical.repo
     buffer = objects if objects is not None else ObjectBuffer(repo)
     files = {
         b"action.json": (b"100644", buffer.add("blob", action.to_json().encode() + b"\n")),
@@ -99,7 +102,8 @@ def write_record(
     if candidate:
         message += f"Integrator-Candidate: {candidate}\n"
     sig = signature(action.at)
-    commit = buffer.add("commit", commit_bytes(tree, parents, sig, sig, message)).hex()
+    ref = held_ref(action.submission)
+    commit = canonical.authority_commit(buffer, ref, tree, parents, sig, message)
     if objects is None:
         flush_loose(buffer)
     return commit
@@ -130,7 +134,7 @@ def hold_op(
     # reachable: objects git fsck rejects would break every clone that checks transfers.
     unsafe = any(v.code is Code.UNSAFE_PATH for v in verdict.violations)
     commit = write_record(
-        canonical.repo,
+        canonical,
         action,
         verdict,
         submission,

@@ -246,7 +246,7 @@ class Review:
             previous=old,
         )
         commit = write_record(
-            canonical.repo, entry, verdict or held.verdict, held.raw, held.submission.candidate
+            canonical, entry, verdict or held.verdict, held.raw, held.submission.candidate
         )
         still_held = verdict is not None and verdict.decision is not Decision.ACCEPTED
         if still_held:

@@ -52,6 +52,8 @@ def decided_on_server(canonical: Canonical, sid: str) -> Decided | None:
     if not records:
         return None
     commit, action = records[-1]
+    if canonical.authority_problem(held_ref(sid), commit) is not None:
+        return None  # a decision no trusted key signed is no decision (docs/security.md)
     return (commit, action) if action.action in ("approve", "reject", "requeue") else None
 
 

@@ -360,7 +360,7 @@ def test_a_record_never_names_a_blob_as_parent(tmp_path: Path) -> None:
         at=datetime(2026, 1, 1, tzinfo=UTC),
     )  # fmt: skip
     with Canonical(repo) as canonical:
-        commit = write_record(canonical.repo, action, None, b"{}", blob)
+        commit = write_record(canonical, action, None, b"{}", blob)
     assert run("rev-list", "--parents", "-n", "1", commit, cwd=repo).split() == [commit]
     run("update-ref", "refs/integrator/held/x", commit, cwd=repo)
     run("fsck", "--strict", "--no-dangling", cwd=repo)
