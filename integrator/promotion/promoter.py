@@ -106,7 +106,7 @@ class Promoter:
         self.metrics.unpromoted.set(state.pending)
         self.metrics.promoted_at(canonical.commit(state.promoted).commit_time)
         try:
-            settled = validations.settled_refs(canonical, state.target, state.promoted)
+            settled = validations.settled_refs(canonical, state.target, state.promoted, state.queue)
             if settled:  # records of heads already promoted, left by a promoter cut short
                 canonical.updater.apply([transaction.delete(r, o) for r, o in settled.items()])
                 log.info("promote.swept", refs=len(settled))

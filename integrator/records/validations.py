@@ -57,11 +57,16 @@ def scoped_refs(canonical: Canonical, target: str, heads: set[str]) -> dict[str,
     }
 
 
-def settled_refs(canonical: Canonical, target: str, promoted: str) -> dict[str, str]:
-    """Result refs (plain and per scope, never the cache's) of heads the target already
-    holds — `promoted` or its ancestors: ref → tip. A promotion deletes its heads' refs,
-    but a promoter that began a run of a head just before another promoted past it (or
-    was killed running it) leaves that head's "running" record behind for ever."""
+def settled_refs(
+    canonical: Canonical, target: str, promoted: str, queue: str | None = None
+) -> dict[str, str]:
+    """Result refs (plain and per scope, never the cache's) of heads that are settled:
+    the target already holds them (`promoted` or its ancestors), or the queue no longer
+    does (`queue` given: a rebuild dropped them): ref → tip. A promotion or rebuild deletes
+    its heads' refs, but a promoter that began a run of a head just before another
+    promoted past it or rebuilt the queue without it (or was killed running it) leaves
+    that head's record behind for ever. A head is only ever validated while the queue
+    holds it, and the queue is read with the records, so one it does not hold is gone."""
     prefix = f"{refnames.VALIDATIONS}{target}/"
     out: dict[str, str] = {}
     for ref, oid in git.refs_under(canonical.repo, prefix).items():
@@ -70,6 +75,8 @@ def settled_refs(canonical: Canonical, target: str, promoted: str) -> dict[str, 
             continue
         head = rest.rsplit("/", 1)[-1]
         if head == promoted or _holds(canonical, promoted, head):
+            out[ref] = oid
+        elif queue is not None and head != queue and not _holds(canonical, queue, head):
             out[ref] = oid
     return out
 

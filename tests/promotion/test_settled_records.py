@@ -34,9 +34,9 @@ def test_records_of_promoted_heads_are_swept_and_no_other(promotion: PromotionWo
         f"refs/integrator/validations/main/{promoted}",
         f"refs/integrator/validations/main/{older}",
         f"refs/integrator/validations/main/scope/api/{promoted}",
+        f"refs/integrator/validations/main/{unrelated}",  # nor on the queue: dropped
     }
     kept = {
-        f"refs/integrator/validations/main/{unrelated}",  # not on the target: not settled
         f"refs/integrator/validations/main/cache/{'ab' * 32}",  # the result cache stays
     }
 
@@ -52,3 +52,33 @@ def test_records_of_promoted_heads_are_swept_and_no_other(promotion: PromotionWo
     assert served.proc.returncode == 0
     assert listed() == kept | cached
     assert served.events("promote.swept")[0]["refs"] == len(stale)
+
+
+def test_records_of_heads_a_rebuild_dropped_are_settled_and_the_queues_are_not(
+    promotion: PromotionWorld,
+) -> None:
+    """A head the queue no longer holds (a rebuild dropped it while another promoter ran
+    it: found by the system soak, a final "fail" record left after every promoter was
+    idle) is settled; a head the queue holds and the target does not yet is not."""
+    from integrator.records.canonical import Canonical
+    from integrator.records.validations import settled_refs
+
+    w = promotion
+    w.set_policy(w.command())
+    w.submit("t0")
+    assert w.serve_once("--no-promote").proc.returncode == 0
+    assert w.promote_once().proc.returncode == 0
+    w.submit("t1")
+    assert w.serve_once("--no-promote").proc.returncode == 0
+    promoted = git("rev-parse", "refs/heads/main", cwd=w.repo)
+    queue = git("rev-parse", "refs/integrator/queue/main", cwd=w.repo)
+    assert queue != promoted
+    dropped = git("commit-tree", f"{queue}^{{tree}}", "-p", promoted, "-m", "rebuilt away",
+                  cwd=w.repo)  # fmt: skip
+    record = git("rev-parse", "refs/integrator/promotion/main", cwd=w.repo)
+    for head in (queue, dropped):
+        git("update-ref", f"refs/integrator/validations/main/{head}", record, cwd=w.repo)
+    with Canonical(w.repo) as canonical:
+        found = settled_refs(canonical, "main", promoted, queue)
+        assert set(found) == {f"refs/integrator/validations/main/{dropped}"}
+        assert settled_refs(canonical, "main", promoted) == {}  # without the queue: as before
