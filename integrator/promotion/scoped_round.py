@@ -75,9 +75,9 @@ def scoped_round(p: Effects, state: QueueState, config: Validation) -> Round:
         p.hit(head, scope)
     budget = config.budget or config.concurrency * len(scopes.names)
     rates = {s: (1 - sum(r) / len(r)) if (r := p.recent.get(s)) else 0.0 for s in scopes.names}
+    windows = {s: p.window(s, config) for s in scopes.names}
     step = plan(
-        view.members, scopes.names, view.results,
-        windows={s: p.window(s, config) for s in scopes.names},
+        view.members, scopes.names, view.results, windows=windows,
         concurrency=config.concurrency, budget=budget, rates=rates,
     )  # fmt: skip
     if step.promote is not None:
@@ -95,7 +95,15 @@ def scoped_round(p: Effects, state: QueueState, config: Validation) -> Round:
         rests_on = [commit for found in view.found.values() for commit, _ in found.values()]
         return p.eject_at(state, index, failing, flaky, rests_on)
     if step.reorder is not None:
-        return _reorder(p, state, *step.reorder)
+        moved = _reorder(p, state, *step.reorder)
+        if moved is not None:
+            return moved
+        # A landing that cannot move keeps its place: the queue stays as it is, and each
+        # scope's heads are validated where they are.
+        step = plan(
+            view.members, scopes.names, view.results, windows=windows,
+            concurrency=config.concurrency, budget=budget, rates=rates, reorder=False,
+        )  # fmt: skip
     if not step.validate:
         return Round("idle", False, {"pending": state.pending})
     return _validate(p, state, view, step.validate, config, budget)
@@ -125,8 +133,9 @@ def _validate(
     return Round("validate" if recorded else "wait", bool(recorded), {"results": finals})
 
 
-def _reorder(p: Effects, state: QueueState, first: int, order: tuple[int, ...]) -> Round:
-    """Rebuild the queue from head `first - 1` with the landings in `order`."""
+def _reorder(p: Effects, state: QueueState, first: int, order: tuple[int, ...]) -> Round | None:
+    """Rebuild the queue from head `first - 1` with the landings in `order` (None: refused,
+    a landing cannot move)."""
     canonical = p.canonical
     good = state.head(first - 1)
     later = [state.landings[i - 1] for i in order]
@@ -135,7 +144,7 @@ def _reorder(p: Effects, state: QueueState, first: int, order: tuple[int, ...]) 
         # A landing that cannot move (its base held a suspect, or it no longer merges
         # there) keeps its place: the queue stays as it is, and the bisection goes on.
         log.info("promote.reorder_refused", landings=[e.task_id for e in built.ejected])
-        return Round("idle", False, {"pending": state.pending, "reorder": "refused"})
+        return None
     record = PromotionRecord(
         action="reorder", target=state.target, at=canonical.clock(), actor=validate.actor(),
         before=state.queue, after=built.head, rebuilt=built.rebuilt,
