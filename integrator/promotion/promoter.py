@@ -207,7 +207,7 @@ class Promoter:
     ) -> Round:
         """Rerun a probe's provisional failure of head `index` before it ejects anything."""
         key = result.key or (self._key(state.head(index), config) if scope is None else None)
-        job = validate.Job(index, scope, key, probe=True, confirm=result.attempt)
+        job = validate.Job(index, scope, key, probe=result.probe, confirm=result.attempt)
         recorded = validate.run_heads(
             self.canonical, state, [job], config, scratch=self.scratch, on_run=self._count,
             bisecting=True,
@@ -223,7 +223,9 @@ class Promoter:
         self.metrics.ci_seconds.labels(label).inc(outcome.duration_s)
         if not outcome.passed and not final:
             self.metrics.retried.inc()
-            self._failed_before.add((job.index, job.scope))
+            last = (job.probe or job.provisional) and _retries(self) == 0
+            if not last:  # a provisional failure's rerun is a job of its own (confirm)
+                self._failed_before.add((job.index, job.scope))
         if final:
             before = job.confirm > 0 or (job.index, job.scope) in self._failed_before
             flaky = outcome.passed and before
@@ -424,6 +426,11 @@ class Promoter:
                 break
             stop.wait(poll)
         return progressed
+
+
+def _retries(promoter: Promoter) -> int:
+    config = promoter.config()
+    return config.retries if config is not None else 0
 
 
 def _failure_detail(result: ValidationResult | None, log_bytes: bytes) -> str:

@@ -32,9 +32,12 @@ class Memo:
 
     members: dict[str, frozenset[str]] = field(default_factory=dict)
     projections: dict[str, dict[str, str]] = field(default_factory=dict)
+    # Provisional failures by cache key (the cache keeps finals only): found again at
+    # another head of the same projection (new landings of other scopes, a reorder).
+    provisional: dict[str, tuple[str, ValidationResult]] = field(default_factory=dict)
 
     def trim(self) -> None:
-        for table in (self.members, self.projections):
+        for table in (self.members, self.projections, self.provisional):
             if len(table) > MEMO_ENTRIES:
                 table.clear()
 
@@ -56,6 +59,11 @@ class ScopedView:
 
     def key_at(self, scope: str, head: int) -> str:
         return self.keys[scope][self.count(scope, head)]
+
+    def head_of(self, scope: str, count: int) -> int:
+        """The newest queue head holding exactly `count` of the scope's landings."""
+        mine = positions(self.members, scope)
+        return mine[count] - 1 if count < len(mine) else len(self.members)
 
     def commits_for(self, head: int) -> list[str]:
         """The result commits promoting to `head` rests on (one per scope it touches)."""
@@ -140,6 +148,12 @@ def read_view(
                 )
                 if hit is not None:
                     view.hits.append((state.head(at), scope))
+            if hit is None or not (hit[1].final or provisional(hit[1], config)):
+                hit = memo.provisional.get(keys[j])
+                if hit is not None and hit[1].at <= ejected.get(scope, validation_cache.NEVER):
+                    hit = None  # recorded before the scope's newest ejection
+            elif provisional(hit[1], config):
+                memo.provisional[keys[j]] = hit
             if hit is not None:
                 found_here[j] = hit
                 results[j] = hit[1].status == "pass"

@@ -75,9 +75,9 @@ def scoped_round(p: Effects, state: QueueState, config: Validation) -> Round:
         p.hit(head, scope)
     budget = config.budget or config.concurrency * len(scopes.names)
     rates = {s: (1 - sum(r) / len(r)) if (r := p.recent.get(s)) else 0.0 for s in scopes.names}
+    windows = {s: p.window(s, config) for s in scopes.names}
     step = plan(
-        view.members, scopes.names, view.results,
-        windows={s: p.window(s, config) for s in scopes.names},
+        view.members, scopes.names, view.results, windows=windows,
         concurrency=config.concurrency, budget=budget, rates=rates,
     )  # fmt: skip
     if step.promote is not None:
@@ -87,15 +87,23 @@ def scoped_round(p: Effects, state: QueueState, config: Validation) -> Round:
         count = view.count(scope, index)
         failing = view.found[scope].get(count)
         if failing is not None and validate.provisional(failing[1], config):
+            # Confirmed where it was recorded, or at the head of the same projection now.
             heads = {state.head(i): i for i in range(1, state.pending + 1)}
-            at = heads.get(failing[1].head)
-            if at is not None:
-                return p.confirm(state, at, scope, failing[1], config)
+            at = heads.get(failing[1].head, view.head_of(scope, count))
+            return p.confirm(state, at, scope, failing[1], config)
         flaky = any(r.flaky for _, r in view.found[scope].values())
         rests_on = [commit for found in view.found.values() for commit, _ in found.values()]
         return p.eject_at(state, index, failing, flaky, rests_on)
     if step.reorder is not None:
-        return _reorder(p, state, *step.reorder)
+        moved = _reorder(p, state, *step.reorder)
+        if moved is not None:
+            return moved
+        # A landing that cannot move keeps its place: the queue stays as it is, and each
+        # scope's heads are validated where they are.
+        step = plan(
+            view.members, scopes.names, view.results, windows=windows,
+            concurrency=config.concurrency, budget=budget, rates=rates, reorder=False,
+        )  # fmt: skip
     if not step.validate:
         return Round("idle", False, {"pending": state.pending})
     return _validate(p, state, view, step.validate, config, budget)
@@ -110,23 +118,56 @@ def _validate(
     budget: int,
 ) -> Round:
     failing = {s for s, r in view.results.items() if False in r.values()}
-    jobs = [
-        validate.Job(head, scope, view.key_at(scope, head), probe=scope in failing)
-        for scope, head in wanted
+    confirms = _confirms(state, view, config)[:budget]
+    batch = config.flaky_reruns > 0  # a batch head's failure is rerun beside the bisection
+    jobs = confirms + [
+        validate.Job(
+            head,
+            scope,
+            view.key_at(scope, head),
+            probe=scope in failing,
+            provisional=batch and scope not in failing,
+        )
+        for scope, head in wanted[: max(0, budget - len(confirms))]
     ]
     bisecting = any(False in r.values() for r in view.results.values())
     recorded = validate.run_heads(
         p.canonical, state, jobs, config, scratch=p.scratch,
         on_run=p.count_run, bisecting=bisecting, workers=budget,
     )  # fmt: skip
+    for r in recorded:
+        if r.final is None and r.commit is not None:
+            found = validations.read_result(p.canonical, r.commit)
+            if found is not None and found.key and validate.provisional(found, config):
+                p.memo.provisional[found.key] = (r.commit, found)
     finals = {
         f"{r.final.scope}:{r.head[:12]}": r.final.status for r in recorded if r.final is not None
     }
     return Round("validate" if recorded else "wait", bool(recorded), {"results": finals})
 
 
-def _reorder(p: Effects, state: QueueState, first: int, order: tuple[int, ...]) -> Round:
-    """Rebuild the queue from head `first - 1` with the landings in `order`."""
+def _confirms(state: QueueState, view: ScopedView, config: Validation) -> list[validate.Job]:
+    """The reruns of batch heads whose one run failed (`flaky_reruns`): each is rerun in
+    the round that starts its scope's bisection, beside the bisection's first probes, so a
+    real failure costs no round of its own (and a flaky one is found before it ejects)."""
+    heads = {state.head(i): i for i in range(1, state.pending + 1)}
+    out = []
+    for scope, known in view.results.items():
+        good = max((j for j, ok in known.items() if ok), default=0)
+        first = min((j for j, ok in known.items() if not ok and j > good), default=None)
+        if first is None or first == good + 1:
+            continue  # nothing failing, or the ejection's own confirmation decides it
+        result = view.found[scope][first][1]
+        if result.probe or not validate.provisional(result, config):
+            continue
+        at = heads.get(result.head, view.head_of(scope, first))
+        out.append(validate.Job(at, scope, view.keys[scope][first], confirm=result.attempt))
+    return out
+
+
+def _reorder(p: Effects, state: QueueState, first: int, order: tuple[int, ...]) -> Round | None:
+    """Rebuild the queue from head `first - 1` with the landings in `order` (None: refused,
+    a landing cannot move)."""
     canonical = p.canonical
     good = state.head(first - 1)
     later = [state.landings[i - 1] for i in order]
@@ -135,7 +176,7 @@ def _reorder(p: Effects, state: QueueState, first: int, order: tuple[int, ...]) 
         # A landing that cannot move (its base held a suspect, or it no longer merges
         # there) keeps its place: the queue stays as it is, and the bisection goes on.
         log.info("promote.reorder_refused", landings=[e.task_id for e in built.ejected])
-        return Round("idle", False, {"pending": state.pending, "reorder": "refused"})
+        return None
     record = PromotionRecord(
         action="reorder", target=state.target, at=canonical.clock(), actor=validate.actor(),
         before=state.queue, after=built.head, rebuilt=built.rebuilt,

@@ -26,6 +26,7 @@ decides it as it decides an unscoped queue.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from integrator.documents.policy import ValidationScope
@@ -124,13 +125,16 @@ def plan(
     concurrency: int,
     budget: int,
     rates: Mapping[str, float] | None = None,
+    reorder: bool = True,
 ) -> Plan:
-    """The scoped promoter's next step for the unpromoted landings' scopes `members`."""
+    """The scoped promoter's next step for the unpromoted landings' scopes `members`
+    (`reorder` False: none, the queue keeps its order — a reorder was refused)."""
     rates = rates or {}
     head = promotable(members, names, results)
     if head:
         return Plan(promote=head)
     steps = {}
+    later: set[int] = set()  # positions past their scope's next batch head
     for scope in names:
         mine = positions(members, scope)
         known = results.get(scope, {})
@@ -145,14 +149,17 @@ def plan(
                 concurrency=speculate,
             ),
         )  # fmt: skip
+        batch = steps[scope][1].validate
+        if batch and not bisecting:
+            later.update(mine[batch[0] :])
     culprits = [
         (mine[step.eject - 1], scope) for scope, (mine, step) in steps.items() if step.eject
     ]
     if culprits:
         return Plan(eject=min(culprits))
-    reorder = _reorder(members, names, results)
-    if reorder is not None:
-        return Plan(reorder=reorder)
+    moved = _reorder(members, names, results, later) if reorder else None
+    if moved is not None:
+        return Plan(reorder=moved)
     wanted: list[tuple[int, str, int]] = []  # (rank, scope, head)
     for scope, (mine, step) in steps.items():
         for rank, j in enumerate(step.validate):
@@ -166,10 +173,12 @@ def _reorder(
     members: Sequence[frozenset[str]],
     names: Sequence[str],
     results: Mapping[str, Mapping[int, bool]],
+    later: AbstractSet[int] = frozenset(),
 ) -> tuple[int, tuple[int, ...]] | None:
     """Landings of scopes not failing moved before the suspects of failing scopes (their
-    landings past the last pass), when any sits behind one."""
-    suspects: set[int] = set()
+    landings past the last pass), and before the landings `later` (past their scope's next
+    batch head), when any sits behind one; the moved keep their order."""
+    suspects: set[int] = set(later)
     for scope in names:
         known = results.get(scope, {})
         good = _good(known)
@@ -178,11 +187,11 @@ def _reorder(
     if not suspects:
         return None
     first = min(suspects)
-    later = range(first, len(members) + 1)
-    free = [i for i in later if i not in suspects]
+    tail = range(first, len(members) + 1)
+    free = [i for i in tail if i not in suspects]
     if not free:
         return None  # nothing waits behind a suspect
-    held = [i for i in later if i in suspects]
+    held = [i for i in tail if i in suspects]
     return first, tuple(free + held)
 
 

@@ -77,6 +77,7 @@ class Job:
     key: str | None = None
     probe: bool = False  # a bisection point (not a batch head): the window ignores it
     confirm: int = 0  # runs a provisional failure took: this job reruns it (flaky_reruns)
+    provisional: bool = False  # a batch head: a failure is rerun in the next round (flaky_reruns)
 
 
 def provisional(result: ValidationResult, config: Validation) -> bool:
@@ -93,7 +94,7 @@ def _span(job: Job, config: Validation) -> tuple[int, int, bool]:
     narrows the search, and is confirmed by a `confirm` job if it is about to eject."""
     if job.confirm:
         return job.confirm + 1, job.confirm + config.flaky_reruns, True
-    if job.probe and config.flaky_reruns > 0:
+    if (job.probe or job.provisional) and config.flaky_reruns > 0:
         return 1, 1 + config.retries, False
     return 1, 1 + reruns(config), True
 
