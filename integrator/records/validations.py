@@ -74,9 +74,9 @@ def settled_refs(
         if rest.startswith("cache/"):
             continue
         head = rest.rsplit("/", 1)[-1]
-        if head == promoted or _holds(canonical, promoted, head):
-            out[ref] = oid
-        elif queue is not None and head != queue and not _holds(canonical, queue, head):
+        held = head == promoted or _holds(canonical, promoted, head)
+        dropped = queue is not None and head != queue and not _holds(canonical, queue, head)
+        if held or dropped:
             out[ref] = oid
     return out
 
