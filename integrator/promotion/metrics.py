@@ -82,6 +82,12 @@ class PromotionMetrics:
             ["code"],
             registry=r,
         )
+        self.innocent = Counter(
+            "integrator_innocent_ejections",
+            "Landings promoted whose candidate an earlier VALIDATION_FAILED ejection took out "
+            "(requeued, it passed: the ejection was of an innocent).",
+            registry=r,
+        )
         self.unpromoted = Gauge(
             "integrator_unpromoted_landings",
             "Landings on the queue the target does not hold yet.",

@@ -85,6 +85,9 @@ class Promoter:
         self._failed_before: set[tuple[int, str | None]] = set()
         self.memo = Memo()
         self._promotions = 0
+        self._ejected: dict[
+            str, str | None
+        ] = {}  # ejection record → its candidate (VALIDATION_FAILED)
         self._flaky_scopes: set[str | None] = set()  # scopes with a flaky run since an ejection
         self._hits: set[tuple[str, str | None]] = set()
 
@@ -278,6 +281,7 @@ class Promoter:
         for c in landings:
             self.metrics.time_to_promote(now - canonical.commit(c.staging).commit_time)
         self.metrics.batch.observe(len(landings))
+        self.metrics.innocent.inc(self._innocent(state.target, landings))
         self.metrics.promotions.inc()
         self.metrics.promoted_at(canonical.commit(new).commit_time)
         if index == state.pending:
@@ -291,6 +295,18 @@ class Promoter:
         )  # fmt: skip
         return Round("promote", True, {"before": state.promoted, "after": new,
                                        "landings": len(landings)})  # fmt: skip
+
+    def _innocent(self, target: str, landings: list[Covered]) -> int:
+        """How many of `landings` carry a candidate an earlier VALIDATION_FAILED ejection
+        took out (each ejection record read once)."""
+        canonical = self.canonical
+        for landing, oid in validations.ejections(canonical, target).items():
+            if oid not in self._ejected:
+                found = validations.read_ejection(canonical, target, landing)
+                failed = found is not None and found.ejected.code is Code.VALIDATION_FAILED
+                self._ejected[oid] = found.ejected.candidate if failed and found else None
+        ejected = {c for c in self._ejected.values() if c}
+        return sum(1 for c in landings if c.candidate in ejected)
 
     def _scoped_deletes(
         self, state: QueueState, landings: list[Covered]

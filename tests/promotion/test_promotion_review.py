@@ -50,6 +50,19 @@ def test_an_ejected_candidate_is_requeued_under_a_new_attempt(promotion: Promoti
     assert git("show", "main:t1/f.txt", cwd=world.repo) == "t1 changed"
     log = git("log", "--format=%s", f"refs/integrator/archived/{sid}", cwd=world.repo)
     assert log.splitlines()[0].startswith(f"requeue {sid}")
+    # The promotion that took the requeued candidate counts its ejection as innocent
+    # (integrator_innocent_ejections), and only that one.
+    from integrator.promotion.promoter import Promoter
+    from integrator.records.canonical import Canonical
+    from integrator.records.validations import promotions
+
+    with Canonical(world.repo) as canonical:
+        promoter = Promoter(canonical)
+        (_, last), *_ = promotions(canonical, "main")
+        assert [c.candidate for c in last.landings] == [world.heads["t1"]]
+        assert promoter._innocent("main", last.landings) == 1
+        others = [c for _, r in promotions(canonical, "main")[1:] for c in r.landings]
+        assert others and promoter._innocent("main", others) == 0
 
 
 def test_status_follows_a_rebuilt_landing_and_reports_the_ejected_one(
