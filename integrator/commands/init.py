@@ -10,6 +10,7 @@ from typing import Any
 
 from integrator import refnames
 from integrator.commands._common import add_json, add_repo, print_json, say
+from integrator.docpath import doc
 from integrator.errors import ConfigurationError, UsageError
 from integrator.plumbing.remote import INTAKE_KEY_FILE_CONFIG, KEY_FILE_CONFIG
 from integrator.records import verdict_keys
@@ -79,7 +80,7 @@ def register(sub: Any) -> None:
         metavar="KEY",
         help="trust verdicts signed by KEY (ed25519:<base64>, repeatable): contracts issued "
         "here carry the trusted keys to their agents, whose readers then believe no other "
-        'verdict (docs/security.md, "Verdict keys")',
+        f'verdict ({doc("security.md")}, "Verdict keys")',
     )
     parser.add_argument(
         "--authority-key",
@@ -95,8 +96,8 @@ def register(sub: Any) -> None:
         default=[],
         metavar="KEY",
         help="believe only claims, policies and controls signed by KEY (ed25519:<base64>, "
-        "repeatable): a record no trusted key signed is never acted on (docs/security.md, "
-        '"Authority keys")',
+        "repeatable): a record no trusted key signed is never acted on "
+        f'({doc("security.md")}, "Authority keys")',
     )
     add_json(parser)
     parser.set_defaults(func=run)

@@ -16,6 +16,7 @@ import pygit2
 
 from integrator import refnames
 from integrator.clock import Clock, utcnow
+from integrator.docpath import doc
 from integrator.documents.authority_key import sign_commit, signature_problem
 from integrator.documents.bounds import CEILING_LIMITS
 from integrator.documents.claim import Claim, parse_claim_state, view_from_state
@@ -401,7 +402,7 @@ class Canonical:
             raise ConfigurationError(
                 f"{refnames.POLICY} at {oid[:12]} is not a policy a trusted authority key "
                 f"signed ({problem}): nothing is decided under it; set the policy again with "
-                'the key (`integrator policy set`; docs/security.md, "Authority keys")'
+                f'the key (`integrator policy set`; {doc("security.md")}, "Authority keys")'
             )
         cached = self._policies.get(oid)
         if cached is None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from integrator import faults, jsontext, refnames
+from integrator.docpath import doc
 from integrator.documents.attempt_key import AttemptKey, new_key
 from integrator.documents.claim import Claim, claim_state
 from integrator.documents.contract import OwnershipContract, parse_contract
@@ -265,7 +266,7 @@ class Claims:
             raise ConfigurationError(
                 f"{ref} at {claim.oid[:12]} is not a claim a trusted authority key signed "
                 f"({problem}): nothing is built on it; look at `git log {ref}` and revoke "
-                'or reissue from a signed commit (docs/security.md, "Authority keys")'
+                f'or reissue from a signed commit ({doc("security.md")}, "Authority keys")'
             )
         return claim
 

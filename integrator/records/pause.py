@@ -23,6 +23,7 @@ from typing import Literal
 from pydantic import Field, ValidationError
 
 from integrator import refnames
+from integrator.docpath import doc
 from integrator.documents.contract import Model
 from integrator.errors import (
     ClaimConflictError,
@@ -83,7 +84,7 @@ def refuse_if_paused(canonical: Canonical) -> str | None:
         raise ConfigurationError(
             f"{refnames.PAUSE} at {oid[:12]} is not a record a trusted authority key signed "
             f"({problem}): no claim is made live until the coordinator pauses or resumes "
-            'claims again with its key (docs/security.md, "Authority keys")'
+            f'claims again with its key ({doc("security.md")}, "Authority keys")'
         )
     state = read_pause(canonical, oid) if oid is not None else None
     if state is not None and state.paused:
