@@ -335,8 +335,10 @@ def check_authority_signed(ctx: Context, world: TeamWorld) -> None:
     """Every claim, claims index, policy, pause and queue-control ref on the server ends in
     a commit the team's authority key signed for that very ref."""
     from integrator.documents.authority_key import parse_authority_key, signature_problem
+    from integrator.plumbing.git import open_repo, repo_identity
 
     public = parse_authority_key(world.authority_key.read_bytes()).public
+    identity = repo_identity(open_repo(world.server.root / "canon.git"), MAIN) or ""
     problems, seen = [], 0
     for ref, oid in sorted(world.server.refs("canon").items()):
         if not ref.removeprefix("refs/integrator/").startswith(AUTHORITY_FAMILIES):
@@ -344,7 +346,7 @@ def check_authority_signed(ctx: Context, world: TeamWorld) -> None:
         seen += 1
         raw = subprocess.run(["git", "cat-file", "commit", oid], cwd=world.server.root / "canon.git",
                              capture_output=True, check=True).stdout  # the bytes signed  # fmt: skip
-        problem = signature_problem(frozenset({public}), raw, ref)
+        problem = signature_problem(frozenset({public}), raw, ref, identity)
         if problem is not None:
             problems.append(f"{ref}: {problem}")
     ctx.expect(

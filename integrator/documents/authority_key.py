@@ -46,18 +46,21 @@ def parse_authority_key(data: bytes) -> VerdictKey:
     return parse_verdict_key(data, KEY_SCHEMA)
 
 
-def _message(ref: str, unsigned: bytes) -> bytes:
-    return CONTEXT + ref.encode("utf-8", "surrogateescape") + b"\n" + unsigned
+def _message(ref: str, unsigned: bytes, repository: str) -> bytes:
+    lines = (f"repository {repository}\n" + ref + "\n").encode("utf-8", "surrogateescape")
+    return CONTEXT + lines + unsigned
 
 
-def sign_commit(raw: bytes, ref: str, key: VerdictKey) -> bytes:
-    """`raw` (a commit object's bytes, unsigned) with the header that signs it for `ref`."""
-    if ref_problem(ref) is not None or " " in ref:
+def sign_commit(raw: bytes, ref: str, key: VerdictKey, repository: str = "") -> bytes:
+    """`raw` (a commit object's bytes, unsigned) with the header that signs it for `ref` of
+    the repository whose identity is `repository` (a record of one repository is no
+    record of another that trusts the same key)."""
+    if ref_problem(ref) is not None or " " in ref or "\n" in repository:
         raise ValueError(f"not a ref name: {ref!r}")
     head, sep, body = raw.partition(b"\n\n")
     if not sep:
         raise ValueError("not a commit object (no blank line after the headers)")
-    value = key.sign_bytes(_message(ref, raw))
+    value = key.sign_bytes(_message(ref, raw, repository))
     line = b" ".join((HEADER, key.public.encode(), ref.encode(), value.encode()))
     return head + b"\n" + line + b"\n\n" + body
 
@@ -69,16 +72,19 @@ def _split(raw: bytes) -> tuple[list[bytes], list[bytes], bytes] | str:
         return "it is not a commit object"
     if len(head) > MAX_HEADER_BYTES:
         return f"its headers are over {MAX_HEADER_BYTES} bytes"
-    signed: list[bytes] = []
-    other: list[bytes] = []
-    for line in head.split(b"\n"):
-        (signed if line.startswith(HEADER + b" ") else other).append(line)
+    lines = head.split(b"\n")
+    signed = [line for line in lines if line.startswith(HEADER + b" ")]
+    other = [line for line in lines if not line.startswith(HEADER + b" ")]
+    if signed and lines[-1] != signed[-1]:
+        return "its integrator-sig header is not the last one"  # one signed form, one id
     return signed, other, body
 
 
-def signature_problem(trusted: frozenset[str], raw: bytes, ref: str) -> str | None:  # noqa: PLR0911 — one return per reason to refuse
-    """Why the commit `raw`, read at `ref`, was not written by a holder of a trusted
-    authority key for that ref; None when it was."""
+def signature_problem(  # noqa: PLR0911 — one return per reason to refuse
+    trusted: frozenset[str], raw: bytes, ref: str, repository: str = ""
+) -> str | None:
+    """Why the commit `raw`, read at `ref` of the repository `repository`, was not written
+    by a holder of a trusted authority key for that ref; None when it was."""
     split = _split(raw)
     if isinstance(split, str):
         return split
@@ -99,4 +105,5 @@ def signature_problem(trusted: frozenset[str], raw: bytes, ref: str) -> str | No
         return "it is signed by a key this mirror does not trust"
     unsigned = b"\n".join(other) + b"\n\n" + body
     value = parts[3].decode("ascii", "replace")
-    return None if verify(key, _message(ref, unsigned), value) else "its signature is not valid"
+    valid = verify(key, _message(ref, unsigned, repository), value)
+    return None if valid else "its signature is not valid for this ref of this repository"

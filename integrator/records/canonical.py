@@ -123,7 +123,7 @@ class Canonical:
         host's authority key when it has one; its id."""
         raw = commit_bytes(tree, parents, sig, sig, message)
         if self.authority_key is not None:
-            raw = sign_commit(raw, ref, self.authority_key)
+            raw = sign_commit(raw, ref, self.authority_key, self._signed_identity())
         return buffer.add("commit", raw).hex()
 
     def authority_problem(self, ref: str, oid: str) -> str | None:
@@ -143,11 +143,25 @@ class Canonical:
                 raw = bytes(self.repo.odb.read(oid)[1])
             except (KeyError, ValueError, pygit2.GitError):
                 return "its commit is not in this repository"
-            known = signature_problem(trusted, raw, ref) or ""
+            known = signature_problem(trusted, raw, ref, self._signed_identity()) or ""
             if len(self._signed) > 10_000:
                 self._signed.clear()
             self._signed[(ref, oid)] = known
         return known or None
+
+    def _signed_identity(self) -> str:
+        """The repository identity authority signatures are bound to (a record of one
+        repository is none of another that trusts the same key); asked again while it is
+        not known yet (a mirror before its first fetch), never signed without."""
+        found = self.identity
+        if found is None:
+            self.__dict__.pop("identity", None)
+            raise ConfigurationError(
+                f"cannot sign or check authority records in {self.path}: its identity is "
+                "not known (a shallow clone, or a mirror before its first fetch); set "
+                "`git config integrator.repoId` to the canonical repository's"
+            )
+        return found
 
     def push_key(self, setting: str) -> bytes | None:
         """The key that signs pushes to a server whose hook checks them (`setting` names
@@ -271,7 +285,7 @@ class Canonical:
         self._kept_view = None
         self.remote.fetch()  # this mirror's own pushes were seen as they were applied
         self._check_claim_chains()
-        heads = {"queue": self.queue_ref, "target": self.target_ref}
+        heads = {kind: ref for ref, kind in self._watched().items()}
         self.rolled_back, seen = heads_problem(
             self.repo, self.target, heads, self.authority_problem
         )
@@ -293,7 +307,7 @@ class Canonical:
         server checked each lease): moved with the mirror's refs, so a later fetch judges
         the server's claims against them, not against what this mirror read before."""
         ops: list[transaction.RefOp] = []
-        heads = {self.queue_ref: "queue", self.target_ref: "target"}
+        heads = self._watched()
         for op in moves:
             if op.verb != "delete" and op.new is not None and op.ref in heads:
                 # this host's own move (a landing, a promotion, a rebuild), leased on the
@@ -307,6 +321,13 @@ class Canonical:
             if before is None or before == op.new or self._descends(op.new, before):
                 ops.append(transaction.RefOp("set", seen, op.new))
         return ops
+
+    def _watched(self) -> dict[str, str]:
+        """The refs that only move forward, checked after each fetch: ref → kind."""
+        return {
+            self.queue_ref: "queue", self.target_ref: "target", refnames.POLICY: "policy",
+            refnames.PAUSE: "pause", f"{refnames.QUEUE_CONTROL}{self.target}": "control",
+        }  # fmt: skip
 
     def _check_claim_chains(self) -> None:
         claims, seen = git.refs_under_each(self.repo, (refnames.CLAIMS, refnames.SEEN_CLAIMS))

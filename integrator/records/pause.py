@@ -77,6 +77,8 @@ def read_pause(canonical: Canonical, oid: str | None = None) -> PauseState | Non
 def refuse_if_paused(canonical: Canonical) -> str | None:
     """Raise ClaimsPausedError while claims are paused; else the pause ref's value (for a
     `verify` in the caller's transaction)."""
+    if canonical.rolled_back is not None:  # a record forced back on the server
+        raise ConfigurationError(canonical.rolled_back)
     oid = canonical.ref(refnames.PAUSE)
     problem = canonical.authority_problem(refnames.PAUSE, oid) if oid is not None else None
     if problem is not None:

@@ -1,4 +1,6 @@
-"""A queue or target moved back on the server: what a mirror checks after every fetch.
+"""A queue, target or record moved back on the server: what a mirror checks after every
+fetch (the policy, the claims pause and queue control only move forward too: each change
+is a child of the one before, so an older signed record replayed is caught here).
 
 The target only moves forward (landings, promotions). The queue moves forward too, except
 when a promoter ejects a landing or reorders the queue: then it is rebuilt on an earlier
@@ -105,15 +107,21 @@ def heads_problem(
         ):
             ops.append(RefOp("set", seen_ref(kind, target), now))
             continue
-        explained = "" if kind == "target" else (
-            ", and no promotion record a trusted key signed rebuilt it there"
-        )  # fmt: skip
+        explained = {
+            "queue": ", and no promotion record a trusted key signed rebuilt it there",
+            "target": "",
+        }.get(kind, " (an older record replayed)")
+        lost = (
+            f"landings made since {before[:12]} would vanish"
+            if kind in ("queue", "target")
+            else "what was decided since would be undone"
+        )
         return (
             f"{ref} moved from {before[:12]} to {now[:12]} on the server, which does not "
-            f"descend from it{explained}: someone forced it back, and landings made since "
-            f"{before[:12]} would vanish. Nothing lands on {target} until it is restored, or "
-            f"an operator who made that move deliberately runs `git --git-dir "
-            f"{repo.path.rstrip('/')} update-ref -d {seen_ref(kind, target)}` on this mirror",
+            f"descend from it{explained}: someone forced it back, and {lost}. Nothing lands "
+            f"on {target} and no claim is made live until it is restored, or an operator who "
+            f"made that move deliberately runs `git --git-dir {repo.path.rstrip('/')} "
+            f"update-ref -d {seen_ref(kind, target)}` on this mirror",
             [],
         )
     return None, ops

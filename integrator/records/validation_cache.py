@@ -60,7 +60,9 @@ def lookup(
     if oid is None:
         return None
     result = validations.read_result(canonical, oid)
-    if result is None or not result.final:
+    # Only a result recorded under this very key (and target) is one: a genuine signed
+    # result of another head or scope put here by anyone who can write refs is not.
+    if result is None or not result.final or result.key != key or result.target != target:
         return None
     if result.status != "pass" and (fails_after is None or result.at <= fails_after):
         return None

@@ -185,7 +185,12 @@ def latest(
     if oid is None:
         return None
     result = read_result(canonical, oid)
-    return (oid, result) if result is not None and result.head == head else None
+    mine = result is not None and (result.target, result.head, result.scope) == (
+        target,
+        head,
+        scope,
+    )  # a result of another head, scope or target moved here is none (signed for its own)
+    return (oid, result) if mine and result is not None else None
 
 
 def chain(canonical: Canonical, commit: str) -> list[tuple[str, ValidationResult]]:

@@ -115,3 +115,52 @@ def test_a_queue_forced_back_stops_landing_but_an_ejection_does_not(tmp_path: Pa
             assert json.loads(git("show", f"{PROMOTION}:promotion.json", cwd=canon))["actor"] == "x"
         finally:
             world.stop()
+
+
+def test_an_older_signed_policy_pause_or_control_replayed_stops_the_mirror(
+    tmp_path: Path,
+) -> None:
+    """A signature says who wrote a record, not that it is the newest: the policy, the
+    claims pause and queue control only move forward (each a child of the one before), so
+    an older signed one put back on the server is caught like a queue forced back."""
+    from integrator.records.pause import set_pause
+    from integrator.records.queue_control import set_control
+
+    with git_daemon(tmp_path / "srv") as server:
+        world = RemoteWorld(tmp_path, server, {"t0/f.txt": "0\n"})
+        try:
+            key = tmp_path / "authority.key"
+            host = tmp_path / "host-a.git"
+            done = cli("init", "--repo", str(host), "--remote", world.url, "--authority-key",
+                       str(key))  # fmt: skip
+            assert done.returncode == 0, done.stderr.decode()
+            canon = server.root / "canon.git"
+            policy = tmp_path / "policy.toml"
+            for command in ("true", "sh ci/check.sh"):
+                policy.write_text(f'version = 1\n[validation]\ncommand = "{command}"\n')
+                assert cli("policy", "set", str(policy), "--repo", str(host)).returncode == 0
+            with Canonical(host) as canonical:
+                set_pause(canonical, "paused", "incident", "ops")
+                set_pause(canonical, "resumed", "over", "ops")
+                for paused in (True, False):
+                    set_control(canonical, paused=paused, reason="look", actor="ops",
+                                now=canonical.clock())  # fmt: skip
+            for ref in ("refs/integrator/policy", "refs/integrator/pause",
+                        "refs/integrator/queue-control/main"):  # fmt: skip
+                newest = git("rev-parse", ref, cwd=canon)
+                older = git("rev-parse", f"{ref}~1", cwd=canon)  # signed, and replayable
+                git("update-ref", ref, older, cwd=canon)
+                problem = _rolled_back(host)
+                assert problem is not None and "an older record replayed" in problem, ref
+                assert ref in problem
+                with Canonical(host) as canonical:
+                    canonical.refresh()
+                    with pytest.raises(ConfigurationError, match="forced it back"):
+                        Integrator(canonical).integrate_many([])
+                done = cli("contract", "issue", "--repo", str(host), "--task", "t9", "--path",
+                           "t0/**", "-o", str(tmp_path / "t9.json"))  # fmt: skip
+                assert done.returncode == 2 and b"forced it back" in done.stderr, done.stderr
+                git("update-ref", ref, newest, cwd=canon)
+                assert _rolled_back(host) is None
+        finally:
+            world.stop()

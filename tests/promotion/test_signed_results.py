@@ -59,3 +59,47 @@ def test_a_forged_passing_result_is_believed_only_without_keys(
     else:  # believed: the culprit is on the target without a run
         assert target == head
         assert world.runs() == []
+
+
+def test_a_genuine_result_moved_to_another_key_or_scope_is_none(promotion: PromotionWorld) -> None:
+    """A signed result is a result only where it was recorded: a genuine pass of one tree
+    pointed at by another tree's cache entry is no cache hit (the broken head is validated,
+    and ejected), and one scope's result at another scope's ref is no result."""
+    from integrator.records.canonical import Canonical
+    from integrator.records.validation_cache import cache_prefix, key_of
+    from integrator.records.validations import latest, write_result
+
+    world = promotion
+    verdict_keys.configure(world.repo / ".git", world.tmp / "authority.key", [],
+                           verdict_keys.AUTHORITY)  # fmt: skip
+    world.set_policy(world.command())
+    world.submit("t0")
+    assert world.serve_once("--no-promote").proc.returncode == 0
+    assert world.promote_once().proc.returncode == 0
+    promoted = git("rev-parse", "refs/heads/main", cwd=world.repo)
+    (genuine,) = git("for-each-ref", "--format=%(objectname)", cache_prefix("main"),
+                     cwd=world.repo).split()  # fmt: skip
+    world.submit("t1", broken=True)
+    assert world.serve_once("--no-promote").proc.returncode == 0
+    head = git("rev-parse", QUEUE, cwd=world.repo)
+    with Canonical(world.repo) as canonical:
+        config = canonical.policy_state().policy.validation
+        assert config is not None
+        tree = git("rev-parse", f"{head}^{{tree}}", cwd=world.repo)
+        key = key_of(tree, None, config.command, config.toolchain)
+    git("update-ref", cache_prefix("main") + key, genuine, cwd=world.repo)
+    assert world.promote_once().proc.returncode == 0
+    assert git("rev-parse", "refs/heads/main", cwd=world.repo) == promoted
+    assert [r for _, r in world.runs()] == ["pass", "fail"]
+
+    with Canonical(world.repo) as canonical:
+        result = ValidationResult(target="main", head=head, tree=tree, base=promoted,
+                                  status="pass", final=True, attempt=1, at=now(), scope="docs")  # fmt: skip
+        commit = write_result(canonical, result, None)
+    for scope in ("docs", "core"):
+        git("update-ref", validation_ref("main", head, scope), commit, cwd=world.repo)
+    git("update-ref", validation_ref("main", head), commit, cwd=world.repo)
+    with Canonical(world.repo) as canonical:
+        assert latest(canonical, "main", head, "docs") == (commit, result)
+        assert latest(canonical, "main", head, "core") is None
+        assert latest(canonical, "main", head) is None

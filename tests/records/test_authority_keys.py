@@ -34,6 +34,15 @@ def _raw(message: str = "issue: billing\n", parents: list[bytes] | None = None) 
     return commit_bytes(bytes(20), parents or [], sig, sig, message)
 
 
+def _moved_up(raw: bytes) -> bytes:
+    """`raw` with its signature line moved before `committer`: the same signed bytes in
+    another order (another object id), which only one form may carry."""
+    head, _, body = raw.partition(b"\n\n")
+    lines = head.split(b"\n")
+    lines.insert(-2, lines.pop())
+    return b"\n".join(lines) + b"\n\n" + body
+
+
 def test_a_signature_covers_the_commit_and_its_ref() -> None:
     """Every change to a signed commit, or reading it at another ref, unsigns it; only a
     trusted key's signature counts, and a malformed header is a reason, never a crash."""
@@ -60,15 +69,28 @@ def test_a_signature_covers_the_commit_and_its_ref() -> None:
             trusted, signed.replace(b"integrator-sig ed25519:", b"integrator-sig x ed25519:"), REF
         ),
         "not a commit": ak.signature_problem(trusted, b"garbage", REF),
+        "position": ak.signature_problem(trusted, _moved_up(signed), REF),
+        "repository": ak.signature_problem(
+            trusted,
+            ak.sign_commit(_raw(), REF, key, "sha256:" + "a" * 64),
+            REF,
+            "sha256:" + "b" * 64,
+        ),
         "huge": ak.signature_problem(trusted, b"x" * (AUTHORITY_COMMIT_BYTES + 1) + b"\n\nm", REF),
     }
     assert problems["unsigned"] == "it is not signed (no integrator-sig header)"
     assert problems["other ref"] == "it was signed for another ref"
     assert problems["stranger"] == "it is signed by a key this mirror does not trust"
-    assert problems["message"] == problems["parent"] == "its signature is not valid"
+    assert (
+        problems["message"]
+        == problems["parent"]
+        == ("its signature is not valid for this ref of this repository")
+    )
     assert problems["twice"] == "it carries more than one integrator-sig header"
     assert problems["shape"] is not None and "<key> <ref> <signature>" in problems["shape"]
     assert problems["not a commit"] == "it is not a commit object"
+    assert problems["position"] == "its integrator-sig header is not the last one"
+    assert problems["repository"] == problems["message"]  # a record of another repository
     assert problems["huge"] is not None and "over" in problems["huge"]
     with pytest.raises(ValueError, match="not a ref name"):
         ak.sign_commit(_raw(), "refs/integrator/claims/a b", key)
