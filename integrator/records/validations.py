@@ -10,7 +10,8 @@
   rebuild), one `promotion.json` commit each. Promotions and rebuilds both move this ref
   with a lease, so they are serialized even where a `verify` cannot be pushed (remote
   mode). The result commits a record rests on are its extra parents: once a head is
-  promoted or dropped its validation ref is deleted, and its history stays reachable here.
+  promoted or dropped its validation ref is deleted, and its history stays reachable here;
+  a rebuild's last parent is the queue head it replaced (`rollback.rebuilt` reads it).
 - `refs/integrator/ejected/<target>/<landing>`: one commit (`ejection.json`, `log.txt`)
   per ejected landing, named by the staging commit its consumed claim names, with that
   commit as parent (its objects stay alive for review).
@@ -212,6 +213,10 @@ def write_promotion(canonical: Canonical, record: PromotionRecord, parent: str |
     """The next commit of `refs/integrator/promotion/<target>` (objects only)."""
     parents = [parent] if parent else []
     parents += [v for v in dict.fromkeys(record.validations) if git.has_object(canonical.repo, v)]
+    if record.action != "promote" and git.has_object(canonical.repo, record.before):
+        # The queue head a rebuild replaced, kept reachable: a mirror that never fetched it
+        # needs its history to tell this rebuild from a queue forced back (rollback.py).
+        parents.append(record.before)
     if record.action == "promote":
         summary = (
             f"promote {record.target} to {record.after[:12]} ({len(record.landings)} landings)"

@@ -29,9 +29,15 @@ QUEUE, PROMOTION = "refs/integrator/queue/main", "refs/integrator/promotion/main
 
 
 def _land(world: RemoteWorld, coordinator: Path, host: Path, task: str, files: dict[str, str],
-          spool: Path) -> None:  # fmt: skip
+          spool: Path, *, on_main: bool = False) -> None:  # fmt: skip
     contract = world.tmp / f"{task}.json"
-    world.issue(coordinator, task, [f"{task}/**"], contract)
+    if on_main:  # based on the target, not on the queue's unpromoted landings
+        done = cli("contract", "issue", "--repo", str(coordinator), "--task", task, "--lease",
+                   "2h", "--path", f"{task}/**", "--base", "refs/heads/main", "-o",
+                   str(contract))  # fmt: skip
+        assert done.returncode == 0, done.stderr.decode()
+    else:
+        world.issue(coordinator, task, [f"{task}/**"], contract)
     agent = _candidate(world, int(task[1:]), files)
     done = cli("submit", "--intake", world.intake, "--contract", str(contract),
                "--candidate", "HEAD", "--repo", str(agent))  # fmt: skip
@@ -162,5 +168,43 @@ def test_an_older_signed_policy_pause_or_control_replayed_stops_the_mirror(
                 assert done.returncode == 2 and b"forced it back" in done.stderr, done.stderr
                 git("update-ref", ref, newest, cwd=canon)
                 assert _rolled_back(host) is None
+        finally:
+            world.stop()
+
+
+def test_a_rebuild_of_a_head_this_mirror_never_fetched_is_explained(tmp_path: Path) -> None:
+    """Host A lands a culprit; host B lands on top of it before A fetches again; the
+    promoter ejects the culprit and rebuilds B's landing without it. The queue head the
+    rebuild replaced was never in A's mirror: its record keeps it reachable (its last
+    parent), so A can tell the rebuild from a queue forced back (found by the system soak:
+    host A stopped landing for good)."""
+    files = {"t0/f.txt": "0\n", "t1/f.txt": "0\n", "ci/check.sh": CHECK_SCRIPT}
+    with git_daemon(tmp_path / "srv") as server:
+        world = RemoteWorld(tmp_path, server, files)
+        try:
+            policy = tmp_path / "policy.toml"
+            policy.write_text(
+                "version = 1\n[validation]\n"
+                f'command = ["sh", "ci/check.sh", "{tmp_path / "runs.log"}"]\n'
+            )
+            coordinator = world.mirror("coordinator")
+            assert cli("policy", "set", str(policy), "--repo", str(coordinator)).returncode == 0
+            host_a, host_b = world.mirror("host-a"), world.mirror("host-b")
+            canon = server.root / "canon.git"
+            _land(world, coordinator, host_a, "t0", {"t0/f.txt": "1\n", f"t0/{MARKER}": "x\n"},
+                  tmp_path / "spool-a")  # fmt: skip
+            seen_by_a = git("rev-parse", QUEUE, cwd=host_a)
+            _land(world, coordinator, host_b, "t1", {"t1/f.txt": "1\n"}, tmp_path / "spool-b",
+                  on_main=True)  # fmt: skip
+            replaced = git("rev-parse", QUEUE, cwd=canon)
+            missing = subprocess.run(["git", "cat-file", "-e", replaced], cwd=host_a, check=False)
+            assert missing.returncode != 0  # A never fetched B's landing
+            assert cli("promote", "--repo", str(world.mirror("promoter")), "--once").returncode == 0
+            rebuilt = git("rev-parse", QUEUE, cwd=canon)
+            assert rebuilt != replaced and git("show", f"{rebuilt}:t1/f.txt", cwd=canon) == "1"
+            assert _rolled_back(host_a) is None
+            assert git("rev-parse", "refs/integrator/seen/heads/queue/main", cwd=host_a) == (
+                rebuilt
+            ), seen_by_a
         finally:
             world.stop()
