@@ -10,7 +10,7 @@ from integrator.documents.promotion import ValidationResult
 from integrator.records import validation_cache, validations
 from integrator.records.canonical import Canonical
 from integrator.records.prepare import prepare
-from tests.gitutil import commit_files, declare_bare, make_repo
+from tests.gitutil import commit_files, declare_bare, git, make_repo
 
 
 def test_entries_are_stored_once_found_by_key_and_pruned_oldest_first(tmp_path: Path) -> None:
@@ -24,16 +24,21 @@ def test_entries_are_stored_once_found_by_key_and_pruned_oldest_first(tmp_path: 
     with Canonical(repo) as canonical:
         tree = str(canonical.commit(head).tree_id)
         for i in range(5):
+            key = validation_cache.key_of(tree, f"s{i}", ["make", "check"], "v1")
             result = ValidationResult(
                 target="main", head=head, tree=tree, base=head, status="pass", final=True,
-                attempt=1, at=start + timedelta(minutes=i),
+                attempt=1, at=start + timedelta(minutes=i), key=key,
             )  # fmt: skip
             commit = validations.write_result(canonical, result, None)
-            key = validation_cache.key_of(tree, f"s{i}", ["make", "check"], "v1")
             assert validation_cache.store(canonical, "main", key, commit)
             assert not validation_cache.store(canonical, "main", key, commit)
             keys.append(key)
         assert all(validation_cache.lookup(canonical, "main", k) for k in keys)
+        # An entry pointing at a result recorded under another key is no entry.
+        other = validation_cache.key_of(tree, "elsewhere", ["make", "check"], "v1")
+        git("update-ref", validation_cache.cache_prefix("main") + other, commit, cwd=repo)
+        assert validation_cache.lookup(canonical, "main", other) is None
+        git("update-ref", "-d", validation_cache.cache_prefix("main") + other, cwd=repo)
         assert validation_cache.key_of(tree, "s0", ["make", "check"], "v2") not in keys
         assert validation_cache.prune(canonical, "main", keep=2) == 3
         kept = [k for k in keys if validation_cache.lookup(canonical, "main", k) is not None]
@@ -49,11 +54,11 @@ def test_a_failure_recorded_before_the_newest_ejection_is_not_reused(tmp_path: P
     at = datetime(2030, 1, 1, tzinfo=UTC)
     with Canonical(repo) as canonical:
         tree = str(canonical.commit(head).tree_id)
+        key = validation_cache.key_of(tree, None, ["make", "check"], None)
         failed = ValidationResult(
             target="main", head=head, tree=tree, base=head, status="fail", final=True,
-            attempt=1, at=at,
+            attempt=1, at=at, key=key,
         )  # fmt: skip
-        key = validation_cache.key_of(tree, None, ["make", "check"], None)
         validation_cache.store(
             canonical, "main", key, validations.write_result(canonical, failed, None)
         )
