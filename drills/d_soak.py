@@ -194,11 +194,12 @@ class Soak:
     def _fault_disk(self) -> None:
         assert self.disk is not None
         fill = self.disk.spool / "soak-fill"
-        with open(fill, "wb") as out, contextlib.suppress(OSError):
+        # Unbuffered, and the suppression outermost: a buffered file's close flushes what
+        # the last write left and raises ENOSPC again, outside a suppression inside it.
+        with contextlib.suppress(OSError), open(fill, "wb", buffering=0) as out:
             block = b"\0" * (1 << 20)
             while True:
                 out.write(block)
-                out.flush()
         self.world.note(f"{self.disk.name}: spool disk full")
         self.send_one()  # work arrives while it is full
         time.sleep(self.rng.uniform(2.0, 5.0))
