@@ -16,13 +16,11 @@ from integrator.documents.rules import rules_from_bytes
 from integrator.errors import InfrastructureError, UsageError
 from integrator.fleet.intake import check_filed
 from integrator.fleet.submit import (
-    SETTLED,
-    filed,
     landing,
     lifecycle_code,
-    poll,
     verdict_document,
     wait_filed,
+    wait_settled,
 )
 from integrator.plumbing.git import rev_parse_commit
 from integrator.store.spool import Spool
@@ -129,7 +127,10 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
     progress = Progress(f"integrator: {args.submission}", args.wait)
     try:
-        found = _wait_filed(spool, args.submission, args.wait, progress)
+        found = wait_filed(
+            spool, args.submission, args.wait,
+            waiting=lambda: progress.update(waiting_in(spool, args.submission)),
+        )  # fmt: skip
         if task_id is not None or candidate is not None:
             check_filed(*found, sid=args.submission, task_id=task_id, candidate=candidate)
         where = landing(spool, args.submission)
@@ -139,8 +140,12 @@ def run(args: argparse.Namespace) -> int:
                     f"{args.submission} is ACCEPTED, but this spool's repository has no queue "
                     "to tell where its landing is"
                 )
+            from integrator.records.landings import describe
+
             left = max(0.0, args.wait - (time.monotonic() - started))
-            _wait_settled(spool, args.submission, left, progress)
+            wait_settled(spool, args.submission, left, waiting=lambda at: progress.update(
+                f"ACCEPTED, waiting for its promotion ({describe(at)})"
+            ))  # fmt: skip
             found = wait_filed(spool, args.submission, 0)  # an ejection may have refiled it
             where = landing(spool, args.submission)
     finally:
@@ -160,46 +165,6 @@ def _task(args: argparse.Namespace) -> str | None:
             raise UsageError(f"--task {task_id!r} is not the contract's task {named!r}")
         task_id = named
     return task_id
-
-
-def _wait_filed(spool: Spool, sid: str, timeout: float, progress: Progress) -> tuple[str, Path]:
-    """`wait_filed`, saying where `sid` is meanwhile (the same words as `submit --wait`)."""
-
-    def look() -> tuple[str, Path] | None:
-        found = filed(spool, sid)
-        if found is None:
-            progress.update(waiting_in(spool, sid))
-        return found
-
-    poll(
-        look,
-        timeout,
-        f"no verdict for {sid} within {timeout:g} s; it is still queued (is the daemon running?)",
-    )
-    return wait_filed(spool, sid, 0)  # filed: one more look, a held copy reconciled
-
-
-def _wait_settled(spool: Spool, sid: str, timeout: float, progress: Progress) -> None:
-    """`wait_settled`, saying where the landing is meanwhile."""
-    from integrator.records.landings import describe
-
-    def look() -> dict[str, object] | tuple[()] | None:
-        where = landing(spool, sid)
-        if where is None:
-            return ()  # no landing (any more) to wait on: the caller reads the verdict again
-        if where["state"] in SETTLED:
-            return where
-        progress.update(f"ACCEPTED, waiting for its promotion ({describe(where)})")
-        return None
-
-    poll(
-        look,
-        timeout,
-        f"{sid} is ACCEPTED and on the queue, but not promoted within {timeout:g} s (is a "
-        "promoter running? `integrator queue status` shows what it waits on)",
-        first=0.1,
-        most=1.0,
-    )
 
 
 def _wait_intake(args: argparse.Namespace, repo: Path, task_id: str, candidate: str | None) -> int:

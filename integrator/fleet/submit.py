@@ -213,12 +213,22 @@ def wait_published(
         raise
 
 
-def wait_filed(spool: Spool, sid: str, timeout: float) -> tuple[str, Path]:
-    """Poll until the daemon files `sid`: the folder it is in, and its path. A held copy
-    is first filed as another host decided it, when the server says one did (a release
-    manager's approval there lands it; this spool must not keep telling FENCED)."""
+def wait_filed(
+    spool: Spool, sid: str, timeout: float, *, waiting: Callable[[], None] | None = None
+) -> tuple[str, Path]:
+    """Poll until the daemon files `sid`: the folder it is in, and its path (`waiting` is
+    called at each look that finds nothing: progress). A held copy is first filed as
+    another host decided it, when the server says one did (a release manager's approval
+    there lands it; this spool must not keep telling FENCED)."""
+
+    def look() -> tuple[str, Path] | None:
+        found = filed(spool, sid)
+        if found is None and waiting is not None:
+            waiting()
+        return found
+
     found = poll(
-        lambda: filed(spool, sid),
+        look,
         timeout,
         f"no verdict for {sid} within {timeout:g} s; it is still queued (is the daemon running?)",
     )
@@ -333,12 +343,17 @@ def _settled(
     *,
     first: float = 0.1,
     most: float = 1.0,
+    waiting: Callable[[dict[str, object]], None] | None = None,
 ) -> dict[str, object] | None:
     def settled() -> dict[str, object] | tuple[()] | None:
         where = look()
         if where is None:
             return ()  # no landing (any more) to wait on: the caller reads the verdict again
-        return where if where["state"] in SETTLED else None
+        if where["state"] in SETTLED:
+            return where
+        if waiting is not None:
+            waiting(where)
+        return None
 
     found = poll(
         settled,
@@ -351,10 +366,17 @@ def _settled(
     return found if isinstance(found, dict) else None
 
 
-def wait_settled(spool: Spool, sid: str, timeout: float) -> dict[str, object] | None:
+def wait_settled(
+    spool: Spool,
+    sid: str,
+    timeout: float,
+    *,
+    waiting: Callable[[dict[str, object]], None] | None = None,
+) -> dict[str, object] | None:
     """Poll until a landed submission's landing is promoted, ejected, reverted or gone; its
-    whereabouts, or None once it has none (there is no queue to look in)."""
-    return _settled(lambda: landing(spool, sid), sid, timeout)
+    whereabouts, or None once it has none (there is no queue to look in). `waiting` is
+    given the whereabouts at each look that finds it still waiting (progress)."""
+    return _settled(lambda: landing(spool, sid), sid, timeout, waiting=waiting)
 
 
 def wait_settled_intake(
