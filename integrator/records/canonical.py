@@ -44,7 +44,7 @@ from integrator.plumbing.packs import ObjectBuffer, commit_bytes, flush_loose
 from integrator.plumbing.remote import KEY_FILE_CONFIG, RemotePush
 from integrator.plumbing.signing import load_key
 from integrator.records import verdict_keys
-from integrator.records.rollback import heads_problem, seen_ref
+from integrator.records.rollback import descends, heads_problem, seen_ref
 
 SIGNATURE_NAME = "integrator"
 SIGNATURE_EMAIL = "integrator@localhost"
@@ -285,9 +285,8 @@ class Canonical:
         self._kept_view = None
         self.remote.fetch()  # this mirror's own pushes were seen as they were applied
         self._check_claim_chains()
-        heads = {kind: ref for ref, kind in self._watched().items()}
         self.rolled_back, seen = heads_problem(
-            self.repo, self.target, heads, self.authority_problem
+            self.repo, self.target, self._watched(), self.authority_problem
         )
         if seen:
             self.local_updater.apply(seen)
@@ -318,7 +317,7 @@ class Canonical:
                 continue
             seen = refnames.SEEN_CLAIMS + op.ref.removeprefix(refnames.CLAIMS)
             before = self.ref(seen)
-            if before is None or before == op.new or self._descends(op.new, before):
+            if before is None or descends(self.repo, op.new, before):
                 ops.append(transaction.RefOp("set", seen, op.new))
         return ops
 
@@ -337,18 +336,12 @@ class Canonical:
             before = seen.get(refnames.SEEN_CLAIMS + task)
             if before == oid or self.authority_problem(ref, oid) is not None:
                 continue  # a claim no trusted key signed is never "seen" (the gate fences it)
-            if before is not None and not self._descends(oid, before):
+            if before is not None and not descends(self.repo, oid, before):
                 self.rewritten[task] = (before, oid)
                 continue
             ops.append(transaction.RefOp("set", refnames.SEEN_CLAIMS + task, oid))
         if ops:
             self.local_updater.apply(ops)
-
-    def _descends(self, oid: str, before: str) -> bool:
-        try:
-            return bool(self.repo.descendant_of(pygit2.Oid(hex=oid), pygit2.Oid(hex=before)))
-        except (KeyError, ValueError, pygit2.GitError):
-            return False
 
     def close(self) -> None:
         for updater in (self._updater, self._bulk_updater, self._remote):

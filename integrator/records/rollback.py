@@ -37,7 +37,9 @@ def seen_ref(kind: str, target: str) -> str:
     return f"{SEEN_HEADS}{kind}/{target}"
 
 
-def _descends(repo: pygit2.Repository, oid: str, ancestor: str) -> bool:
+def descends(repo: pygit2.Repository, oid: str, ancestor: str) -> bool:
+    """Whether commit `oid` is `ancestor` or descends from it (False when either is not
+    here or not a commit id)."""
     if oid == ancestor:
         return True
     try:
@@ -76,11 +78,11 @@ def rebuilt(repo: pygit2.Repository, target: str, before: str, now: str, signed:
         record, parent = _record(repo, oid)
         if record is None:
             return False
-        if record.action in REBUILDS and _descends(repo, current, record.after):
+        if record.action in REBUILDS and descends(repo, current, record.after):
             if signed(ref, oid) is not None:
                 return False
             current = record.before
-            if _descends(repo, current, before):
+            if descends(repo, current, before):
                 return True
         oid = parent
     return False
@@ -89,20 +91,21 @@ def rebuilt(repo: pygit2.Repository, target: str, before: str, now: str, signed:
 def heads_problem(
     repo: pygit2.Repository,
     target: str,
-    heads: dict[str, str],
+    watched: dict[str, str],
     signed: Signed,
 ) -> tuple[str | None, list[RefOp]]:
-    """Why the queue or target (`heads`: "queue"/"target" → its ref) moved back since this
-    mirror last saw them, or None; and the moves of the seen refs to make when it did not."""
+    """Why one of the `watched` refs (ref → kind: queue, target, policy, pause, control)
+    moved back since this mirror last saw it, or None; and the moves of the seen refs to
+    make when none did."""
     ops: list[RefOp] = []
-    for kind, ref in heads.items():
+    for ref, kind in watched.items():
         now = git.ref_target(repo, ref)
         before = git.ref_target(repo, seen_ref(kind, target))
         if now is None or before == now:
             continue
         if (
             before is None
-            or _descends(repo, now, before)
+            or descends(repo, now, before)
             or (kind == "queue" and rebuilt(repo, target, before, now, signed))
         ):
             ops.append(RefOp("set", seen_ref(kind, target), now))

@@ -186,12 +186,9 @@ def latest(
     if oid is None:
         return None
     result = read_result(canonical, oid)
-    mine = result is not None and (result.target, result.head, result.scope) == (
-        target,
-        head,
-        scope,
-    )  # a result of another head, scope or target moved here is none (signed for its own)
-    return (oid, result) if mine and result is not None else None
+    if result is None or (result.target, result.head, result.scope) != (target, head, scope):
+        return None  # a result of another head, scope or target moved here is none
+    return oid, result
 
 
 def chain(canonical: Canonical, commit: str) -> list[tuple[str, ValidationResult]]:
