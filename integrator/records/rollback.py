@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from integrator import refnames
 from integrator.documents.promotion import PromotionRecord
-from integrator.limits import VERDICT_BYTES
+from integrator.limits import AUTHORITY_COMMIT_BYTES
 from integrator.plumbing import git
 from integrator.plumbing.transaction import RefOp
 
@@ -56,8 +56,10 @@ def _record(repo: pygit2.Repository, oid: str) -> tuple[PromotionRecord | None, 
             return None, None
         parent = str(commit.parent_ids[0]) if commit.parent_ids else None
         entry = commit.tree["promotion.json"]
+        if repo.odb.read_header(entry.id)[1] > AUTHORITY_COMMIT_BYTES:  # before it is read
+            return None, parent
         blob = repo[entry.id]
-        if not isinstance(blob, pygit2.Blob) or blob.size > VERDICT_BYTES:
+        if not isinstance(blob, pygit2.Blob):
             return None, parent
         return PromotionRecord.model_validate_json(blob.data), parent
     except (KeyError, ValueError, ValidationError, pygit2.GitError):
@@ -68,19 +70,20 @@ def rebuilt(repo: pygit2.Repository, target: str, before: str, now: str, signed:
     """Whether promotion records explain the queue's move from `before` to `now`: walking
     them newest first, each rebuild whose new head `now` (or what it was rebuilt from)
     descends from leads back to the head it replaced, until one descends from `before`.
-    A record no trusted key signed explains nothing."""
+    A record no trusted key signed explains nothing, and ends the walk before it is read
+    (each record is measured before it is read, too)."""
     ref = f"{refnames.PROMOTION}{target}"
     oid = git.ref_target(repo, ref)
     current = now
     for _ in range(RECORD_WALK):
         if oid is None:
             return False
+        if signed(ref, oid) is not None:
+            return False
         record, parent = _record(repo, oid)
         if record is None:
             return False
         if record.action in REBUILDS and descends(repo, current, record.after):
-            if signed(ref, oid) is not None:
-                return False
             current = record.before
             if descends(repo, current, before):
                 return True
