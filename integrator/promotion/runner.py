@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import structlog
 
@@ -169,7 +169,9 @@ def run(
             why = f"cannot check out {request.tree}: {err}"
             return _not_run(started, clock, why)
         log_path = root / "output.log"
-        with log_path.open("wb") as sink:
+        # Read through a descriptor opened before the command starts: the command may
+        # replace the file's name (a FIFO there would block an open by name for ever).
+        with log_path.open("wb") as sink, log_path.open("rb") as reader:
             try:
                 proc = subprocess.Popen(
                     argv_of(command), cwd=work, stdin=subprocess.DEVNULL, stdout=sink,
@@ -182,7 +184,7 @@ def run(
             faults.children.add(proc.pid)  # a drill's SIGKILL takes the command down too
             _running.add(proc.pid)
             timed_out = False
-            stream = Stream(log_path, head=request.head, scope=request.scope,
+            stream = Stream(reader, head=request.head, scope=request.scope,
                             attempt=request.attempt)  # fmt: skip
             beat = HEARTBEAT_S if heartbeat is None else heartbeat
             try:
@@ -201,9 +203,9 @@ def run(
                 faults.children.discard(proc.pid)
                 _running.discard(proc.pid)
                 stream.close()  # what the command wrote last (and a line with no end)
-        if _interrupted.is_set():
-            raise Interrupted(request.head)
-        output = _tail(log_path)
+            if _interrupted.is_set():
+                raise Interrupted(request.head)
+            output = _tail(reader)
         if timed_out:
             output += f"\n[integrator: killed after the timeout of {timeout:g} s]\n".encode()
         passed = code == 0 and not timed_out
@@ -244,10 +246,9 @@ class Stream:
     lines and VALIDATION_LOG_BYTES bytes of one run, then one `validation.output_capped`.
     It never fails the run: a file it cannot read ends the streaming, not the command."""
 
-    def __init__(self, path: Path, **fields: Any) -> None:
+    def __init__(self, handle: BinaryIO, **fields: Any) -> None:
         self.fields = fields
-        self.path = path
-        self.handle: Any = None
+        self.handle = handle  # the output file, opened before the command started
         self.read = 0  # bytes read from the file (and streamed)
         self.lines = 0  # lines logged
         self.partial = b""  # the start of a line not ended yet
@@ -257,7 +258,7 @@ class Stream:
     def size(self) -> int:
         """The bytes the command wrote so far."""
         try:
-            return self.path.stat().st_size
+            return os.fstat(self.handle.fileno()).st_size
         except OSError:
             return self.read
 
@@ -267,8 +268,6 @@ class Stream:
         if self.stopped:
             return
         try:
-            if self.handle is None:
-                self.handle = self.path.open("rb")
             chunk: bytes = self.handle.read(VALIDATION_LOG_BYTES + 1 - self.read)
         except OSError as err:
             log.warning("validation.output_unreadable", **self.fields, error=str(err))
@@ -314,11 +313,7 @@ class Stream:
 
     def _stop(self) -> None:
         self.stopped = True
-        self.partial = b""
-        if self.handle is not None:
-            with contextlib.suppress(OSError):
-                self.handle.close()
-            self.handle = None
+        self.partial = b""  # the handle is the caller's: it reads the tail from it after
 
     def close(self) -> None:
         """The command is over: what it wrote last is logged, the file closed."""
@@ -344,12 +339,11 @@ def _kill_group(pid: int, *, settle: float = 2.0) -> None:
             time.sleep(0.01)
 
 
-def _tail(path: Path) -> bytes:
-    size = path.stat().st_size
-    with path.open("rb") as handle:
-        if size > LOG_TAIL_BYTES:
-            handle.seek(size - LOG_TAIL_BYTES)
-            return b"[... %d earlier bytes not kept ...]\n" % (size - LOG_TAIL_BYTES) + handle.read(
-                LOG_TAIL_BYTES
-            )
-        return handle.read(LOG_TAIL_BYTES)
+def _tail(handle: BinaryIO) -> bytes:
+    """The last LOG_TAIL_BYTES of the output file open as `handle`."""
+    size = os.fstat(handle.fileno()).st_size
+    handle.seek(max(0, size - LOG_TAIL_BYTES))
+    data = handle.read(LOG_TAIL_BYTES)
+    if size > LOG_TAIL_BYTES:
+        return b"[... %d earlier bytes not kept ...]\n" % (size - LOG_TAIL_BYTES) + data
+    return data

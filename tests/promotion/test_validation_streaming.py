@@ -213,3 +213,29 @@ def test_the_promoter_logs_the_output_and_status_waits_with_progress(
 
 def _cli() -> list[str]:
     return [sys.executable, "-m", "integrator"]
+
+
+def test_a_command_that_puts_a_fifo_where_its_output_was_cannot_block_the_promoter(
+    tmp_path: Path,
+) -> None:
+    """The output file is read through a descriptor opened before the command starts: a
+    command that replaces its name with a FIFO (whose open for reading would wait for a
+    writer for ever) or a link elsewhere changes nothing the promoter reads."""
+    repo, request = _request(tmp_path)
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_text("not the run's output\n")
+    for swap in ("mkfifo ../output.log", f"ln -s '{elsewhere}' ../output.log"):
+        command = f"echo 'mine'; rm ../output.log; {swap}; sleep 0.6; echo 'still mine'"
+        outcome: list[RunOutcome] = []
+        with capture_logs() as logs:
+            worker = threading.Thread(
+                target=lambda c=command, out=outcome: out.append(
+                    run(repo, c, 30, request, scratch=tmp_path)
+                ),
+            )  # fmt: skip
+            worker.start()
+            worker.join(20)
+        assert not worker.is_alive(), swap
+        assert outcome[0].passed, outcome[0]
+        assert outcome[0].log == b"mine\nstill mine\n", swap
+        assert _lines(logs) == ["mine", "still mine"], swap
