@@ -123,10 +123,22 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def _traversable(*paths: Path) -> None:
+    """Let other accounts pass through (never list) the folders above `paths`: a checkout
+    in a private folder (`mktemp -d` makes one 0700) is otherwise out of the account's
+    reach, with its environment in it. Only the execute bit is added."""
+    for path in paths:
+        for folder in (path, *path.parents):
+            mode = folder.stat().st_mode
+            if not mode & 0o001:
+                folder.chmod(mode | 0o001)
+
+
 def _server_python(root: Path, user: str) -> Path:
     """An interpreter the account can run that imports this checkout's integrator: this one
     when the account can reach it, else a venv of the system's Python (the same version)
     that adds this environment's site-packages."""
+    _traversable(Path(sys.prefix), Path(__file__).resolve().parents[2])
     probe = [sys.executable, "-I", "-c", "import integrator"]
     reached = subprocess.run(
         ["runuser", "-u", user, "--", *probe], capture_output=True, check=False
