@@ -103,12 +103,17 @@ class Mounts:
             self.undo(path)
 
 
-def _rss_kib(pid: int) -> int | None:
+def _memory_kib(pid: int) -> dict[str, int]:
+    """The process's resident memory in KiB: all of it, and its anonymous and file-backed
+    parts (`/proc/<pid>/status`); empty when the process is gone."""
+    wanted = {"VmRSS:": "rss_kib", "RssAnon:": "anon_kib", "RssFile:": "file_kib"}
+    out: dict[str, int] = {}
     with contextlib.suppress(OSError):
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return None
+            name, _, rest = line.partition(" ")
+            if name in wanted:
+                out[wanted[name]] = int(rest.split()[0])
+    return out
 
 
 class Soak:
@@ -228,7 +233,9 @@ class Soak:
         for host in self.hosts:
             served = host.served
             alive = served is not None and served.proc.poll() is None
-            row[f"{host.name}.rss_kib"] = _rss_kib(served.proc.pid) if alive and served else None
+            memory = _memory_kib(served.proc.pid) if alive and served else {}
+            for part in ("rss_kib", "anon_kib", "file_kib"):
+                row[f"{host.name}.{part}"] = memory.get(part)
             row[f"{host.name}.run"] = len(host.runs)
             out = git("for-each-ref", "--format=x", cwd=host.mirror, check=False)
             row[f"{host.name}.refs"] = len(out.splitlines())

@@ -115,12 +115,13 @@ def _serve(
     """Rounds (and reflecting them) until idle with --once, else until a signal."""
     from datetime import UTC, datetime
 
+    from integrator.daemon.memory import Trimmer
     from integrator.promotion.promoter import Promoter
     from integrator.promotion.reflect import reflect
     from integrator.promotion.state import read_state
 
     log = structlog.get_logger("integrator.promote")
-    promoter = Promoter(canonical)
+    promoter, trimmer = Promoter(canonical), Trimmer()
     while True:
         try:
             progressed = promoter.run(once=True, poll=args.poll, stop=stop)
@@ -130,6 +131,7 @@ def _serve(
             if args.once:
                 raise
             log.error("promote.round_failed", error=str(err))
+        trimmer.maybe()  # hours of rounds: freed memory back to the system
         if args.once or stop.wait(args.poll):
             break
     state = read_state(canonical)

@@ -22,6 +22,7 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    ProcessCollector,
     generate_latest,
 )
 
@@ -36,6 +37,8 @@ class Metrics:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry(auto_describe=True)
+        # process_resident_memory_bytes and the rest: a daemon's memory over hours, watched.
+        ProcessCollector(registry=self.registry)
         self.decisions = Counter(
             "integrator_decisions",
             "Decisions on submissions, by decision and first violation code.",

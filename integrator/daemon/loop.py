@@ -29,17 +29,14 @@ from integrator.daemon.health import Metrics
 from integrator.daemon.holding import hold
 from integrator.daemon.identity import submission_problem
 from integrator.daemon.intake import Intake, Pending
+from integrator.daemon.memory import Trimmer
 from integrator.daemon.notify import Notifier
 from integrator.daemon.probe import Backoff, HostProbe, operators
 from integrator.daemon.promotion import Promotion
 from integrator.daemon.settings import Settings
 from integrator.daemon.wakeup import Wakeup
 from integrator.documents.verdict import Decision, Verdict
-from integrator.errors import (
-    InfrastructureError,
-    IntegratorError,
-    UsageError,
-)
+from integrator.errors import InfrastructureError, IntegratorError, UsageError
 from integrator.landing.outcomes import Engine, Outcome, Ready
 from integrator.limits import MAX_CRASHES
 from integrator.paths import escape_undecodable
@@ -189,9 +186,11 @@ class Daemon:
 
     def _serve(self) -> None:
         watchdog = self.notifier.watchdog_interval()
+        trimmer = Trimmer()
         while not self._stopping:
             self.drain()  # pings the watchdog after every batch
             self.repacker.poke(self.canonical.repo)  # between drains: merge packs meanwhile
+            trimmer.maybe()  # and give what the drain freed back to the system
             self.promotion.reflect()
             if watchdog is not None:
                 self.notifier.watchdog()
