@@ -90,6 +90,7 @@ class Daemon:
         self.clock = clock
         self.shadow = shadow  # decides each batch again and logs mismatches (rollout)
         self.repacker = repacker or Repacker(background=True)  # never inside a landing
+        self.trimmer = Trimmer()  # freed memory back to the system (daemon/memory.py)
         self.log = structlog.get_logger("integrator.daemon")
         self.decided = 0
         self.last_error: str | None = None
@@ -186,11 +187,10 @@ class Daemon:
 
     def _serve(self) -> None:
         watchdog = self.notifier.watchdog_interval()
-        trimmer = Trimmer()
         while not self._stopping:
             self.drain()  # pings the watchdog after every batch
             self.repacker.poke(self.canonical.repo)  # between drains: merge packs meanwhile
-            trimmer.maybe()  # and give what the drain freed back to the system
+            self.trimmer.maybe()  # and give what the drain freed back to the system
             self.promotion.reflect()
             if watchdog is not None:
                 self.notifier.watchdog()
@@ -227,6 +227,7 @@ class Daemon:
                 self.intake.publish_logged(pending)
             if self._watchdog:
                 self.notifier.watchdog()  # a long drain is progress, not a hang
+            self.trimmer.maybe()  # a drain under a flood lasts: trim inside it as well
             if error is not None:
                 self.last_error = str(error)
                 self._back_off(error)

@@ -70,6 +70,8 @@ class Canonical:
         # Claims whose ref the server rewrote (task → (last seen, now)); see `refresh`.
         self.rewritten: dict[str, tuple[str, str]] = {}
         self._signed: dict[tuple[str, str], str] = {}  # (ref, oid) → why not signed, or ""
+        # Values derived from immutable commits, by (what, whose), each naming its commit.
+        self.memos: dict[tuple[str, str], object] = {}
         # Why the queue or target moved back on the server, as the last fetch found it
         # (`rollback.heads_problem`): nothing lands or is promoted while it is set.
         self.rolled_back: str | None = None

@@ -18,6 +18,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import cast
 
 from integrator import refnames
 from integrator.documents.promotion import ValidationResult
@@ -78,16 +79,48 @@ def last_ejection(canonical: Canonical, target: str, scope: str | None = None) -
 
 def last_ejections(canonical: Canonical, target: str) -> dict[str | None, datetime]:
     """The newest ejection's time per scope whose suite found the culprit, and under None
-    the newest of all."""
+    the newest of all, among the newest `EJECTION_WALK` promotion records."""
     out: dict[str | None, datetime] = {}
-    for _, record in validations.promotions(canonical, target, limit=EJECTION_WALK):
-        if record.action != "eject":
+    for _, at, scopes in _walked(canonical, target):
+        if at is None:
             continue
-        out.setdefault(None, record.at)
-        for item in record.ejected:
-            if item.scope is not None:
-                out.setdefault(item.scope, record.at)
+        out.setdefault(None, at)
+        for scope in scopes:
+            out.setdefault(scope, at)
     return out
+
+
+_Seen = tuple[str, datetime | None, tuple[str, ...]]  # record, its time if an ejection, scopes
+
+
+def _walked(canonical: Canonical, target: str) -> list[_Seen]:
+    """The newest `EJECTION_WALK` promotion records, newest first, as the lookup needs them.
+
+    Every round asks, and the chain only grows: the walk made at the last head is kept and
+    only the records written since are read (parsing 500 records twice a round cost a
+    daemon its CPU and a transient list that grew with its history). The result is the
+    walk a fresh reader makes: the same chain below the last head, cut at the same place.
+    """
+    head = canonical.ref(validations.promotion_ref(target))
+    memo = canonical.memos.get(("ejections", target))
+    last, seen = cast(tuple[str, list[_Seen]], memo) if memo is not None else ("", [])
+    fresh: list[_Seen] = []
+    oid = head
+    while oid and len(fresh) < EJECTION_WALK:
+        if oid == last:
+            fresh += seen[: EJECTION_WALK - len(fresh)]
+            break
+        record = validations.read_promotion(canonical, oid)
+        if record is None:
+            break
+        ejected = record.action == "eject"
+        scopes = tuple(i.scope for i in record.ejected if i.scope is not None)
+        fresh.append((oid, record.at if ejected else None, scopes))
+        parents = canonical.commit(oid).parent_ids
+        oid = str(parents[0]) if parents else None
+    if head is not None:
+        canonical.memos[("ejections", target)] = (head, fresh)
+    return fresh
 
 
 def store(canonical: Canonical, target: str, key: str, commit: str) -> bool:

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Literal
 
-from integrator.documents.promotion import ValidationResult
+import pytest
+
+from integrator.documents.promotion import Ejected, PromotionRecord, ValidationResult
+from integrator.documents.verdict import Code
 from integrator.records import validation_cache, validations
 from integrator.records.canonical import Canonical
 from integrator.records.prepare import prepare
@@ -66,3 +70,71 @@ def test_a_failure_recorded_before_the_newest_ejection_is_not_reused(tmp_path: P
         assert validation_cache.lookup(canonical, "main", key, fails_after=before) is not None
         assert validation_cache.lookup(canonical, "main", key, fails_after=after) is None
         assert validation_cache.lookup(canonical, "main", key) is None
+
+
+Action = Literal["promote", "eject", "reorder"]
+
+
+def _record(kind: Action, at: datetime, head: str, scope: str | None) -> PromotionRecord:
+    culprit = Ejected(
+        landing=head, staging=head, code=Code.VALIDATION_FAILED, detail="x", scope=scope
+    )
+    return PromotionRecord(
+        action=kind, target="main", at=at, actor="test", before=head, after=head,
+        ejected=[culprit] if kind == "eject" else [],
+    )  # fmt: skip
+
+
+def test_the_newest_ejections_are_read_incrementally_as_a_fresh_reader_walks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Promotion records appended one by one, ejections among them, past the walk's limit:
+    after each, the long-lived reader (which reads only the records written since its last
+    walk) answers as a fresh one reading the whole chain back to its limit — an ejection
+    that falls out of the newest `EJECTION_WALK` records is forgotten by both — and a
+    record rewritten under the ref (a chain that does not hold the last walk) is read anew."""
+    monkeypatch.setattr(validation_cache, "EJECTION_WALK", 6)
+    repo = declare_bare(make_repo(tmp_path / "canon"))
+    head = commit_files(repo, {"a.txt": "a\n"}, "base", ref="refs/heads/main")
+    prepare(repo, target="main")
+    start = datetime(2030, 1, 1, tzinfo=UTC)
+    kinds: list[Action] = ["promote", "eject", "promote", "reorder", "eject", "promote"]
+    kinds += ["promote"] * 6
+    scopes = [None, "web", None, None, "api", None] + [None] * 6
+    reads: list[str] = []
+    real = validations.read_promotion
+
+    def counted(canonical: Canonical, commit: str) -> PromotionRecord | None:
+        reads.append(commit)  # the real reader, its calls recorded
+        return real(canonical, commit)
+
+    ref = validations.promotion_ref("main")
+    with Canonical(repo) as kept:
+        parent: str | None = None
+        answers = []
+        for i, (kind, scope) in enumerate(zip(kinds, scopes, strict=True)):
+            record = _record(kind, start + timedelta(minutes=i), head, scope)
+            parent = validations.write_promotion(kept, record, parent)
+            git("update-ref", ref, parent, cwd=repo)
+            monkeypatch.setattr(validations, "read_promotion", counted)
+            reads.clear()
+            incremental = validation_cache.last_ejections(kept, "main")
+            assert len(reads) == 1  # only the record written since the last walk
+            monkeypatch.setattr(validations, "read_promotion", real)
+            with Canonical(repo) as fresh:
+                assert incremental == validation_cache.last_ejections(fresh, "main")
+            answers.append(incremental)
+        assert answers[4] == {None: start + timedelta(minutes=4), "api": start + timedelta(minutes=4),
+                              "web": start + timedelta(minutes=1)}  # fmt: skip
+        assert answers[-1] == {}  # both ejections are older than the newest six records
+        # The ref put back at an older record: the walk starts again from there.
+        assert parent is not None
+        older = kept.commit(parent).parent_ids[0]
+        for _ in range(6):
+            older = kept.commit(str(older)).parent_ids[0]
+        git("update-ref", ref, str(older), cwd=repo)
+        with Canonical(repo) as fresh:
+            assert validation_cache.last_ejections(kept, "main") == (
+                validation_cache.last_ejections(fresh, "main")
+            )
+            assert "api" in validation_cache.last_ejections(kept, "main")
