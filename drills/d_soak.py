@@ -110,9 +110,9 @@ def _memory_kib(pid: int) -> dict[str, int]:
     out: dict[str, int] = {}
     with contextlib.suppress(OSError):
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            name, _, rest = line.partition(" ")
-            if name in wanted:
-                out[wanted[name]] = int(rest.split()[0])
+            words = line.split()  # "VmRSS:", "72840", "kB"
+            if len(words) == 3 and words[0] in wanted:
+                out[wanted[words[0]]] = int(words[1])
     return out
 
 
@@ -281,7 +281,10 @@ def _memory_flat(soak: Soak) -> tuple[bool, str]:
         start, end = int(warm[key]), int(same[-1][key])
         flat = end <= start * 1.5 + 16 * 1024
         ok &= flat
-        out.append(f"{host.name}: {start // 1024} → {end // 1024} MiB")
+        anon = f"{host.name}.anon_kib"
+        part = (f" (anonymous {int(warm[anon]) // 1024} → {int(same[-1][anon]) // 1024})"
+                if warm.get(anon) and same[-1].get(anon) else "")  # fmt: skip
+        out.append(f"{host.name}: {start // 1024} → {end // 1024} MiB{part}")
     return ok, "; ".join(out)
 
 
