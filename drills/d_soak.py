@@ -268,14 +268,18 @@ class Soak:
 
 def _memory_flat(soak: Soak) -> tuple[bool, str]:
     """Each daemon run that lived through at least half the soak: its resident memory at the
-    end against its first sample after a warm-up quarter (≤ 1.5× + 16 MiB)."""
+    end against its first sample after a warm-up quarter (≤ 1.5× + 16 MiB). Host A's one
+    run must be among them."""
     out, ok = [], True
     for host in soak.hosts:
         key, run = f"{host.name}.rss_kib", f"{host.name}.run"
         last = soak.samples[-1]
         same = [s for s in soak.samples if s.get(run) == last.get(run) and s.get(key)]
         if len(same) < 4 or same[-1]["t"] - same[0]["t"] < soak.seconds / 2:
-            out.append(f"{host.name}: restarted late, not judged")
+            # Host A is never killed: a soak that cannot judge its memory judged nothing.
+            ok &= host is not soak.hosts[0]
+            why = "restarted late" if host is not soak.hosts[0] else "too few samples read"
+            out.append(f"{host.name}: {why}, not judged")
             continue
         warm = next(s for s in same if s["t"] - same[0]["t"] >= (same[-1]["t"] - same[0]["t"]) / 4)
         start, end = int(warm[key]), int(same[-1][key])
