@@ -115,13 +115,14 @@ def _serve(
     """Rounds (and reflecting them) until idle with --once, else until a signal."""
     from datetime import UTC, datetime
 
-    from integrator.daemon.memory import Trimmer
+    from integrator.daemon.memory import Trimmer, bound_git_cache
     from integrator.promotion.promoter import Promoter
     from integrator.promotion.reflect import reflect
     from integrator.promotion.state import read_state
 
     log = structlog.get_logger("integrator.promote")
     promoter, trimmer = Promoter(canonical), Trimmer()
+    bound_git_cache()
     while True:
         try:
             progressed = promoter.run(once=True, poll=args.poll, stop=stop)

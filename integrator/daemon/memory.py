@@ -7,6 +7,10 @@ is live: in a system soak, a daemon that had grown to 363 MiB gave 130 MiB back 
 `malloc_trim(0)`. `Trimmer.maybe` asks the C library to return its free pages, at most
 once per interval, between drains; it costs a few milliseconds. Where the C library has no
 `malloc_trim` (musl, macOS) it does nothing.
+
+libgit2 keeps the small commits and trees it read in a cache of up to 256 MiB per process
+by default, which a daemon reading its records for days fills: `bound_git_cache` lowers
+that bound for the processes that run for hours (the one-shot commands keep the default).
 """
 
 from __future__ import annotations
@@ -17,6 +21,14 @@ import time
 from collections.abc import Callable
 
 TRIM_INTERVAL = 10.0  # seconds between trims at most (a trim walks every arena)
+GIT_OBJECT_CACHE_BYTES = 32 * 1024 * 1024  # libgit2's object cache in a long-running process
+
+
+def bound_git_cache(limit: int = GIT_OBJECT_CACHE_BYTES) -> None:
+    """Bound libgit2's object cache (process-wide) for a process that runs for hours."""
+    import pygit2
+
+    pygit2.settings.cache_max_size(limit)
 
 
 def _libc_trim() -> Callable[[], int] | None:

@@ -13,6 +13,7 @@ from integrator.daemon import logs
 from integrator.daemon.health import Check, HealthServer, Metrics, repository_check
 from integrator.daemon.intake import Intake
 from integrator.daemon.loop import Daemon
+from integrator.daemon.memory import bound_git_cache
 from integrator.daemon.notify import Notifier
 from integrator.daemon.probe import CachedProbe
 from integrator.daemon.settings import Settings, resolve_settings
@@ -59,6 +60,7 @@ def serve(options: ServeOptions) -> int:
     """Run the daemon until the spool is drained (`once`) or SIGTERM; its exit code."""
     settings = options.settings()
     logs.configure(fmt=options.log_format, level=settings.log_level)
+    bound_git_cache()  # a daemon reads its records for days (daemon/memory.py)
     log = structlog.get_logger("integrator.serve")
     spool = Spool(options.spool).ensure()
     canonical = Canonical(options.repo)

@@ -40,7 +40,10 @@ _TREE = re.compile(
 # git writes has one as an entry, and the walk (which follows files) would not see it.
 _EMPTY_TREE = bytes.fromhex("4b825dc642cb6eb9a060e54bf8d69288fbee4904")
 TREE_MODE = b"40000"
-_CACHE_LIMIT = 2048  # parsed trees; ~20 kB each for 100-entry folders
+# Parsed trees kept, counted by their entries (~300 bytes each parsed: ~30 MB in all). A
+# count of trees bounded nothing: a folder that grows by one file per landing is parsed
+# again at every landing, each copy larger (a long soak's daemon held 800 of them).
+CACHE_ENTRIES = 100_000
 
 Record = tuple[bytes, bytes]  # (mode, raw id)
 Entry = tuple[bytes, bytes, bytes]  # (mode, name, raw id), as the regular expression yields
@@ -93,6 +96,7 @@ class TreeReader:
         self.repo = repo
         self.pending = pending  # objects hashed but not yet written (objects.ObjectBuffer.read)
         self._cache: dict[bytes, tuple[frozenset[Entry], dict[bytes, Record]]] = {}
+        self.cached_entries = 0  # entries of the trees in the cache (oldest leave first)
 
     def _parsed(self, oid: bytes) -> tuple[frozenset[Entry], dict[bytes, Record]]:
         cached = self._cache.get(oid)
@@ -117,9 +121,10 @@ class TreeReader:
             problem = _tree_problem(data, found, names, len(by_name))
             if problem is not None:
                 raise MalformedTree(pygit2.Oid(raw=oid), problem)
-            if len(self._cache) >= _CACHE_LIMIT:
-                self._cache.clear()
+            while self._cache and self.cached_entries + len(found) > CACHE_ENTRIES:
+                self.cached_entries -= len(self._cache.pop(next(iter(self._cache)))[0])
             cached = self._cache[oid] = (frozenset(found), by_name)
+            self.cached_entries += len(found)
         return cached
 
     def entries(self, oid: bytes | None) -> frozenset[Entry]:
