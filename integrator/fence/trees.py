@@ -40,7 +40,7 @@ _TREE = re.compile(
 # git writes has one as an entry, and the walk (which follows files) would not see it.
 _EMPTY_TREE = bytes.fromhex("4b825dc642cb6eb9a060e54bf8d69288fbee4904")
 TREE_MODE = b"40000"
-# Parsed trees kept, counted by their entries (~300 bytes each parsed: ~30 MB in all). A
+# Parsed trees kept, counted by their entries (~320 bytes each parsed: ~32 MB in all). A
 # count of trees bounded nothing: a folder that grows by one file per landing is parsed
 # again at every landing, each copy larger (a long soak's daemon held 800 of them).
 CACHE_ENTRIES = 100_000
@@ -96,11 +96,13 @@ class TreeReader:
         self.repo = repo
         self.pending = pending  # objects hashed but not yet written (objects.ObjectBuffer.read)
         self._cache: dict[bytes, tuple[frozenset[Entry], dict[bytes, Record]]] = {}
-        self.cached_entries = 0  # entries of the trees in the cache (oldest leave first)
+        self.cached_entries = 0  # entries of the cached trees (the least recently used leave first)
 
     def _parsed(self, oid: bytes) -> tuple[frozenset[Entry], dict[bytes, Record]]:
-        cached = self._cache.get(oid)
-        if cached is None:
+        cached = self._cache.pop(oid, None)
+        if cached is not None:
+            self._cache[oid] = cached  # the most recently used is the last to leave
+        else:
             data = self.pending(oid) if self.pending is not None else None
             if data is None:
                 kind, size = self.repo.odb.read_header(pygit2.Oid(raw=oid))

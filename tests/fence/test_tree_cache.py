@@ -44,8 +44,30 @@ def test_the_cache_holds_at_most_its_entries_and_keeps_the_newest(
         assert sorted(name for _, name, _ in entries) == sorted(
             line.split(b"\t", 1)[1] for line in listed if line
         )
-    # The newest trees stayed (oldest leave first): the last four fit in 500 entries.
+    # The newest trees stayed (the least recently used leave first): the last four fit.
     assert all(oid.raw in reader._cache for oid in oids[-4:])
+    assert oids[0].raw not in reader._cache
+
+
+def test_a_tree_read_again_is_the_last_to_leave(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The base tree every candidate of a batch starts from stays while others pass by."""
+    monkeypatch.setattr(trees, "CACHE_ENTRIES", 100)
+    oids = _growing_trees(tmp_path / "r.git", 40)
+    parsed: list[bytes] = []
+
+    def unwritten(oid: bytes) -> bytes | None:  # no pending objects: records each parse
+        parsed.append(oid)
+        return None
+
+    reader = TreeReader(pygit2.Repository(str(tmp_path / "r.git")), unwritten)
+    base = oids[19]  # 20 entries
+    reader.entries(base.raw)
+    for oid in oids[:15]:  # 120 entries pass through, the base read between each
+        reader.entries(oid.raw)
+        reader.entries(base.raw)
+    assert parsed.count(base.raw) == 1  # parsed once, never evicted
     assert oids[0].raw not in reader._cache
 
 
