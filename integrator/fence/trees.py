@@ -40,10 +40,11 @@ _TREE = re.compile(
 # git writes has one as an entry, and the walk (which follows files) would not see it.
 _EMPTY_TREE = bytes.fromhex("4b825dc642cb6eb9a060e54bf8d69288fbee4904")
 TREE_MODE = b"40000"
-# Parsed trees kept, counted by their entries (~320 bytes each parsed: ~32 MB in all). A
+# Parsed trees kept, counted by their entries (~320 bytes each parsed: ~8 MB in all; a
+# batch's hot set is its base trees along the changed paths, a few thousand entries). A
 # count of trees bounded nothing: a folder that grows by one file per landing is parsed
-# again at every landing, each copy larger (a long soak's daemon held 800 of them).
-CACHE_ENTRIES = 100_000
+# again at every landing, each copy larger (a soak's daemon held 800 root trees, 55 MB).
+CACHE_ENTRIES = 25_000
 
 Record = tuple[bytes, bytes]  # (mode, raw id)
 Entry = tuple[bytes, bytes, bytes]  # (mode, name, raw id), as the regular expression yields
