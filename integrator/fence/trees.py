@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import pygit2
 
+from integrator.caches import Bounded
 from integrator.limits import MAX_TREE_BYTES, MAX_TREE_DEPTH
 
 
@@ -96,14 +97,13 @@ class TreeReader:
     ) -> None:
         self.repo = repo
         self.pending = pending  # objects hashed but not yet written (objects.ObjectBuffer.read)
-        self._cache: dict[bytes, tuple[frozenset[Entry], dict[bytes, Record]]] = {}
-        self.cached_entries = 0  # entries of the cached trees (the least recently used leave first)
+        self.cache: Bounded[bytes, tuple[frozenset[Entry], dict[bytes, Record]]] = Bounded(
+            CACHE_ENTRIES, cost=lambda parsed: len(parsed[0])
+        )  # parsed trees by id, counted by their entries
 
     def _parsed(self, oid: bytes) -> tuple[frozenset[Entry], dict[bytes, Record]]:
-        cached = self._cache.pop(oid, None)
-        if cached is not None:
-            self._cache[oid] = cached  # the most recently used is the last to leave
-        else:
+        cached = self.cache.get(oid)
+        if cached is None:
             data = self.pending(oid) if self.pending is not None else None
             if data is None:
                 kind, size = self.repo.odb.read_header(pygit2.Oid(raw=oid))
@@ -124,10 +124,7 @@ class TreeReader:
             problem = _tree_problem(data, found, names, len(by_name))
             if problem is not None:
                 raise MalformedTree(pygit2.Oid(raw=oid), problem)
-            while self._cache and self.cached_entries + len(found) > CACHE_ENTRIES:
-                self.cached_entries -= len(self._cache.pop(next(iter(self._cache)))[0])
-            cached = self._cache[oid] = (frozenset(found), by_name)
-            self.cached_entries += len(found)
+            cached = self.cache.put(oid, (frozenset(found), by_name))
         return cached
 
     def entries(self, oid: bytes | None) -> frozenset[Entry]:

@@ -21,6 +21,7 @@ from pathlib import Path
 import pygit2
 import structlog
 
+from integrator.caches import Bounded
 from integrator.errors import IntegratorError
 from integrator.files import atomic_write
 from integrator.plumbing.git import GitProcess, common_dir, open_git, run_git
@@ -28,6 +29,7 @@ from integrator.plumbing.git import GitProcess, common_dir, open_git, run_git
 log = structlog.get_logger("integrator.packs")
 
 _TYPES = {"commit": 1, "tree": 2, "blob": 3}
+RECENT_BYTES = 8 * 1024 * 1024  # raw trees of the last flushes kept readable from memory
 _TREE_MODE = b"40000"
 
 
@@ -95,9 +97,10 @@ class ObjectBuffer:
     def __init__(self, repo: pygit2.Repository) -> None:
         self.repo = repo
         self.pending: dict[bytes, tuple[str, bytes]] = {}
-        # Recently flushed objects stay readable from memory: the next landing of a batch
+        # Recently flushed trees stay readable from memory: the next landing of a batch
         # reads the trees this one wrote, and a miss makes libgit2 rescan the pack folder.
-        self.recent: dict[bytes, bytes] = {}
+        # Bounded by their bytes: a root tree grows by an entry per landing.
+        self.recent: Bounded[bytes, bytes] = Bounded(RECENT_BYTES, cost=len)
         self.packs_written = 0
         self.objects_written = 0
 
@@ -157,11 +160,9 @@ class ObjectBuffer:
         _write(folder / f"{name}.idx", bytes(idx))
         self.objects_written += len(self.pending)
         self.packs_written += 1
-        if len(self.recent) > 4096:
-            self.recent.clear()
-        self.recent.update(
-            (oid, data) for oid, (kind, data) in self.pending.items() if kind == "tree"
-        )
+        for oid, (kind, data) in self.pending.items():
+            if kind == "tree":
+                self.recent.put(oid, data)
         self.pending.clear()
         return folder / f"{name}.pack"
 

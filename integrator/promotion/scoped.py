@@ -23,7 +23,7 @@ from integrator.promotion.validate import provisional
 from integrator.records import validation_cache, validations
 from integrator.records.canonical import Canonical
 
-MEMO_ENTRIES = 100_000  # trees and landings remembered by one promoter
+MEMO_ENTRIES = 10_000  # entries of each table one promoter remembers (it needs its pending heads)
 
 
 @dataclass

@@ -15,6 +15,7 @@ from pathlib import Path
 import pygit2
 
 from integrator import refnames
+from integrator.caches import Bounded
 from integrator.clock import Clock, utcnow
 from integrator.docpath import doc
 from integrator.documents.authority_key import sign_commit, signature_problem
@@ -46,6 +47,7 @@ from integrator.plumbing.signing import load_key
 from integrator.records import verdict_keys
 from integrator.records.rollback import descends, heads_problem, seen_ref
 
+CLAIM_CACHE_BYTES = 4 * 1024 * 1024  # the documents of the claims kept parsed (a few times that)
 SIGNATURE_NAME = "integrator"
 SIGNATURE_EMAIL = "integrator@localhost"
 
@@ -61,7 +63,9 @@ class Canonical:
         self.path = Path(path)
         self.repo = git.open_repo(path)
         self.clock = clock
-        self._claims: dict[str, Claim] = {}
+        # Parsed claims by commit, counted by the bytes of their documents (a contract is a
+        # few hundred bytes or, under a raised limit, megabytes).
+        self._claims: Bounded[str, tuple[Claim, int]] = Bounded(CLAIM_CACHE_BYTES, lambda c: c[1])
         self._policies: dict[str, PolicyState] = {}
         self._updater: transaction.RefUpdater | None = None
         self._kept: KeptCheckouts | None = None
@@ -436,16 +440,14 @@ class Canonical:
         return f"{refnames.CLAIMS}{task_id}"
 
     def claim_at(self, oid: str) -> Claim:
-        cached = self._claims.get(oid)
-        if cached is None:
-            view = view_from_state(parse_claim_state(self.blob_at(oid, "claim.json")))
+        found = self._claims.get(oid)
+        if found is None:
+            state, document = self.blob_at(oid, "claim.json"), self.blob_at(oid, "contract.json")
+            view = view_from_state(parse_claim_state(state))
             # Admitted when it was issued; read back up to any policy's limits.
-            contract = parse_contract(self.blob_at(oid, "contract.json"), limits=CEILING_LIMITS)
-            cached = Claim(oid, view, contract)
-            if len(self._claims) > 10_000:
-                self._claims.clear()
-            self._claims[oid] = cached
-        return cached
+            contract = parse_contract(document, limits=CEILING_LIMITS)
+            found = self._claims.put(oid, (Claim(oid, view, contract), len(state) + len(document)))
+        return found[0]
 
     def claim(self, task_id: str) -> Claim | None:
         oid = self.ref(self.claim_ref(task_id))

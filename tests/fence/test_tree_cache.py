@@ -34,8 +34,7 @@ def test_the_cache_holds_at_most_its_entries_and_keeps_the_newest(
     reader = TreeReader(pygit2.Repository(str(tmp_path / "r.git")))
     for oid in oids:
         entries = reader.entries(oid.raw)
-        assert reader.cached_entries <= 500
-        assert reader.cached_entries == sum(len(e) for e, _ in reader._cache.values())
+        assert 0 < reader.cache.held <= 500
         # What is read is what git lists, cached or not (git is the oracle).
         listed = subprocess.run(
             ["git", "ls-tree", "-z", str(oid)], cwd=tmp_path / "r.git",
@@ -45,8 +44,8 @@ def test_the_cache_holds_at_most_its_entries_and_keeps_the_newest(
             line.split(b"\t", 1)[1] for line in listed if line
         )
     # The newest trees stayed (the least recently used leave first): the last four fit.
-    assert all(oid.raw in reader._cache for oid in oids[-4:])
-    assert oids[0].raw not in reader._cache
+    assert all(oid.raw in reader.cache for oid in oids[-4:])
+    assert oids[0].raw not in reader.cache
 
 
 def test_a_tree_read_again_is_the_last_to_leave(
@@ -68,7 +67,7 @@ def test_a_tree_read_again_is_the_last_to_leave(
         reader.entries(oid.raw)
         reader.entries(base.raw)
     assert parsed.count(base.raw) == 1  # parsed once, never evicted
-    assert oids[0].raw not in reader._cache
+    assert oids[0].raw not in reader.cache
 
 
 def test_a_tree_larger_than_the_bound_is_still_read_and_kept_alone(
@@ -79,4 +78,4 @@ def test_a_tree_larger_than_the_bound_is_still_read_and_kept_alone(
     reader = TreeReader(pygit2.Repository(str(tmp_path / "r.git")))
     reader.entries(oids[3].raw)
     assert len(reader.entries(oids[29].raw)) == 30
-    assert list(reader._cache) == [oids[29].raw] and reader.cached_entries == 30
+    assert len(reader.cache) == 1 and oids[29].raw in reader.cache and reader.cache.held == 30

@@ -56,7 +56,7 @@ def test_pruned_folder_is_neither_walked_nor_read(tmp_path: Path) -> None:
     rest = [_path(o, n) for o, n in changed_leaves(fresh, base, cand, prune=prune)]
     assert rest == ["b/y"]
     assert skipped == ["a"]
-    assert a_new not in fresh._cache  # the candidate's folder a was never parsed
+    assert a_new not in fresh.cache  # the candidate's folder a was never parsed
 
 
 def test_collision_check_reads_only_folders_that_differ_from_the_checked_tree(
@@ -79,7 +79,7 @@ def test_collision_check_reads_only_folders_that_differ_from_the_checked_tree(
     reader = TreeReader(repo)
     same = find_collisions(reader, cand_tree.id.raw, ["d/New"], checked=cand_tree.id.raw)
     assert same == []
-    assert cand_tree["d"].id.raw not in reader._cache
+    assert cand_tree["d"].id.raw not in reader.cache
 
 
 def test_name_the_queue_added_since_the_base_still_collides_at_landing(tmp_path: Path) -> None:
