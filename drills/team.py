@@ -259,8 +259,10 @@ class TeamWorld(CommandLog):
     def quiet(self, sids: Collection[str], timeout: float) -> None:
         """The settle barrier of the team: every submission has a verdict on the intake
         and no submit ref is left there; every host's spool has nothing in new/ or work/;
-        the target is the queue head and no validation is in progress on the server; and
-        all of that held for two looks a second apart (reflecting ejections takes a poll)."""
+        the target is the queue head and no validation is in progress on the server; every
+        running host's mirror holds no copy of a submission ref (it has polled since the
+        last answer); and all of that held for two looks a second apart (reflecting
+        ejections takes a poll)."""
         last: list[str | None] = [None]
 
         def state() -> str | None:
@@ -274,6 +276,12 @@ class TeamWorld(CommandLog):
                 for folder in ("new", "work"):
                     if any((host.spool / folder).glob("*")):
                         return None
+                # Each running host has fetched since the last answer (its mirror's copies
+                # of the intake's refs are pruned at its next poll, up to its backoff away).
+                mirrored = git("for-each-ref", "--format=%(refname)",
+                               "refs/integrator/intake/submit/", cwd=host.mirror)  # fmt: skip
+                if host.alive() and mirrored:
+                    return None
             canon = self.server.refs("canon")
             if canon.get(MAIN) != canon.get(QUEUE):
                 return None
