@@ -29,6 +29,7 @@ import shutil
 import tempfile
 import time
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.queue_world import Candidate, Shape, World, build, plan_candidates, scopes_toml
@@ -43,8 +44,10 @@ STRATEGIES: dict[str, str] = {
     "single-queue": "{command}\nmax_batch = 16\nconcurrency = 1\n",
     "fifo-groups": "{command}\nmax_batch = 4\nconcurrency = 4\n",
     "integrator": "{command}\nmax_batch = 16\nconcurrency = 2\nbudget = 8\n"
-    'flaky_reruns = 1\nadaptive = true\ntoolchain = "bench-suite-v1"\n',
+    'flaky_reruns = 1\nadaptive = true\ntoolchain = "bench-suite-v1"\nlinger = {linger}\n',
 }
+LINGER_SUITES = 2.0  # integrator's linger, in one area's suites (docs/validation.md)
+LINGER_STEP = 0.01  # simulated seconds past a lingering batch's start (dates are in seconds)
 ROUND_PAUSE = 0.002  # wall seconds between idle rounds
 SUITE_WALL = 0.1  # wall seconds one full suite sleeps (time is simulated: see run_strategy)
 
@@ -74,7 +77,9 @@ class Figures:
         return self.ci_seconds / self.promoted if self.promoted else float("inf")
 
 
-def run_strategy(name: str, shape: Shape, plan: list[Candidate], work: Path) -> Figures:
+def run_strategy(
+    name: str, shape: Shape, plan: list[Candidate], work: Path, linger: float | None = None
+) -> Figures:
     """One strategy from an empty queue to every candidate promoted or ejected.
 
     Time is simulated: the clock starts at 0, each candidate lands (through the engine) once
@@ -84,16 +89,27 @@ def run_strategy(name: str, shape: Shape, plan: list[Candidate], work: Path) -> 
     time (they are milliseconds of git). So the figures do not depend on the machine's load;
     the runs still happen, in real checkouts, each sleeping its scaled duration."""
     validation = STRATEGIES[name] + (scopes_toml(shape) if name == "integrator" else "")
+    # Lingering two area suites: a run covers what lands while two others would have run.
+    linger = LINGER_SUITES * shape.scope_s if linger is None else linger
+    validation = validation.replace("{linger}", f"{linger:g}")
     world = build(work / name, shape, validation, plan)
     shm = Path("/dev/shm")
     scratch = Path(tempfile.mkdtemp(prefix="bench-queue-", dir=shm if shm.is_dir() else None))
     landed: dict[str, float] = {}
     promoted_at: dict[str, float] = {}
     now = 0.0
+    start = time.time()  # the simulated clock's origin: what landings and records are dated
+
+    def clock() -> datetime:
+        return datetime.fromtimestamp(start + now, UTC)
+
     waiting = list(world.items)
     wall = time.monotonic()
     try:
-        with Canonical(world.repo) as canonical, Canonical(world.repo) as landing_side:
+        with (
+            Canonical(world.repo, clock=clock) as canonical,
+            Canonical(world.repo, clock=clock) as landing_side,
+        ):
             engine = Integrator(landing_side)
             promoter = Promoter(canonical, scratch=scratch)
             seen_runs = 0
@@ -110,6 +126,12 @@ def run_strategy(name: str, shape: Shape, plan: list[Candidate], work: Path) -> 
                 if done.action == "promote":
                     _promoted(canonical, promoted_at, now)
                 if done.progress:
+                    continue
+                if done.action == "linger":  # a batch waits for more: the clock runs on
+                    until = float(str(done.detail["until"])) - start + LINGER_STEP
+                    if waiting:
+                        until = min(until, waiting[0][0].arrival_s)
+                    now = max(now, until)
                     continue
                 if waiting:
                     now = max(now, waiting[0][0].arrival_s)
@@ -243,6 +265,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=Shape.interval_s,
                         help="simulated seconds between arrivals, on average")  # fmt: skip
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
+    parser.add_argument("--linger", type=float, default=None,
+                        help="integrator's linger in simulated seconds (default: two area "
+                        "suites)")  # fmt: skip
     parser.add_argument(
         "--out", type=Path, default=None, help="folder for repositories and results.json"
     )
@@ -263,7 +288,7 @@ def _run(args: argparse.Namespace, shape: Shape, out: Path) -> int:
     plan = plan_candidates(shape)
     results: dict[str, Figures] = {}
     for name in args.strategies.split(","):
-        results[name] = run_strategy(name, shape, plan, out)
+        results[name] = run_strategy(name, shape, plan, out, args.linger)
         print(f"# {name}: {results[name].wall_s:.1f} s wall", flush=True)
     print(
         f"\n{shape.candidates} candidates over {shape.areas} areas, "

@@ -24,7 +24,7 @@ from integrator.records.claims import Claims, IssueRequest
 from integrator.records.prepare import prepare
 
 MARKER = "BROKEN"
-LEASE = timedelta(days=1)
+LEASE = timedelta(days=30)  # the simulated clock of the slowest strategy runs for days
 
 # The validation command (sh: its own start-up stays a few milliseconds). argv: log, seed,
 # the full suite's simulated duration and its wall seconds, one scope's likewise, the flaky

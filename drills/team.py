@@ -272,16 +272,8 @@ class TeamWorld(CommandLog):
             published = {ref.rsplit("/", 1)[-1] for ref in intake}
             if not set(sids) <= published:
                 return None
-            for host in self.hosts:
-                for folder in ("new", "work"):
-                    if any((host.spool / folder).glob("*")):
-                        return None
-                # Each running host has fetched since the last answer (its mirror's copies
-                # of the intake's refs are pruned at its next poll, up to its backoff away).
-                mirrored = git("for-each-ref", "--format=%(refname)",
-                               "refs/integrator/intake/submit/", cwd=host.mirror)  # fmt: skip
-                if host.alive() and mirrored:
-                    return None
+            if any(_busy(host) for host in self.hosts):
+                return None
             canon = self.server.refs("canon")
             if canon.get(MAIN) != canon.get(QUEUE):
                 return None
@@ -305,3 +297,14 @@ class TeamWorld(CommandLog):
         logs = [run.log for host in self.hosts for run in host.runs]
         wait_until(settled, timeout, "the team to settle (verdicts out, target = queue)",
                    [*logs, self.root / "srv"])  # fmt: skip
+
+
+def _busy(host: Host) -> bool:
+    """Whether a host has work in hand (its spool's new/ or work/), or — running — has not
+    polled since the intake's last answer: its mirror's copies of the intake's submission
+    refs are pruned at its next poll, up to its backoff away."""
+    if any(any((host.spool / folder).glob("*")) for folder in ("new", "work")):
+        return True
+    mirrored = git("for-each-ref", "--format=%(refname)", "refs/integrator/intake/submit/",
+                   cwd=host.mirror)  # fmt: skip
+    return host.alive() and bool(mirrored)

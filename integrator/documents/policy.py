@@ -153,6 +153,9 @@ class Validation(_Section):
     toolchain: Annotated[str, Field(max_length=256)] | None = None
     # Command runs at once over every scope (default: concurrency × the number of scopes).
     budget: Annotated[int, Field(ge=1, le=256)] | None = None
+    # Seconds a batch smaller than its window waits for more landings before it is
+    # validated (counted from its oldest landing); 0: it starts at once. Never a bisection.
+    linger: Annotated[float, Field(ge=0, le=24 * 3600)] = 0.0
     scope: Annotated[list[ValidationScope], Field(max_length=64)] = Field(default_factory=list)
 
     @model_validator(mode="after")
@@ -393,6 +396,7 @@ class PolicyState:
 
 _VALIDATION_LATER: dict[str, object] = {
     "flaky_reruns": 0, "adaptive": False, "toolchain": None, "budget": None, "scope": [],
+    "linger": 0.0,
 }  # fmt: skip
 
 

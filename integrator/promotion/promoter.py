@@ -40,12 +40,12 @@ from integrator.documents.verdict import Code
 from integrator.errors import ConfigurationError, IntegratorError, RefMovedError
 from integrator.landing.engine import Integrator
 from integrator.plumbing import git, transaction
+from integrator.promotion import linger, validate
 from integrator.promotion import scratch as scratch_folders
-from integrator.promotion import validate
 from integrator.promotion.bisect import Step, next_step
 from integrator.promotion.metrics import PromotionMetrics
 from integrator.promotion.rebuild import rebuild
-from integrator.promotion.rounds import RECENT, Round
+from integrator.promotion.rounds import RECENT, Round, lingering
 from integrator.promotion.runner import RunOutcome
 from integrator.promotion.scoped import Memo
 from integrator.promotion.scoped_round import scoped_round
@@ -137,7 +137,9 @@ class Promoter:
             return self._eject(state, step.eject)
         if not step.validate:
             return Round("idle", False, {"pending": state.pending})
-        return self._validate(state, step, config)
+        window = self.window(None, config)
+        until = linger.queue_hold(self.canonical, state.landings, known, window, config.linger)
+        return self._validate(state, step, config) if until is None else lingering({None: until})
 
     def window(self, scope: str | None, config: Validation) -> int:
         """The landings one validation of `scope` covers now (max_batch unless adaptive)."""

@@ -20,10 +20,10 @@ from integrator.documents.policy import Validation
 from integrator.documents.promotion import PromotionRecord, ValidationResult
 from integrator.landing.context import LandingContext
 from integrator.plumbing import transaction
-from integrator.promotion import validate
+from integrator.promotion import linger, validate
 from integrator.promotion.metrics import PromotionMetrics
 from integrator.promotion.rebuild import rebuild
-from integrator.promotion.rounds import Round
+from integrator.promotion.rounds import Round, lingering
 from integrator.promotion.runner import RunOutcome
 from integrator.promotion.scoped import Memo, ScopedView, read_view
 from integrator.promotion.scopes import ScopeMap, plan
@@ -76,9 +76,13 @@ def scoped_round(p: Effects, state: QueueState, config: Validation) -> Round:
     budget = config.budget or config.concurrency * len(scopes.names)
     rates = {s: (1 - sum(r) / len(r)) if (r := p.recent.get(s)) else 0.0 for s in scopes.names}
     windows = {s: p.window(s, config) for s in scopes.names}
+    holds = linger.scope_holds(
+        p.canonical, state.landings, view.members, view.results, windows, config.linger
+    )
+    held = {scope for scope in holds if scope is not None}
     step = plan(
         view.members, scopes.names, view.results, windows=windows,
-        concurrency=config.concurrency, budget=budget, rates=rates,
+        concurrency=config.concurrency, budget=budget, rates=rates, hold=held,
     )  # fmt: skip
     if step.promote is not None:
         return p.promote_to(state, step.promote, view.commits_for(step.promote))
@@ -103,9 +107,10 @@ def scoped_round(p: Effects, state: QueueState, config: Validation) -> Round:
         step = plan(
             view.members, scopes.names, view.results, windows=windows,
             concurrency=config.concurrency, budget=budget, rates=rates, reorder=False,
+            hold=held,
         )  # fmt: skip
     if not step.validate:
-        return Round("idle", False, {"pending": state.pending})
+        return lingering(holds) if holds else Round("idle", False, {"pending": state.pending})
     return _validate(p, state, view, step.validate, config, budget)
 
 

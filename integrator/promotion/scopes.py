@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from integrator.documents.policy import ValidationScope
 from integrator.paths import PathMatcher
-from integrator.promotion.bisect import next_step
+from integrator.promotion.bisect import Step, next_step
 
 SPECULATE_BELOW = 0.1  # a scope failing more often than this validates one head at a time
 
@@ -126,9 +126,11 @@ def plan(
     budget: int,
     rates: Mapping[str, float] | None = None,
     reorder: bool = True,
+    hold: AbstractSet[str] = frozenset(),
 ) -> Plan:
     """The scoped promoter's next step for the unpromoted landings' scopes `members`
-    (`reorder` False: none, the queue keeps its order — a reorder was refused)."""
+    (`reorder` False: none, the queue keeps its order — a reorder was refused; `hold`: the
+    scopes whose next batch waits for more landings, `linger`)."""
     rates = rates or {}
     head = promotable(members, names, results)
     if head:
@@ -150,7 +152,11 @@ def plan(
             ),
         )  # fmt: skip
         batch = steps[scope][1].validate
-        if batch and not bisecting:
+        if scope in hold and not bisecting:
+            # Its landings wait, and other scopes' landings move before them meanwhile.
+            steps[scope] = (mine, Step(promote=steps[scope][1].promote))
+            later.update(mine[_good(known) :])
+        elif batch and not bisecting:
             later.update(mine[batch[0] :])
     culprits = [
         (mine[step.eject - 1], scope) for scope, (mine, step) in steps.items() if step.eject
