@@ -139,6 +139,8 @@ def run_status(args: argparse.Namespace) -> int:
                 f"flaky {scope['flaky']} ({scope['flakeRate']:.0%}), cache hits "
                 f"{scope['cacheHits']}"
             )
+            if scope.get("lingerUntil"):
+                say(f"    lingering for a fuller batch until {scope['lingerUntil']}")
             for run in scope["running"]:
                 flag = "  STALLED" if run["stalled"] else ""
                 say(f"    running {run['head'][:12]} for {run['ageSeconds']:.0f} s{flag}")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from integrator.documents.policy import Validation
@@ -238,17 +238,27 @@ def scope_status(
 ) -> dict[str, Any]:
     """`queue status`, per scope: what waits (position, estimated time), what runs (how
     long, stalled or not), the window, failure and flake rates."""
+    from integrator.promotion import linger
     from integrator.promotion.scoped import Memo, read_view
     from integrator.promotion.scopes import ScopeMap, positions
 
     stats = figures(canonical, config, state)["scopes"]
     waiting: dict[str, list[int]]
+    holds: dict[str | None, float]
     if config.scope:
         scopes = ScopeMap(config.scope)
         view = read_view(canonical, state, config, scopes, Memo())
         waiting = {s: positions(view.members, s) for s in scopes.names}
+        windows = {s: (stats.get(s) or ScopeFigures().document(config))["window"] for s in waiting}
+        holds = linger.scope_holds(
+            canonical, state.landings, view.members, view.results, windows, config.linger
+        )
     else:
         waiting = {"*": list(range(1, state.pending + 1))}
+        window = (stats.get("*") or ScopeFigures().document(config))["window"]
+        known = state.final(provisional=config.flaky_reruns > 0)
+        until = linger.queue_hold(canonical, state.landings, known, window, config.linger)
+        holds = {"*": until} if until is not None else {}
     heads = {c.staging for c in state.landings}
     running: dict[str, list[ValidationResult]] = {}
     tips = list(validations.scoped_refs(canonical, state.target, heads).values())
@@ -263,9 +273,15 @@ def scope_status(
         median = fig["medianRunSeconds"]
         window = fig["window"]
         rows = []
+        # A lingering batch starts when its hold ends: every estimate waits that long too.
+        held = holds.get(name)
+        wait = 0.0 if held is None else max(0.0, held - now.timestamp())
         for rank, index in enumerate(mine):
             landing = state.landings[index - 1]
-            eta = None if median is None else round((rank // max(1, window) + 1) * median, 1)
+            eta = (
+                None if median is None
+                else round(wait + (rank // max(1, window) + 1) * median, 1)
+            )  # fmt: skip
             rows.append({"position": rank + 1, "staging": landing.staging,
                          "task": landing.task_id, "etaSeconds": eta})  # fmt: skip
         runs = []
@@ -273,5 +289,9 @@ def scope_status(
             age = (now - result.at).total_seconds()
             stalled = median is not None and age > STALLED_FACTOR * max(median, 1.0)
             runs.append({"head": result.head, "ageSeconds": round(age, 1), "stalled": stalled})
-        out[name] = {"waiting": rows, "running": runs, **fig}
+        shown = (
+            None if held is None
+            else datetime.fromtimestamp(held, UTC).isoformat(timespec="seconds")
+        )  # fmt: skip
+        out[name] = {"waiting": rows, "running": runs, **fig, "lingerUntil": shown}
     return out

@@ -5,6 +5,7 @@ lingering scope holds no other scope back. Real repositories, real landings thro
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -98,8 +99,18 @@ def test_a_batch_short_of_its_window_waits_its_linger_then_is_validated(
     until = float(str(early[0].detail["until"]))
     assert after.timestamp() - 60 <= until - 600 <= after.timestamp()
     assert world.runs() == []
+    # `queue status` says so, and its estimates count the wait.
+    shown = world.cli("queue", "status", "--repo", str(world.repo), "--json")
+    assert shown.returncode == 0, shown.stderr.decode()
+    scope = json.loads(shown.stdout)["scopes"]["*"]
+    held = datetime.fromisoformat(scope["lingerUntil"])
+    assert abs(held.timestamp() - until) <= 1
+    text = world.cli("queue", "status", "--repo", str(world.repo))
+    assert f"lingering for a fuller batch until {scope['lingerUntil']}" in text.stdout.decode()
     late = _rounds(world, after + timedelta(seconds=601))
     assert [r.action for r in late][:2] == ["validate", "promote"]
+    shown = world.cli("queue", "status", "--repo", str(world.repo), "--json")
+    assert json.loads(shown.stdout)["scopes"]["*"]["lingerUntil"] is None
     assert len(world.runs()) == 1  # one run covered both landings
     assert sorted(world.chain("refs/heads/main")) == sorted(world.heads.values())
 
