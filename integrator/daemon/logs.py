@@ -73,8 +73,12 @@ def configure(
     ]
     renderer: list[Processor]
     if console:
-        # Values come from submissions (reasons, names): a terminal must not obey them.
-        renderer = [_visible_values, structlog.dev.ConsoleRenderer(colors=out.isatty())]
+        # Values come from submissions (reasons, names): a terminal must not obey them. A
+        # traceback is plain text whatever is installed (rich's would show locals: a key).
+        console_renderer = structlog.dev.ConsoleRenderer(
+            colors=out.isatty(), exception_formatter=structlog.dev.plain_traceback
+        )
+        renderer = [_visible_values, console_renderer]
     else:
         renderer = [
             structlog.processors.format_exc_info,
