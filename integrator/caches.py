@@ -10,6 +10,7 @@ whole budget is kept alone.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
@@ -59,3 +60,24 @@ class Bounded(Generic[K, V]):
     def clear(self) -> None:
         self._items.clear()
         self.held = 0
+
+
+class Shared(Bounded[K, V]):
+    """`Bounded` for a module's cache that every thread of a process reads and fills (the
+    daemon's landing loop and its promoter): each call holds one lock."""
+
+    def __init__(self, budget: int, cost: Callable[[V], int] = _one) -> None:
+        super().__init__(budget, cost)
+        self._lock = threading.Lock()
+
+    def get(self, key: K) -> V | None:
+        with self._lock:
+            return super().get(key)
+
+    def put(self, key: K, value: V) -> V:
+        with self._lock:
+            return super().put(key, value)
+
+    def clear(self) -> None:
+        with self._lock:
+            super().clear()

@@ -14,6 +14,8 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from integrator.caches import Shared
+
 _CONTROL = re.compile("[\x00-\x1f\x7f]")
 _UNDECODABLE = re.compile("[\udc80-\udcff]")  # bytes that were not UTF-8 (surrogateescape)
 
@@ -130,9 +132,21 @@ def normalize(path: str) -> str:
     return unicodedata.normalize("NFC", path)
 
 
-@functools.lru_cache(maxsize=8192)
-def glob_problem(pattern: str) -> str | None:  # noqa: PLR0911 — one return per refused pattern shape, naming it
-    """Why `pattern` is not acceptable as a contract glob, or None."""
+# Answers of `glob_problem` kept, counted by the characters of their patterns.
+CHECKED_CHARS = 1_000_000
+_CHECKED: Shared[str, tuple[str | None, int]] = Shared(CHECKED_CHARS, lambda v: v[1])
+
+
+def glob_problem(pattern: str) -> str | None:
+    """Why `pattern` is not acceptable as a contract glob, or None (kept: a flood of
+    contracts repeats the same globs)."""
+    found = _CHECKED.get(pattern)
+    if found is None:
+        found = _CHECKED.put(pattern, (_glob_problem(pattern), len(pattern) + 1))
+    return found[0]
+
+
+def _glob_problem(pattern: str) -> str | None:  # noqa: PLR0911 — one return per refused pattern shape, naming it
     if not pattern or not pattern.strip():
         return "empty pattern"
     if pattern != pattern.strip():
@@ -315,11 +329,25 @@ def _as_prefix(pattern: str) -> tuple[str, bool] | None:
 _FOLDER_OR_SELF = "(?:/|$)"
 
 
-@functools.lru_cache(maxsize=4096)
+# Compiled glob sets kept, counted by their patterns (~220 bytes each compiled): a contract
+# holds one glob or, under raised limits, thousands, so a count of sets bounds nothing.
+COMPILED_PATTERNS = 50_000
+_COMPILED: Shared[tuple[tuple[str, ...], bool], _Compiled] = Shared(
+    COMPILED_PATTERNS, lambda c: len(c.patterns) + 1
+)
+
+
 def _compile(patterns: tuple[str, ...], narrow: bool = False) -> _Compiled:
     """A glob set; `narrow`: a line must match the path itself, unless it names a folder's
     contents explicitly (`dir/**`, `dir/`). Otherwise git's ignore reading: a line that
-    matches a folder matches everything in it."""
+    matches a folder matches everything in it. Kept (`_COMPILED`) while it is used."""
+    found = _COMPILED.get((patterns, narrow))
+    if found is None:
+        found = _COMPILED.put((patterns, narrow), _compiled(patterns, narrow))
+    return found
+
+
+def _compiled(patterns: tuple[str, ...], narrow: bool) -> _Compiled:
     unique = tuple(dict.fromkeys(patterns))
     prefixes = []
     literals: dict[str, str] = {}

@@ -7,7 +7,6 @@ it against the live claim. A v1 reader rejects unknown fields and unknown resour
 
 from __future__ import annotations
 
-import functools
 import re
 from functools import cached_property
 from typing import Annotated, Any, Literal
@@ -26,6 +25,7 @@ from pydantic.alias_generators import to_camel
 from pydantic_core import PydanticCustomError
 
 from integrator import paths
+from integrator.caches import Shared
 from integrator.documents.bounds import CEILING_LIMITS, DEFAULT_LIMITS, ContractLimits, where
 from integrator.documents.digests import digest_of
 from integrator.errors import ContractError
@@ -256,8 +256,22 @@ def parse_contract(
     return _parse_cached(raw, limits)
 
 
-@functools.lru_cache(maxsize=256)
+# Parsed contracts kept, counted by their documents' bytes (a parsed one holds a few times
+# that): 256 documents were 64 KiB at the default limit and megabytes under raised ones.
+PARSED_BYTES = 4 * 1024 * 1024
+_PARSED: Shared[tuple[bytes, ContractLimits], tuple[OwnershipContract, int]] = Shared(
+    PARSED_BYTES, lambda v: v[1]
+)
+
+
 def _parse_cached(data: bytes, limits: ContractLimits) -> OwnershipContract:
+    found = _PARSED.get((data, limits))
+    if found is None:
+        found = _PARSED.put((data, limits), (_parse(data, limits), len(data)))
+    return found[0]
+
+
+def _parse(data: bytes, limits: ContractLimits) -> OwnershipContract:
     try:
         return OwnershipContract.model_validate_json(data, context={"limits": limits})
     except ValidationError as err:
