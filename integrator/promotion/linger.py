@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from integrator.documents.promotion import Covered
+from integrator.promotion.scopes import bisecting, newest_pass, positions
 from integrator.records.canonical import Canonical
 
 
@@ -28,21 +29,31 @@ def hold_until(
     return start if start > now else None
 
 
-def good(results: Mapping[int, bool]) -> int:
-    """The newest passing head of `results` (0: the target)."""
-    return max((j for j, ok in results.items() if ok), default=0)
-
-
-def failing(results: Mapping[int, bool]) -> bool:
-    """Whether a failure is known past the newest passing head (a bisection is due)."""
-    newest = good(results)
-    return any(not ok and j > newest for j, ok in results.items())
-
-
 def landed_at(canonical: Canonical, landing: Covered) -> float:
     """When a landing landed: its first staging commit's committer time (a rebuild keeps
     the name of the staging commit its claim consumed)."""
     return float(canonical.commit(landing.landing).commit_time)
+
+
+def _hold(
+    canonical: Canonical,
+    landings: Sequence[Covered],
+    mine: Sequence[int],
+    results: Mapping[int, bool],
+    window: int,
+    linger: float,
+    now: float,
+) -> float | None:
+    """Until when the next batch of the landings at queue positions `mine` (1-based, one
+    scope's or the whole queue's) waits, given their `results` by count; None: it starts."""
+    if bisecting(results):
+        return None
+    newest = newest_pass(results)
+    waiting = len(mine) - newest
+    if waiting <= 0 or waiting >= window:
+        return None
+    oldest = landed_at(canonical, landings[mine[newest] - 1])
+    return hold_until(waiting, window, oldest, now, linger)
 
 
 def queue_hold(
@@ -53,14 +64,11 @@ def queue_hold(
     linger: float,
 ) -> float | None:
     """The unscoped queue's hold: until when its next batch waits (None: it starts now)."""
-    if linger <= 0 or failing(results):
+    if linger <= 0:
         return None
-    newest = good(results)
-    waiting = len(landings) - newest
-    if waiting <= 0 or waiting >= window:
-        return None
-    oldest = landed_at(canonical, landings[newest])
-    return hold_until(waiting, window, oldest, canonical.clock().timestamp(), linger)
+    mine = range(1, len(landings) + 1)
+    now = canonical.clock().timestamp()
+    return _hold(canonical, landings, mine, results, window, linger, now)
 
 
 def scope_holds(
@@ -78,16 +86,8 @@ def scope_holds(
     now = canonical.clock().timestamp()
     out: dict[str | None, float] = {}
     for scope, window in windows.items():
-        known = results.get(scope, {})
-        if failing(known):
-            continue
-        mine = [i for i, found in enumerate(members, 1) if scope in found]
-        newest = good(known)
-        waiting = len(mine) - newest
-        if waiting <= 0 or waiting >= window:
-            continue
-        oldest = landed_at(canonical, landings[mine[newest] - 1])
-        until = hold_until(waiting, window, oldest, now, linger)
+        mine = positions(members, scope)
+        until = _hold(canonical, landings, mine, results.get(scope, {}), window, linger, now)
         if until is not None:
             out[scope] = until
     return out

@@ -79,7 +79,7 @@ class Promoter:
         self.flaky = 0  # final passes after failed runs (flaky_reruns)
         self.cache_hits = 0  # heads decided by a result of the same key
         self.rounds: list[Round] = []
-        self._lingering: object = None  # the end of the hold last logged
+        self._lingering: str | None = None  # the end of the hold last logged
         self._probes = 0  # validations since the last ejection or full promotion
         self.windows: dict[str | None, int] = {}  # adaptive: each scope's window now
         self.recent: dict[str | None, list[bool]] = {}  # each scope's latest final results
@@ -177,12 +177,11 @@ class Promoter:
         return validation_cache.key_of(tree, None, config.command, config.toolchain)
 
     def _done(self, result: Round) -> Round:
-        if result.action == "linger" and result.detail.get("at") != self._lingering:
+        at = str(result.detail["at"]) if result.action == "linger" else None
+        if at is not None and at != self._lingering:
             # Said once per hold (a running promoter asks again at every poll).
-            self._lingering = result.detail.get("at")
-            log.info("promote.linger", until=self._lingering, scopes=result.detail["scopes"])
-        elif result.action != "linger":
-            self._lingering = None
+            log.info("promote.linger", until=at, scopes=result.detail["scopes"])
+        self._lingering = at
         self.rounds.append(result)
         if len(self.rounds) > 1000:
             del self.rounds[:500]

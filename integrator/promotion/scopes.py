@@ -97,8 +97,15 @@ def counts_at(members: Sequence[frozenset[str]], scope: str) -> list[int]:
     return out
 
 
-def _good(results: Mapping[int, bool]) -> int:
+def newest_pass(results: Mapping[int, bool]) -> int:
+    """The newest passing head of `results` (0: the target)."""
     return max((j for j, ok in results.items() if ok), default=0)
+
+
+def bisecting(results: Mapping[int, bool]) -> bool:
+    """Whether a failure is known past the newest passing head (a bisection is due)."""
+    good = newest_pass(results)
+    return any(not ok and j > good for j, ok in results.items())
 
 
 def promotable(
@@ -140,10 +147,10 @@ def plan(
     for scope in names:
         mine = positions(members, scope)
         known = results.get(scope, {})
-        bisecting = any(not ok and j > _good(known) for j, ok in known.items())
+        failing = bisecting(known)
         # A bisection splits its interval `concurrency` ways whatever the failure rate (it
         # finds the culprit in fewer rounds); a scope failing often speculates no batches.
-        speculate = concurrency if bisecting or rates.get(scope, 0.0) <= SPECULATE_BELOW else 1
+        speculate = concurrency if failing or rates.get(scope, 0.0) <= SPECULATE_BELOW else 1
         steps[scope] = (
             mine,
             next_step(
@@ -152,11 +159,11 @@ def plan(
             ),
         )  # fmt: skip
         batch = steps[scope][1].validate
-        if scope in hold and not bisecting:
+        if scope in hold and not failing:
             # Its landings wait, and other scopes' landings move before them meanwhile.
             steps[scope] = (mine, Step(promote=steps[scope][1].promote))
-            later.update(mine[_good(known) :])
-        elif batch and not bisecting:
+            later.update(mine[newest_pass(known) :])
+        elif batch and not failing:
             later.update(mine[batch[0] :])
     culprits = [
         (mine[step.eject - 1], scope) for scope, (mine, step) in steps.items() if step.eject
@@ -187,8 +194,8 @@ def _reorder(
     suspects: set[int] = set(later)
     for scope in names:
         known = results.get(scope, {})
-        good = _good(known)
-        if any(not ok and j > good for j, ok in known.items()):
+        good = newest_pass(known)
+        if bisecting(known):
             suspects.update(positions(members, scope)[good:])
     if not suspects:
         return None
