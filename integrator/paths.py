@@ -12,7 +12,7 @@ import functools
 import re
 import unicodedata
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from integrator.caches import Shared
 
@@ -180,8 +180,7 @@ def _glob_problem(pattern: str) -> str | None:  # noqa: PLR0911 — one return p
     return None
 
 
-@dataclass(frozen=True)
-class Match:
+class Match(NamedTuple):
     """The outcome of matching one path: allowed or not, and the lines that decided it."""
 
     allowed: bool
@@ -197,7 +196,6 @@ class Match:
         return "matched by no allowed pattern"
 
 
-@dataclass(frozen=True)
 class PathMatcher:
     """Allow and deny glob sets; deny wins.
 
@@ -213,13 +211,37 @@ class PathMatcher:
     """
 
     allow: tuple[str, ...]
-    deny: tuple[str, ...] = ()
-    _allow: _Compiled = field(init=False, repr=False, compare=False)
-    _deny: _Compiled = field(init=False, repr=False, compare=False)
+    deny: tuple[str, ...]
+    _allow: _Compiled
+    _deny: _Compiled
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_allow", _compile(self.allow, narrow=True))
-        object.__setattr__(self, "_deny", _compile(self.deny))
+    def __init__(self, allow: tuple[str, ...], deny: tuple[str, ...] = ()) -> None:
+        # Immutable (a plain class, not a dataclass: the write guard imports this module
+        # on every hook call, and `dataclasses` brings `inspect` with it).
+        for name, value in (
+            ("allow", allow),
+            ("deny", deny),
+            ("_allow", _compile(allow, narrow=True)),
+            ("_deny", _compile(deny)),
+        ):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"PathMatcher is immutable: cannot set {name}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"PathMatcher is immutable: cannot delete {name}")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PathMatcher):
+            return NotImplemented
+        return (self.allow, self.deny) == (other.allow, other.deny)
+
+    def __hash__(self) -> int:
+        return hash((self.allow, self.deny))
+
+    def __repr__(self) -> str:
+        return f"PathMatcher(allow={self.allow!r}, deny={self.deny!r})"
 
     @classmethod
     def of(cls, allow: Iterable[str], deny: Iterable[str] = ()) -> PathMatcher:
@@ -273,8 +295,7 @@ def _as_bytes(text: str) -> str:
     return text.encode("utf-8", "surrogateescape").decode("latin-1")
 
 
-@dataclass(frozen=True)
-class _Compiled:
+class _Compiled(NamedTuple):
     """One glob set: folder prefixes answered by string tests, the rest by one regex."""
 
     # (pattern, "dir/", whether "dir" itself matches) for `dir/**` and anchored literals
@@ -283,10 +304,10 @@ class _Compiled:
     patterns: tuple[str, ...]
     # The same prefixes as one tuple for str.startswith, and the folders matched themselves:
     # a miss (the common answer) costs two C-level tests instead of a loop.
-    starts: tuple[str, ...] = ()
-    exact: frozenset[str] = frozenset()
+    starts: tuple[str, ...]
+    exact: frozenset[str]
     # Narrow sets only: anchored literals, which name one path (name → pattern).
-    literals: dict[str, str] = field(default_factory=dict)
+    literals: dict[str, str]
 
     def first(self, path: str) -> str | None:
         if (self.starts and path.startswith(self.starts)) or path in self.exact:

@@ -11,7 +11,7 @@ revokes every unconsumed claim, so a live claim always passed the policy in forc
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from typing import NamedTuple
 
 from integrator.limits import (
     CEILINGS,
@@ -23,8 +23,7 @@ from integrator.limits import (
 )
 
 
-@dataclass(frozen=True)
-class ContractLimits:
+class ContractLimits(NamedTuple):
     """One value per limit; the field names are the policy's `[limits]` keys."""
 
     contract_bytes: int = CONTRACT_BYTES
@@ -36,9 +35,9 @@ class ContractLimits:
     def changed(self) -> dict[str, int]:
         """The values that differ from the defaults, by key."""
         return {
-            f.name: getattr(self, f.name)
-            for f in fields(self)
-            if getattr(self, f.name) != getattr(DEFAULT_LIMITS, f.name)
+            name: value
+            for name, value in self._asdict().items()
+            if value != getattr(DEFAULT_LIMITS, name)
         }
 
 
@@ -51,4 +50,4 @@ def where(key: str, limits: ContractLimits) -> str:
 
 DEFAULT_LIMITS = ContractLimits()
 CEILING_LIMITS = ContractLimits(**CEILINGS)
-KEYS: tuple[str, ...] = tuple(f.name for f in fields(ContractLimits))
+KEYS: tuple[str, ...] = ContractLimits._fields

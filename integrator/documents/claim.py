@@ -8,9 +8,8 @@ it). `ClaimView` is its parsed form, the input the gate's live checks decide on.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
 from integrator import jsontext
 from integrator.errors import ConfigurationError
@@ -23,8 +22,7 @@ ClaimStateName = Literal["live", "revoked", "consumed"]
 _STATES: tuple[ClaimStateName, ...] = ("live", "revoked", "consumed")
 
 
-@dataclass(frozen=True)
-class Grant:
+class Grant(NamedTuple):
     """Paths an expansion added at `generation`, and the workspace head it inspected: edits
     to those paths must build on that head (written after the grant, not before)."""
 
@@ -36,8 +34,7 @@ class Grant:
         return {"generation": self.generation, "paths": list(self.paths), "head": self.head}
 
 
-@dataclass(frozen=True)
-class ClaimView:
+class ClaimView(NamedTuple):
     """The live claim as the claim ref holds it."""
 
     task_id: str

@@ -11,7 +11,6 @@ was admitted under the policy in force when it was issued, and a policy change r
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -24,19 +23,71 @@ from integrator.refnames import refname_problem
 CONTRACT_SCHEMA = "coding.workspace.ownership.v1"
 
 
-@dataclass(frozen=True)
 class ContractRules:
-    """What the guard needs of an ownership contract; `document` is the whole JSON object."""
+    """What the guard needs of an ownership contract; `document` is the whole JSON object.
 
-    document: dict[str, Any] = field(repr=False)
+    Immutable; equal when the document and the fields read from it are (`raw` and the
+    stated digest aside). A plain class, not a dataclass: the write guard imports this
+    module on every hook call, and `dataclasses` brings `inspect` with it."""
+
+    document: dict[str, Any]
     task_id: str
     worktree_id: str | None
     ownership_generation: int
     paths: tuple[str, ...]
     deny: tuple[str, ...]
-    raw: bytes = field(default=b"", repr=False, compare=False)
+    raw: bytes
     # The digest its claim states for it (a claim's contract.json): taken as given.
-    stated_digest: str | None = field(default=None, compare=False)
+    stated_digest: str | None
+
+    def __init__(
+        self,
+        document: dict[str, Any],
+        task_id: str,
+        worktree_id: str | None,
+        ownership_generation: int,
+        paths: tuple[str, ...],
+        deny: tuple[str, ...],
+        raw: bytes = b"",
+        stated_digest: str | None = None,
+    ) -> None:
+        values = {
+            "document": document,
+            "task_id": task_id,
+            "worktree_id": worktree_id,
+            "ownership_generation": ownership_generation,
+            "paths": paths,
+            "deny": deny,
+            "raw": raw,
+            "stated_digest": stated_digest,
+        }
+        self.__dict__.update(values)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"ContractRules is immutable: cannot set {name}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"ContractRules is immutable: cannot delete {name}")
+
+    def _compared(self) -> tuple[object, ...]:
+        return (
+            self.document, self.task_id, self.worktree_id, self.ownership_generation,
+            self.paths, self.deny,
+        )  # fmt: skip
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ContractRules):
+            return NotImplemented
+        return self._compared() == other._compared()
+
+    __hash__ = None  # type: ignore[assignment]  # the document is a dict
+
+    def __repr__(self) -> str:
+        return (
+            f"ContractRules(task_id={self.task_id!r}, worktree_id={self.worktree_id!r}, "
+            f"ownership_generation={self.ownership_generation!r}, paths={self.paths!r}, "
+            f"deny={self.deny!r})"
+        )
 
     @cached_property
     def digest(self) -> str:

@@ -7,8 +7,8 @@ checkout and its git folder, and the bound `contract.json` is read as plain rule
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from integrator import jsontext
 from integrator.documents.rules import ContractRules, rules_from_bytes
@@ -18,8 +18,7 @@ from integrator.plumbing.git import run_git
 BINDING_DIR = "integrator"
 
 
-@dataclass(frozen=True)
-class Checkout:
+class Checkout(NamedTuple):
     """A git checkout: its top folder and its git folder (`.git/worktrees/<id>` for a
     linked worktree)."""
 

@@ -11,9 +11,8 @@ GuardInputError, and the guard denies.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from integrator import jsontext
 from integrator.fleet.patches import PatchError, parse_patch, readings, resolve
@@ -48,8 +47,7 @@ class GuardInputError(ValueError):
         self.dialect = dialect
 
 
-@dataclass(frozen=True)
-class Write:
+class Write(NamedTuple):
     """A path a tool call writes: as the tool named it, and where it lands (absolute, or
     relative to the call's cwd)."""
 
@@ -57,8 +55,7 @@ class Write:
     path: str
 
 
-@dataclass(frozen=True)
-class ToolCall:
+class ToolCall(NamedTuple):
     dialect: Dialect
     tool: str
     targets: tuple[Write, ...]

@@ -32,9 +32,9 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import NamedTuple
 
 from integrator import paths
 from integrator.documents.claim import ClaimView
@@ -56,8 +56,7 @@ __all__ = ["Dialect", "GuardInputError", "Write", "parse_event"]  # the hook's i
 # --- the decision (pure) -----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     """A path as the tool gave it, and where it lands relative to the worktree root."""
 
     given: str
@@ -65,8 +64,7 @@ class Target:
     outside_allowed: bool = False
 
 
-@dataclass(frozen=True)
-class PathVerdict:
+class PathVerdict(NamedTuple):
     given: str
     relative: str | None
     allowed: bool
@@ -74,8 +72,7 @@ class PathVerdict:
     rule: str | None = None  # the contract line that decided
 
 
-@dataclass(frozen=True)
-class GuardDecision:
+class GuardDecision(NamedTuple):
     allowed: bool
     reason: str
     paths: tuple[PathVerdict, ...] = ()
@@ -350,8 +347,7 @@ def staged_paths(root: Path) -> list[str]:
     return [p for p in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if p]
 
 
-@dataclass(frozen=True)
-class HookAnswer:
+class HookAnswer(NamedTuple):
     exit_code: int
     stdout: str = ""
     stderr: str = ""

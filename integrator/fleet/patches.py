@@ -23,9 +23,8 @@ Anything that does not parse raises PatchError: the guard denies what it cannot 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 # Rust's `char::is_whitespace` (Unicode White_Space), which `str::trim` removes.
 RUST_WHITESPACE = (
@@ -47,8 +46,7 @@ class PatchError(ValueError):
     """The text is not a patch Codex would apply; the guard denies it."""
 
 
-@dataclass(frozen=True)
-class Hunk:
+class Hunk(NamedTuple):
     kind: Literal["add", "delete", "update"]
     path: str
     move_to: str | None = None

@@ -17,8 +17,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from integrator.fleet.patches import is_home_path, lexical, parse_patch, readings, resolve
 
@@ -45,23 +45,30 @@ def mentions_apply_patch(script: str) -> bool:
     return any(name in flat for name in APPLY_PATCH_NAMES)
 
 
-@dataclass
 class _Word:
-    text: str = ""
-    quoted: bool = False
-    expands: bool = False  # $, a glob or a leading ~: its value is not the text
+    """One shell word as the lexer builds it."""
+
+    __slots__ = ("expands", "quoted", "text")
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.quoted = False
+        self.expands = False  # $, a glob or a leading ~: its value is not the text
 
 
-@dataclass
 class _Command:
-    words: list[_Word]
-    stdin: list[str]  # texts fed on stdin: heredoc bodies, here-strings
-    opaque_stdin: bool = False  # `< file`: a patch the guard cannot read
-    after: str = ";"  # the operator that ends it
+    """One simple command as the lexer builds it."""
+
+    __slots__ = ("after", "opaque_stdin", "stdin", "words")
+
+    def __init__(self) -> None:
+        self.words: list[_Word] = []
+        self.stdin: list[str] = []  # texts fed on stdin: heredoc bodies, here-strings
+        self.opaque_stdin = False  # `< file`: a patch the guard cannot read
+        self.after = ";"  # the operator that ends it
 
 
-@dataclass(frozen=True)
-class Invocation:
+class Invocation(NamedTuple):
     """One apply_patch run: the patch texts it may apply and the folder it runs in
     (None: a `cd` the guard cannot follow came first)."""
 
@@ -74,7 +81,7 @@ class _Lexer:
         self.s = script
         self.i = 0
         self.commands: list[_Command] = []
-        self.current = _Command([], [])
+        self.current = _Command()
         self.heredocs: list[tuple[_Command, str, bool, bool]] = []
 
     def peek(self, n: int = 0) -> str:
@@ -141,7 +148,7 @@ class _Lexer:
             self.commands.append(self.current)
         elif operator not in ("\n", ";") or self.heredocs:
             raise ShellError(f"an empty command before {operator!r}")
-        self.current = _Command([], [])
+        self.current = _Command()
 
     def read_heredocs(self) -> None:
         for command, delimiter, strip_tabs, quoted in self.heredocs:

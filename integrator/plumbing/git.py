@@ -17,9 +17,8 @@ import re
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from integrator.errors import ConfigurationError, GitError, GitTimeoutError, InfrastructureError
 
@@ -473,8 +472,7 @@ def store_trouble(objects: Path, need: int = 0) -> str | None:
 # --- merges ------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class MergeTreeResult:
+class MergeTreeResult(NamedTuple):
     tree: str | None
     conflicts: tuple[str, ...]
     messages: str

@@ -285,9 +285,9 @@ def test_revoked_or_expired_claims_deny(bound: Path) -> None:
     inside = [guard.Target("src/a.py", "src/a.py")]
     assert guard.decide(contract, view, "alice", NOW, inside).allowed
     cases = {
-        "revoked": ClaimView(**{**view.__dict__, "state": "revoked", "reason": "policy changed"}),
-        "generation 2": ClaimView(**{**view.__dict__, "generation": 2}),
-        "expired": ClaimView(**{**view.__dict__, "lease_expires_at": NOW - timedelta(seconds=1)}),
+        "revoked": view._replace(state="revoked", reason="policy changed"),
+        "generation 2": view._replace(generation=2),
+        "expired": view._replace(lease_expires_at=NOW - timedelta(seconds=1)),
     }
     for expected, claim in cases.items():
         decision = guard.decide(contract, claim, "alice", NOW, inside)
@@ -577,7 +577,8 @@ def test_show_reports_the_bound_contract_and_whether_it_may_write(bound: Path) -
 def test_hook_events_are_decided_without_the_contract_models(bound: Path) -> None:
     """Every hook event — a plain shell command, a read, a write inside, a write outside —
     is decided without loading pydantic or pygit2 (the guard reads the contract as plain
-    rules), each with its right answer; the command lists the same agents as the installer."""
+    rules), nor `dataclasses` (which imports `inspect`: a fifth of the hook's start-up),
+    each with its right answer; the command lists the same agents as the installer."""
     from integrator.commands.guard import AGENTS
     from integrator.fleet.hooks import AGENTS as INSTALLED
     from tests.test_api import _modules_loaded
@@ -586,14 +587,18 @@ def test_hook_events_are_decided_without_the_contract_models(bound: Path) -> Non
     plain = codex_shell("ls -la && git status", bound)
     inside = claude("Write", {"file_path": str(bound / "src/new.py"), "content": "x"}, bound)
     outside = claude("Write", {"file_path": str(bound / "docs/new.md"), "content": "x"}, bound)
-    for event in (plain, inside, outside):
+    patch = codex_patch(f"{B}\n*** Add File: docs/p.md\n+x\n{E}\n", bound)
+    heavy = {"pydantic", "pygit2", "dataclasses", "inspect"}
+    for event in (plain, inside, outside, patch):
         loaded = _modules_loaded(["guard"], event)
-        assert "integrator" in loaded and not {"pydantic", "pygit2"} & loaded
-    # The probe does see the models where a command loads them.
-    assert "pydantic" in _modules_loaded(["policy", "init"])
+        assert "integrator" in loaded and not heavy & loaded, heavy & loaded
+    # The probe does see them where a command loads them.
+    assert {"pydantic", "dataclasses"} <= _modules_loaded(["policy", "init"])
     assert hook(plain, bound).stdout == b""
     assert hook(inside, bound).stdout == b""
     assert "docs/new.md" in denied_reason(hook(outside, bound))
+    denied = hook(patch, bound)  # Codex: exit 2, the reason on stderr
+    assert denied.returncode == 2 and b"docs/p.md" in denied.stderr
     read = hook(gemini("read_file", {"file_path": "docs/x.md"}, bound), bound)
     assert read.returncode == 0 and json.loads(read.stdout) == {}
 
