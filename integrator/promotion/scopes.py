@@ -209,6 +209,13 @@ def _reorder(
 
 
 def next_window(window: int, passed: bool, max_batch: int) -> int:
-    """Zuul's window: one more after a pass, halved after a failure, within 1..max_batch."""
-    grown = window + 1 if passed else window // 2
+    """The adaptive window: doubled after a pass, halved after a failure, within
+    1..max_batch (Zuul's window with `window-increase-type: exponential`).
+
+    Culprits come independently of one another, so a failure says little about the next
+    batch: growing back by one a pass kept a scope at small batches long after its one
+    culprit was ejected. Doubling settles where a batch passes about half the time (a
+    window near ln 2 / p for a share p of culprits); halving still shrinks it fast in a
+    scope that keeps failing (docs/validation.md, "The adaptive window")."""
+    grown = window * 2 if passed else window // 2
     return max(1, min(max_batch, grown))

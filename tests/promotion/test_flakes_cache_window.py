@@ -88,10 +88,10 @@ def test_a_head_whose_tree_was_validated_before_costs_no_run(promotion: Promotio
 def test_the_adaptive_window_grows_after_passes_and_halves_after_failures(
     promotion: PromotionWorld,
 ) -> None:
-    """`adaptive = true`, max_batch 8 (the window starts at 4), the sixth landing broken:
-    the batches covered read 4 (pass → 5), 5 (fail → 2), the bisection's probes 2 (fail)
-    and 1 (pass), which leave the window at 2, then after the ejection 2 (→ 3), 3 (→ 4) and
-    the last one."""
+    """`adaptive = true`, max_batch 8 (the window starts at 4), 12 landings, the sixth
+    broken: the batches covered read 4 (pass → 8), 8 (fail → 4), the bisection's probes 4
+    (fail), 2 (fail) and 1 (pass), which leave the window at 4, then after the ejection 4
+    (pass → 8) and the last 2."""
     world = promotion
     script = world.tmp / "count.sh"
     script.write_text(COUNTING_SCRIPT)
@@ -102,17 +102,20 @@ def test_the_adaptive_window_grows_after_passes_and_halves_after_failures(
     assert served.proc.returncode == 0, served.text()
     runs = [line.split() for line in world.log.read_text().splitlines()]
     assert [(int(n), r) for n, r in runs] == [
-        (4, "pass"), (5, "fail"), (2, "fail"), (1, "pass"), (2, "pass"), (3, "pass"), (1, "pass"),
+        (4, "pass"), (8, "fail"), (4, "fail"), (2, "fail"), (1, "pass"), (4, "pass"), (2, "pass"),
     ]  # fmt: skip
     assert world.spool.entries("fenced") == [world.sids["t5"]]
 
 
 def test_next_window_stays_within_one_and_max_batch() -> None:
-    """One more after a pass, half after a failure, never below 1 or above max_batch."""
-    assert next_window(4, True, 8) == 5
+    """Double after a pass, half after a failure, never below 1 or above max_batch."""
+    assert next_window(4, True, 8) == 8
+    assert next_window(3, True, 8) == 6
+    assert next_window(5, True, 8) == 8
     assert next_window(8, True, 8) == 8
     assert next_window(5, False, 8) == 2
     assert next_window(1, False, 8) == 1
+    assert next_window(1, True, 8) == 2
     assert next_window(12, True, 8) == 8
 
 
