@@ -156,6 +156,8 @@ class Validation(_Section):
     # Seconds a batch smaller than its window waits for more landings before it is
     # validated (counted from its oldest landing); 0: it starts at once. Never a bisection.
     linger: Annotated[float, Field(ge=0, le=24 * 3600)] = 0.0
+    # Seconds between two `validation.running` events of one run (the promoter's log).
+    heartbeat: Annotated[float, Field(ge=0.1, le=24 * 3600)] = 30.0
     scope: Annotated[list[ValidationScope], Field(max_length=64)] = Field(default_factory=list)
 
     @model_validator(mode="after")
@@ -396,7 +398,7 @@ class PolicyState:
 
 _VALIDATION_LATER: dict[str, object] = {
     "flaky_reruns": 0, "adaptive": False, "toolchain": None, "budget": None, "scope": [],
-    "linger": 0.0,
+    "linger": 0.0, "heartbeat": 30.0,
 }  # fmt: skip
 
 

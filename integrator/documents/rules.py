@@ -86,7 +86,7 @@ class ContractRules:
         return (
             f"ContractRules(task_id={self.task_id!r}, worktree_id={self.worktree_id!r}, "
             f"ownership_generation={self.ownership_generation!r}, paths={self.paths!r}, "
-            f"deny={self.deny!r})"
+            f"deny={self.deny!r}, stated_digest={self.stated_digest!r})"
         )
 
     @cached_property

@@ -47,7 +47,7 @@ from integrator.plumbing.git import bounded, git_env, run_git
 from integrator.promotion.scratch import PREFIX, mark, remove_folder
 
 ENV_PREFIX = "INTEGRATOR_VALIDATION_"
-HEARTBEAT_S = 30.0  # seconds between two `validation.running` events of one run
+HEARTBEAT_S = 30.0  # seconds between two `validation.running` events (`[validation] heartbeat`)
 STREAM_POLL_S = 0.25  # how often the output file is read for lines to log while a run runs
 
 log = structlog.get_logger("integrator.promote")

@@ -257,7 +257,10 @@ def run_heads(
         first, last, _ = _span(job, config)
         for number in range(first, last + 1):
             request = replace(request, attempt=number)
-            outcome = runner.run(repo_path, command, config.timeout, request, scratch=scratch)
+            outcome = runner.run(
+                repo_path, command, config.timeout, request, scratch=scratch,
+                heartbeat=config.heartbeat,
+            )  # fmt: skip
             out.append(Attempt(number, outcome))
             if outcome.passed:
                 break

@@ -164,7 +164,8 @@ def test_the_promoter_logs_the_output_and_status_waits_with_progress(
     promotion: PromotionWorld,
 ) -> None:
     """A real `promote --once` whose validation waits for a file: its JSON log has the
-    command's first line while the command still runs (no `validation.run` yet), and a
+    command's first line while the command still runs (no `validation.run` yet) and, with
+    `heartbeat = 0.2`, a `validation.running` beat within seconds, and a
     `status --until promoted --wait` meanwhile says on stderr (no terminal: plain lines)
     that the landing waits for its promotion; once the file is made, the run is recorded,
     and status prints one JSON document on stdout saying promoted."""
@@ -172,7 +173,7 @@ def test_the_promoter_logs_the_output_and_status_waits_with_progress(
     go = world.tmp / "go"
     script = world.tmp / "slow.sh"
     script.write_text(SLOW)
-    world.set_policy(f'command = ["sh", "{script}", "{go}"]')
+    world.set_policy(f'command = ["sh", "{script}", "{go}"]\nheartbeat = 0.2')
     sid = world.submit("t0")
     assert world.serve_once("--no-promote").proc.returncode == 0
     err = world.tmp / "status.err"
@@ -187,6 +188,8 @@ def test_the_promoter_logs_the_output_and_status_waits_with_progress(
                              "json", name="promote")  # fmt: skip
         try:
             first = promoter.wait_event("validation.output", timeout=60)[0]
+            # `heartbeat = 0.2`: a beat within seconds (the default would wait 30 s).
+            beat = promoter.wait_event("validation.running", timeout=20)[0]
             still = promoter.proc.poll() is None and not promoter.events("validation.run")
             said = wait_until(
                 lambda: "waiting for its promotion" in err.read_text(), 30, "status progress"
@@ -196,6 +199,7 @@ def test_the_promoter_logs_the_output_and_status_waits_with_progress(
         assert promoter.proc.wait(timeout=120) == 0, promoter.text()
         out, _ = status.communicate(timeout=120)
     assert still, "the line was logged only after the command ended"
+    assert beat["elapsed_s"] < 15 and beat["head"] == first["head"]
     assert first["line"].startswith("slow: validating ") and said
     names = [e["event"] for e in promoter.events()]
     assert names.index("validation.run") > max(
