@@ -37,6 +37,11 @@ class Step:
         return self.promote is None and self.eject is None and not self.validate
 
 
+def newest_pass(results: Mapping[int, bool]) -> int:
+    """The newest passing head of `results` (0: the target)."""
+    return max((j for j, ok in results.items() if ok), default=0)
+
+
 def next_step(
     pending: int, results: Mapping[int, bool], *, max_batch: int, concurrency: int
 ) -> Step:
@@ -46,7 +51,7 @@ def next_step(
     if pending <= 0:
         return Step()
     known = {i: ok for i, ok in results.items() if 1 <= i <= pending}
-    good = max((i for i, ok in known.items() if ok), default=0)
+    good = newest_pass(known)
     promote = good or None
     fails = sorted(i for i, ok in known.items() if not ok and i > good)
     if not fails:

@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from integrator.documents.promotion import Covered
-from integrator.promotion.scopes import bisecting, newest_pass, positions
+from integrator.promotion.bisect import newest_pass
+from integrator.promotion.scopes import bisecting, positions
 from integrator.records.canonical import Canonical
 
 

@@ -21,6 +21,7 @@ from integrator.documents.promotion import PromotionRecord, ValidationResult
 from integrator.landing.context import LandingContext
 from integrator.plumbing import transaction
 from integrator.promotion import linger, validate
+from integrator.promotion.bisect import newest_pass
 from integrator.promotion.metrics import PromotionMetrics
 from integrator.promotion.rebuild import rebuild
 from integrator.promotion.rounds import Round, lingering
@@ -158,7 +159,7 @@ def _confirms(state: QueueState, view: ScopedView, config: Validation) -> list[v
     heads = {state.head(i): i for i in range(1, state.pending + 1)}
     out = []
     for scope, known in view.results.items():
-        good = max((j for j, ok in known.items() if ok), default=0)
+        good = newest_pass(known)
         first = min((j for j, ok in known.items() if not ok and j > good), default=None)
         if first is None or first == good + 1:
             continue  # nothing failing, or the ejection's own confirmation decides it

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from integrator.documents.policy import ValidationScope
 from integrator.paths import PathMatcher
-from integrator.promotion.bisect import Step, next_step
+from integrator.promotion.bisect import Step, newest_pass, next_step
 
 SPECULATE_BELOW = 0.1  # a scope failing more often than this validates one head at a time
 
@@ -95,11 +95,6 @@ def counts_at(members: Sequence[frozenset[str]], scope: str) -> list[int]:
     for found in members:
         out.append(out[-1] + (scope in found))
     return out
-
-
-def newest_pass(results: Mapping[int, bool]) -> int:
-    """The newest passing head of `results` (0: the target)."""
-    return max((j for j, ok in results.items() if ok), default=0)
 
 
 def bisecting(results: Mapping[int, bool]) -> bool:
