@@ -7,7 +7,8 @@ from bench.daemon_run import DaemonRun
 from bench.phases import FleetResult, PeerResult
 from bench.remote_run import RemoteResult
 from bench.report import Row, fmt, median, ratio, summary, verdict
-from bench.startup_run import StartupResult, ratio_of
+from bench.startup_run import CLI_ROWS, StartupResult, ratio_of
+from bench.targets import CLI_OVER_PYTHON_MS
 from bench.validation_run import ValidationResult
 from bench.workers_run import WorkersRun
 
@@ -343,6 +344,20 @@ def startup_rows(result: StartupResult) -> list[Row]:
             verdict(over <= 200),
         )
     )
+    for name, timing in result.cli.items():
+        over = timing.p50 - timing.baseline_p50
+        target = name in CLI_ROWS
+        out.append(
+            Row(
+                section,
+                f"integrator {name} (ms)",
+                fmt(timing.p50),
+                f"{fmt(timing.baseline_p50)} python -c pass",
+                f"+{fmt(over)} ms (CPU {timing.cpu_ratio:.1f}×)",
+                f"≤ +{CLI_OVER_PYTHON_MS} ms" if target else "(for comparison)",
+                verdict(over <= CLI_OVER_PYTHON_MS) if target else "",
+            )
+        )
     share = ratio_of(result.gate)
     out.append(
         Row(

@@ -4,6 +4,8 @@
   on real Claude Code events (a write inside the contract, one outside, a shell command),
   against `python -c pass` of the same interpreter — the hook's floor, whatever the guard
   does.
+- `integrator --help`, `--version` and `status` (the overview, answered by the daemon
+  serving the spool; and read by the command itself, for comparison) against the same.
 - `integrator gate` on a 10-file commit of a real tree — the Python standard library this
   interpreter ships, its first 4,500 files — against `git diff-tree -r -M` plus
   `git merge-tree --write-tree` on the same commits.
@@ -74,6 +76,7 @@ class StartupResult:
     gate_files: int
     answers: dict[str, str]  # what each guard event was answered, to show it decided
     serve: Timing = field(default_factory=Timing)  # `serve --once` on an empty spool
+    cli: dict[str, Timing] = field(default_factory=dict)  # --help, --version, status
 
 
 def _env() -> dict[str, str]:
@@ -248,9 +251,8 @@ def gate_phase(work: Path, rounds: int = ROUNDS) -> tuple[Timing, int]:
     return timing, files
 
 
-def serve_phase(work: Path, rounds: int = ROUNDS) -> Timing:
-    """`integrator serve --once` on an empty spool (the daemon's start-up: imports, the
-    repository and spool opened, recovery, exit) against `python -c pass`."""
+def _served_repository(work: Path) -> Path:
+    """A bare repository of one empty commit, prepared by `integrator init`."""
     repo = work / "served.git"
     work.mkdir(parents=True, exist_ok=True)
     _git(work, "init", "-q", "--bare", "-b", "main", str(repo))
@@ -258,8 +260,19 @@ def serve_phase(work: Path, rounds: int = ROUNDS) -> Timing:
     root = _git(repo, "commit-tree", "-m", "root", empty)
     _git(repo, "update-ref", "refs/heads/main", root)
     _checked(_integrator("init", "--repo", str(repo), cwd=work))
-    command = [sys.executable, "-m", "integrator", "serve", "--repo", str(repo), "--spool",
-               str(work / "spool"), "--once", "--no-watch", "--log-format", "json"]  # fmt: skip
+    return repo
+
+
+def _serve_command(repo: Path, spool: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "integrator", "serve", "--repo", str(repo), "--spool",
+            str(spool), "--no-watch", "--log-format", "json", *extra]  # fmt: skip
+
+
+def serve_phase(work: Path, rounds: int = ROUNDS) -> Timing:
+    """`integrator serve --once` on an empty spool (the daemon's start-up: imports, the
+    repository and spool opened, recovery, exit) against `python -c pass`."""
+    repo = _served_repository(work)
+    command = _serve_command(repo, work / "spool", "--once")
     _checked(subprocess.run(command, cwd=work, capture_output=True, env=_env(), check=False))
     return _interleaved(
         partial(subprocess.run, command, cwd=work, capture_output=True, env=_env(), check=True),
@@ -268,15 +281,56 @@ def serve_phase(work: Path, rounds: int = ROUNDS) -> Timing:
     )
 
 
+CLI_ROWS = ("--help", "--version", "status, a daemon serving the spool")
+STATUS_READ = "status, no daemon (the command reads)"
+
+
+def cli_phase(work: Path, rounds: int = ROUNDS) -> dict[str, Timing]:
+    """`integrator --help`, `--version` and `status` (the overview of a repository and its
+    spool, answered by the daemon serving it; and, for comparison, read by the command
+    itself when no daemon runs) against `python -c pass`."""
+    repo = _served_repository(work)
+    spool = work / "spool"
+    _checked(subprocess.run(_serve_command(repo, spool, "--once"), cwd=work,
+                            capture_output=True, env=_env(), check=False))  # fmt: skip
+    floor = partial(subprocess.run, [sys.executable, "-c", "pass"], check=True)
+    status = ("status", "--spool", str(spool))
+    out = {
+        "--help": _interleaved(partial(_integrator, "--help", cwd=work), floor, rounds),
+        "--version": _interleaved(partial(_integrator, "--version", cwd=work), floor, rounds),
+    }
+    daemon = subprocess.Popen(_serve_command(repo, spool), cwd=work, env=_env(),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while not (spool / "overview.sock").exists():
+            if time.monotonic() > deadline or daemon.poll() is not None:
+                raise RuntimeError("the daemon made no overview socket within 60 s")
+            time.sleep(0.05)
+        answered = _integrator(*status, "--json", cwd=work)
+        _checked(answered)
+        if json.loads(answered.stdout).get("answeredBy") != {"daemon": daemon.pid}:
+            raise RuntimeError(f"the daemon did not answer status: {answered.stdout!r}")
+        out[CLI_ROWS[2]] = _interleaved(partial(_integrator, *status, cwd=work), floor, rounds)
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=60)
+    out[STATUS_READ] = _interleaved(partial(_integrator, *status, cwd=work), floor, min(rounds, 10))
+    return out
+
+
 def startup(work: Path, rounds: int = ROUNDS) -> StartupResult:
     guard, answers = guard_phase(work / "guard", rounds)
     gate, files = gate_phase(work / "gate", rounds)
     serve = serve_phase(work / "serve", min(rounds, 10))  # seconds a round on a busy host
-    return StartupResult(guard, gate, files, answers, serve)
+    cli = cli_phase(work / "cli", rounds)
+    return StartupResult(guard, gate, files, answers, serve, cli)
 
 
 def ratio_of(timing: Timing) -> float:
     return timing.p50 / timing.baseline_p50 if timing.baseline_p50 else float("nan")
 
 
-__all__: Sequence[str] = ("StartupResult", "Timing", "ratio_of", "startup")
+__all__: Sequence[str] = (
+    "CLI_ROWS", "STATUS_READ", "StartupResult", "Timing", "cli_phase", "ratio_of", "startup",
+)  # fmt: skip

@@ -14,13 +14,14 @@ from typing import Any
 from bench.phases import FleetResult
 from bench.remote_run import RemoteResult
 from bench.report import Row, fmt, summary, verdict
-from bench.startup_run import StartupResult, ratio_of
+from bench.startup_run import CLI_ROWS, StartupResult, ratio_of
 
 SECTION = "targets of this round (ratios within this run; the reason when not met)"
 REMOTE_SHARE = 0.8  # remote landing rate against the local one
 DRAIN_SPEEDUP = 3.0  # batched drain against the plain pipeline, start-up excluded
 SERVE_OVER_PYTHON_S = 0.2  # `serve --once` on an empty spool over `python -c pass`
 GUARD_OVER_PYTHON = 2.5  # the guard per hook call against `python -c pass`
+CLI_OVER_PYTHON_MS = 100.0  # `--help`, `--version`, `status` over `python -c pass` (U)
 LAST_SINGLE_RATIO = 1.0  # last round: one-at-a-time p50, plain pipeline's over ours
 LAST_FLOOD_SHARE = 0.39  # last round: stale flood rate over its file-system floor's rate
 LAST_SCALING = 1.25  # last round: p50 at 100,000 files over p50 at 1,000
@@ -92,6 +93,20 @@ def _startup(started: StartupResult) -> list[Row]:
                 share <= GUARD_OVER_PYTHON,
                 f"≤ {GUARD_OVER_PYTHON}×",
                 "Python imports of the CLI and the guard's own modules, and its git processes",
+            )
+        )
+    for name in CLI_ROWS:
+        if name not in started.cli:
+            continue
+        over_ms = started.cli[name].p50 - started.cli[name].baseline_p50
+        rows.append(
+            _row(
+                f"integrator {name}, over python -c pass (ms)",
+                fmt(over_ms),
+                over_ms <= CLI_OVER_PYTHON_MS,
+                f"≤ {CLI_OVER_PYTHON_MS:g}",
+                "the CLI's own imports (argparse, json, the config file's discovery) and, for "
+                "status, the daemon's answer",
             )
         )
     return rows

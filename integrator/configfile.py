@@ -24,9 +24,8 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from integrator.errors import ConfigurationError
 from integrator.limits import INPUT_BYTES
@@ -38,21 +37,21 @@ ENV_CONFIG = "INTEGRATOR_CONFIG"
 ENV_OF = {"repo": "INTEGRATOR_REPO", "spool": "INTEGRATOR_SPOOL"}
 
 
-@dataclass(frozen=True)
-class Value:
+class Value(NamedTuple):
     """One effective setting and where it came from (`default`, a file, `$VARIABLE`)."""
 
     value: object
     source: str
 
 
-@dataclass(frozen=True)
-class Config:
-    """The file in effect (None when there is none), its tables, and how it was found."""
+class Config(NamedTuple):
+    """The file in effect (None when there is none), its tables, and how it was found.
+    (A `NamedTuple`, not a dataclass: every command reads it, and `dataclasses` costs
+    start-up; its tables are never changed in place.)"""
 
     path: Path | None
     found_by: str
-    tables: dict[str, dict[str, Any]] = field(default_factory=dict)
+    tables: Mapping[str, dict[str, Any]] = {}
 
     def table(self, name: str) -> dict[str, Any]:
         return dict(self.tables.get(name, {}))

@@ -90,6 +90,7 @@ MCP_MAX_PATHS = 1000  # paths in one check_paths call
 MCP_MAX_ADDITIONS = 100  # globs, and resources, one request_expansion call adds
 MCP_ID_CHARS = 64  # the submission id read_verdict is given
 MCP_WAIT_SECONDS = 600  # how long one read_verdict call may wait
+OVERVIEW_ANSWER_BYTES = 16 << 20  # the overview document `status` reads from a daemon
 
 # Ref names and pushes (the server hook, the transports).
 MAX_REF_BYTES = 1024  # a full ref name

@@ -114,6 +114,12 @@ def test_the_remote_phase_lands_every_candidate_on_the_server(
                 0,
                 {"write inside the contract": "allow"},
                 startup_run.Timing([100.0], [10.0], [90.0], [9.0]),
+                {
+                    "--help": startup_run.Timing([60.0], [40.0], [60.0], [40.0]),
+                    "status, a daemon serving the spool": startup_run.Timing(
+                        [150.0], [40.0], [150.0], [40.0]
+                    ),
+                },
             ),
         }
     )
@@ -124,6 +130,21 @@ def test_the_remote_phase_lands_every_candidate_on_the_server(
     guard = by_metric["guard per hook call, allow / python -c pass"]
     assert guard.met == "NO" and guard.integrator == "3.00×" and guard.other  # with a reason
     assert by_metric["serve --once on an empty spool, over python -c pass (s)"].met == "yes"
+    assert by_metric["integrator --help, over python -c pass (ms)"].met == "yes"
+    status = by_metric["integrator status, a daemon serving the spool, over python -c pass (ms)"]
+    assert status.met == "NO" and status.integrator == "110.0"
+    assert "integrator --version, over python -c pass (ms)" not in by_metric  # not measured
+
+
+def test_the_cli_phase_times_help_version_and_the_status_a_daemon_answers(
+    tmp_path: Path,
+) -> None:
+    """One round of each: the rows the start-up target reads, the daemon's answer checked
+    (the phase refuses a status the daemon did not answer), and the daemon stopped."""
+    timings = startup_run.cli_phase(tmp_path, rounds=1)
+    assert set(timings) == {*startup_run.CLI_ROWS, startup_run.STATUS_READ}
+    assert all(t.command_ms and t.baseline_ms for t in timings.values())
+    assert not (tmp_path / "spool" / "overview.sock").exists()
 
 
 def test_the_correctness_check_fails_on_a_wrong_tree(

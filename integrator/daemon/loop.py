@@ -24,6 +24,7 @@ from types import FrameType
 
 import structlog
 
+from integrator.daemon.answer import OverviewServer
 from integrator.daemon.clock_check import ClockCheck
 from integrator.daemon.health import Metrics
 from integrator.daemon.holding import hold
@@ -100,6 +101,7 @@ class Daemon:
         self._backoff = Backoff()
         self._wakeup = Wakeup(spool.folder("new"), self._wake)
         self._worker: MirrorWorker | None = None
+        self.answer: OverviewServer | None = None  # serves `status` beside the loop (answer.py)
         self._watchdog = self.notifier.watchdog_interval() is not None
         self.clock_check = ClockCheck(canonical, self.settings.max_clock_skew)
         self.probe = HostProbe.of(canonical, intake.url if intake is not None else None)
@@ -156,9 +158,12 @@ class Daemon:
             self._worker = MirrorWorker(self.mirror, self.settings.poll)
             self._worker.start()
             self.promotion.start()
+            answering = self.answer is not None and self.answer.start()
             try:
                 self._serve()
             finally:
+                if answering and self.answer is not None:
+                    self.answer.stop()
                 self.notifier.stopping()
                 self._close_watcher()
                 self.promotion.stop()

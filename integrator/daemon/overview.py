@@ -3,14 +3,17 @@ are doing — the queue and the promoter, what waits, what is held, the live cla
 decisions.
 
 `gather` reads (the repository, the spool, the registry mirror) into an `Overview` of plain
-values; `document` and `render` are pure, so the text and the JSON say the same thing.
+values; `document` is pure, and the text is drawn from that document
+(integrator/daemon/overview_text.py), so the text and the JSON say the same thing, whether
+the command computed them or the daemon serving the spool answered
+(integrator/daemon/answer.py).
 """
 
 from __future__ import annotations
 
 import sqlite3
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -164,111 +167,5 @@ def document(view: Overview, now: datetime) -> dict[str, Any]:
         "held": view.held,
         "decisions": view.decisions,
         "problems": view.problems,
+        "answeredBy": None,  # the daemon's answer says {"daemon": pid} (answer.py)
     }
-
-
-def left(until: datetime, now: datetime) -> str:
-    """Lease time left, in the largest unit that reads well (`expired` once past)."""
-    seconds = int((until - now).total_seconds())
-    if seconds <= 0:
-        return "expired"
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    if seconds < 172800:
-        return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
-    return f"{seconds // 86400}d"
-
-
-def _short(oid: object) -> str:
-    return str(oid)[:12] if oid else "-"
-
-
-def _one_line(text: object) -> str:
-    return " ".join(str(text).split())
-
-
-def render(view: Overview, now: datetime) -> list[str]:
-    """The overview as lines for a person (escaping is the printer's: `say`)."""
-    lines: list[str] = []
-    if view.repo is not None:
-        lines.append(f"repository {view.repo}")
-    if view.target is not None:
-        lines += _queue_lines(view)
-    if view.spool is not None:
-        lines += _spool_lines(view)
-    if view.target is not None:
-        lines += _claim_lines(view, now)
-    if view.decisions:
-        lines.append("last decisions:")
-        for d in view.decisions:
-            lines.append(
-                f"  {str(d.get('at', ''))[:19]}  {d.get('submission')}  "
-                f"{d.get('action') or d.get('kind')!s:<8} {d.get('decision') or '-':<8} "
-                f"{d.get('taskId') or '-'}"
-            )
-    lines += [f"cannot read {_one_line(problem)}" for problem in view.problems]
-    return lines
-
-
-def _queue_lines(view: Overview) -> list[str]:
-    state = "PAUSED" if view.paused else "landing"
-    lines = [
-        f"  {view.target}: {state}  target {_short(view.target_head)}  "
-        f"queue {_short(view.queue_head)}"
-    ]
-    if view.paused:
-        at = view.paused_at.isoformat(timespec="seconds") if view.paused_at else "?"
-        reason = _one_line(view.pause_reason or "-")
-        lines.append(f"  paused by {view.paused_by or '?'} at {at}: {reason}")
-    if view.validation is None:
-        lines.append("  no validation: the target follows the queue")
-    elif view.unpromoted:
-        lines.append(
-            f"  {len(view.unpromoted)} landing(s) wait for the promoter "
-            f"({view.validation} validation):"
-        )
-        lines += [
-            f"    {_short(landing.get('staging'))}  {landing.get('taskId') or '-'}  "
-            f"{_one_line(landing.get('summary') or '')}"
-            for landing in view.unpromoted
-        ]
-    else:
-        lines.append(f"  the target is at the queue head ({view.validation} validation)")
-    return lines
-
-
-def _spool_lines(view: Overview) -> list[str]:
-    c = view.counts
-    lines = [
-        f"spool {view.spool}",
-        f"  waiting {c.get('new', 0)}  in work {c.get('work', 0)}  accepted "
-        f"{c.get('accepted', 0)}  fenced {c.get('fenced', 0)}  review {c.get('review', 0)}  "
-        f"rejected {c.get('rejected', 0)}",
-    ]
-    if view.held:
-        lines.append(f"  held for review ({len(view.held)}):")
-        lines += [
-            f"    {h.get('submission')}  {h.get('decision', '?'):<7} "
-            f"{h.get('taskId') or '-':<20} {','.join(str(x) for x in h.get('codes', [])) or '-'}"
-            for h in view.held
-        ]
-    return lines
-
-
-def _claim_lines(view: Overview, now: datetime) -> list[str]:
-    if not view.claims:
-        return ["no live claims"]
-    width = max(len(c.task_id) for c in view.claims)
-    hwidth = max(len(c.holder) for c in view.claims)
-    return [f"live claims ({len(view.claims)}):"] + [
-        f"  {c.task_id:<{width}}  gen {c.generation:<3} {c.holder:<{hwidth}}  "
-        f"{left(c.lease_expires_at, now):>7} left  {', '.join(c.paths)}"
-        for c in view.claims
-    ]
-
-
-def now() -> datetime:
-    """The time the overview is read at (lease time left is counted from it)."""
-    return datetime.now(UTC)

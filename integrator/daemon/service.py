@@ -4,12 +4,16 @@ with its health server beside it."""
 
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import structlog
 
 from integrator.daemon import logs
+from integrator.daemon.answer import OverviewServer
 from integrator.daemon.health import Check, HealthServer, Metrics, repository_check
 from integrator.daemon.intake import Intake
 from integrator.daemon.loop import Daemon
@@ -116,6 +120,9 @@ def serve(options: ServeOptions) -> int:
         promote=not options.no_promote,
         shadow=shadow,
     )
+    daemon.answer = OverviewServer(
+        spool.root, partial(overview_answer, canonical.path, spool.root), log=log
+    )
     daemon.install_signal_handlers()
     server: HealthServer | None = None
     if options.http:
@@ -136,6 +143,15 @@ def serve(options: ServeOptions) -> int:
             shadow.close()
         mirror.close()
         canonical.close()
+
+
+def overview_answer(repo: Path, root: Path) -> bytes:
+    """The overview document `status` asks the daemon for, as the command would read it."""
+    from integrator.daemon.overview import document, gather
+    from integrator.daemon.overview_text import now
+
+    doc = {**document(gather(repo, Spool(root)), now()), "answeredBy": {"daemon": os.getpid()}}
+    return json.dumps(doc, ensure_ascii=True, default=str).encode()
 
 
 def readiness(

@@ -36,6 +36,7 @@ from integrator.errors import ConfigurationError, InfrastructureError, UsageErro
 from integrator.files import atomic_write, fsync_dir, write_file
 from integrator.limits import SUBMISSION_BYTES
 from integrator.refnames import SUBMISSION_ID
+from integrator.store.meta import META_FILE, SPOOL_SCHEMA, read_repo
 from integrator.store.submitted import open_submitted, read_at_most_path, read_submitted
 
 if TYPE_CHECKING:  # the models are the daemon's; `integrator submit` writes plain JSON
@@ -45,7 +46,6 @@ if TYPE_CHECKING:  # the models are the daemon's; `integrator submit` writes pla
     from integrator.documents.submission import Submission
     from integrator.documents.verdict import Decision
 
-SPOOL_SCHEMA = "integrator.spool.v1"
 REJECTION_SCHEMA = "integrator.rejection.v1"
 
 SUBMISSION_FILE = "submission.json"
@@ -58,7 +58,6 @@ URGENT_FILE = "urgent"
 STRAY_ENTRY = "stray-entry"
 SUBMITTED = "submission"  # the submitter's folder, inside the daemon's own
 ATTEMPTS_FILE = "attempts.json"
-META_FILE = "spool.json"
 LOCK_FILE = "daemon.lock"
 BACKLOG = "mirror-backlog"
 
@@ -474,12 +473,7 @@ class Spool:
 
     def repo_path(self) -> Path | None:
         """The repository the daemon last served from this spool, if recorded."""
-        try:
-            doc = jsontext.loads((self.root / META_FILE).read_bytes())
-        except (OSError, ValueError):
-            return None
-        repo = doc.get("repo") if isinstance(doc, dict) else None
-        return Path(repo) if isinstance(repo, str) else None
+        return read_repo(self.root)
 
 
 def rejection_document(sid: str, reason: str, at: datetime) -> bytes:

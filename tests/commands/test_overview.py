@@ -7,7 +7,8 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from integrator.daemon.overview import ClaimRow, Overview, document, left, render
+from integrator.daemon.overview import ClaimRow, Overview, document
+from integrator.daemon.overview_text import left, render
 from tests.gitutil import run_integrator
 
 
@@ -70,7 +71,7 @@ def test_render_says_who_paused_and_folds_multi_line_text() -> None:
         unpromoted=[{"staging": "c" * 40, "taskId": "t9", "summary": "x"}],
         claims=[ClaimRow("t9", "alice", 2, at + timedelta(minutes=90), ("src/**",))],
     )  # fmt: skip
-    lines = render(view, at)
+    lines = render(document(view, at), at)
     assert "  paused by ops@host at 2026-06-01T12:00:00+00:00: release freeze" in lines
     assert "  1 landing(s) wait for the promoter (command validation):" in lines
     assert any("t9" in line and "90m left" in line for line in lines)
