@@ -44,14 +44,15 @@ class Progress:
         self._at = -EVERY
         self._drawn = False
 
-    def update(self, state: str) -> None:
-        """The wait goes on, in `state` (where the thing waited for is now)."""
+    def update(self, state: str, detail: str = "") -> None:
+        """The wait goes on, in `state` (where the thing waited for is now); `detail` is
+        shown too, but a change of it alone is no new plain line (a count of looks)."""
         now = self.clock()
         waited = now - self.started
         if waited < AFTER:
             return
         shown = min(waited, self.timeout)  # a last look just past the end says the end
-        line = visible(f"{self.what}: {state} ({shown:.0f} s of {self.timeout:g} s)")
+        line = visible(f"{self.what}: {state}{detail} ({shown:.0f} s of {self.timeout:g} s)")
         if self.tty:
             if now - self._at >= 1.0:
                 self.stream.write("\r\x1b[K" + line)
@@ -71,9 +72,11 @@ class Progress:
             self._drawn = False
 
     @contextmanager
-    def ticking(self, state: Callable[[], str]) -> Iterator[None]:
-        """While the body waits, `update(state())` every TICK s from a thread of its own
-        (`state` must be cheap and safe to call there); `done` at the end."""
+    def ticking(
+        self, state: Callable[[], str], detail: Callable[[], str] = lambda: ""
+    ) -> Iterator[None]:
+        """While the body waits, `update(state(), detail())` every TICK s from a thread of
+        its own (both must be cheap and safe to call there); `done` at the end."""
         if self.timeout < AFTER:  # nothing would be said
             yield
             return
@@ -81,7 +84,7 @@ class Progress:
 
         def tick() -> None:
             while not stop.wait(TICK):
-                self.update(state())
+                self.update(state(), detail())
 
         thread = threading.Thread(target=tick, name="progress", daemon=True)
         thread.start()

@@ -235,8 +235,16 @@ def wait_intake(
     if timeout >= 1:
         say(f"integrator: waiting up to {timeout:g} s for the verdict of {sid} on {url}", err=True)
     state = [f"waiting for its verdict on {url}"]  # what the main thread waits for now
-    with Progress(f"integrator: {sid}", timeout).ticking(lambda: state[0]):
-        found = wait_published(url, repo, task_id, sid, timeout, candidate=candidate)
+
+    looks = [""]  # how many looks at the intake so far, shown beside the state
+
+    def looked(count: int, untrusted: str | None) -> None:
+        looks[0] = f", {count} look{'s' * (count > 1)}"
+        if untrusted:
+            state[0] = f"waiting for a trusted verdict on {url} (not believed: {untrusted})"
+
+    with Progress(f"integrator: {sid}", timeout).ticking(lambda: state[0], lambda: looks[0]):
+        found = wait_published(url, repo, task_id, sid, timeout, candidate=candidate, looked=looked)
         doc, code = document_of(sid, found.rejected, found.document)
         where = intake_landing(url, repo, doc, canonical)
         if until == "promoted" and code == EXIT_OK:

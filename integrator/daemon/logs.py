@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Literal, TextIO
-
-import structlog
-from structlog.typing import Processor
+from typing import TYPE_CHECKING, Literal, TextIO
 
 from integrator.escape import visible
+
+if TYPE_CHECKING:  # structlog is imported when logging is configured, not to build --help
+    from structlog.typing import EventDict, Processor
 
 Format = Literal["auto", "json", "console"]
 
@@ -49,9 +49,7 @@ STDERR = LateStream("stderr")
 LEVELS = ("debug", "info", "warning", "error")
 
 
-def _visible_values(
-    logger: object, method: str, event: structlog.typing.EventDict
-) -> structlog.typing.EventDict:
+def _visible_values(logger: object, method: str, event: EventDict) -> EventDict:
     return {k: visible(v) if isinstance(v, str) else v for k, v in event.items()}
 
 
@@ -62,6 +60,8 @@ def configure(
 
     `auto` picks console rendering when the stream is a terminal, JSON otherwise.
     """
+    import structlog
+
     out = stream or STDOUT
     if level not in LEVELS:
         raise ValueError(f"log level {level!r} is not one of {', '.join(LEVELS)}")

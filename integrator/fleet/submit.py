@@ -187,17 +187,36 @@ def poll(
 
 
 def wait_published(
-    url: str, repo: Path, task_id: str, sid: str, timeout: float, *, candidate: str | None = None
+    url: str,
+    repo: Path,
+    task_id: str,
+    sid: str,
+    timeout: float,
+    *,
+    candidate: str | None = None,
+    looked: Callable[[int, str | None], None] | None = None,
 ) -> intake.Published:
     """Poll the intake until a verdict for submission `sid` of task `task_id` is published
     (on `candidate`, when given: another candidate's verdict there is an error). A verdict
-    no trusted verdict key signed is not one: waited past, and named if time runs out."""
+    no trusted verdict key signed is not one: waited past, and named if time runs out.
+    `looked` is told after each look that found none: how many looks so far, and why the
+    last verdict seen was not believed (None when none was seen): progress."""
     untrusted: list[str] = []
+    looks = 0
+
+    def look() -> intake.Published | None:
+        nonlocal looks
+        found = intake.find_verdict(
+            url, repo, task_id, sid, candidate=candidate, untrusted=untrusted
+        )
+        looks += 1
+        if found is None and looked is not None:
+            looked(looks, untrusted[-1] if untrusted else None)
+        return found
+
     try:
         return poll(
-            lambda: intake.find_verdict(
-                url, repo, task_id, sid, candidate=candidate, untrusted=untrusted
-            ),
+            look,
             timeout,
             f"no verdict for {sid} of task {task_id} on {url} within {timeout:g} s; it is "
             "still queued (is a daemon serving the intake?)",

@@ -90,7 +90,9 @@ def test_status_wait_on_an_intake_says_what_it_waits_for(served: dict[str, Path]
     assert done.returncode == 4, done.stderr
     assert done.stdout == ""
     lines = _plain(done.stderr, sid)
-    assert lines and lines[0].startswith(f"integrator: {sid}: waiting for its verdict on {url} (")
+    assert lines and lines[0].startswith(f"integrator: {sid}: waiting for its verdict on {url}")
+    assert "look" in lines[-1]  # each poll of the intake is counted on the line
+    assert len(lines) <= 2  # a new count alone is no new plain line (one at 10 s at most)
     assert "no verdict for" in done.stderr
 
 
