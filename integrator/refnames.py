@@ -46,6 +46,13 @@ PROBE = NAMESPACE + "probe/"  # PROBE + <host>: a daemon's last write probe of t
 # On an intake (possibly the canonical repository itself).
 SUBMIT = NAMESPACE + "submit/"  # SUBMIT + <task>/<submission>: anyone may create one
 VERDICTS = NAMESPACE + "verdicts/"  # VERDICTS + <task>/<submission>: its verdict
+# The record kinds `refs archive` folds into ARCHIVE + <kind>, and the refs of each.
+ARCHIVE_PREFIXES = {
+    "claims": CLAIMS,
+    "archived": ARCHIVED,
+    "expansions": EXPANSIONS,
+    "verdicts": VERDICTS,
+}
 
 # Local to one repository: never fetched by a mirror, never pushed.
 QUARANTINE = NAMESPACE + "quarantine/"  # QUARANTINE + <submission>/: an imported bundle

@@ -10,7 +10,6 @@ from typing import Any
 
 from integrator import refnames
 from integrator.commands._common import add_json, add_repo, duration, print_json, say, write_output
-from integrator.records.canonical import Canonical
 
 
 def register_rollout(inner: Any) -> None:
@@ -59,6 +58,7 @@ def register_rollout(inner: Any) -> None:
 
 
 def run_pause(args: argparse.Namespace) -> int:
+    from integrator.records.canonical import Canonical
     from integrator.records.pause import set_pause
     from integrator.review.actions import default_actor
 
@@ -73,6 +73,7 @@ def run_pause(args: argparse.Namespace) -> int:
 
 
 def run_reissue(args: argparse.Namespace) -> int:
+    from integrator.records.canonical import Canonical
     from integrator.rollout.reissue import reissue
 
     with Canonical(args.repo) as canonical:

@@ -11,8 +11,6 @@ from pathlib import Path
 from typing import Any
 
 from integrator.commands._common import say
-from integrator.fleet.commit import commit_task
-from integrator.fleet.workspace import worktree_root
 
 
 def register(sub: Any) -> None:
@@ -33,6 +31,9 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from integrator.fleet.commit import commit_task
+    from integrator.fleet.workspace import worktree_root
+
     result = commit_task(worktree_root(args.repo), args.task, args.message)
     if args.json:
         say(

@@ -6,7 +6,7 @@ import argparse
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from integrator import refnames
 from integrator.commands._common import (
@@ -20,26 +20,11 @@ from integrator.commands._common import (
     wrote,
 )
 from integrator.commands._contract_rollout import register_rollout
-from integrator.documents.contract import OwnershipContract
 from integrator.errors import UsageError
-from integrator.fleet.expansion import request_expansion, send_expansion
-from integrator.fleet.keys import hand_out, tracked_tree_problem
 from integrator.limits import DEFAULT_MAX_PATCH_BYTES
-from integrator.records.archive_index import archive_ref
-from integrator.records.claims import IssueRequest
-from integrator.records.contract_views import (
-    dismiss_request,
-    expand_contract,
-    expand_filed,
-    issue_contract,
-    issued_key_of,
-    list_contracts,
-    reclaim_contract,
-    renew_contract,
-    revoke_contract,
-    show_contract,
-    summary,
-)
+
+if TYPE_CHECKING:
+    from integrator.documents.contract import OwnershipContract
 
 
 def register(sub: Any) -> None:
@@ -122,6 +107,8 @@ def _register_request(inner: Any) -> None:
 
 
 def run_request(args: argparse.Namespace) -> int:
+    from integrator.fleet.expansion import request_expansion, send_expansion
+
     if args.send:
         if args.contract or args.output:
             raise UsageError("--send files the bound contract's request; drop --contract/-o")
@@ -238,6 +225,8 @@ def _register_reading(inner: Any) -> None:
 def _key_destination(args: argparse.Namespace) -> Path | None:
     """Where the attempt key goes (--key-out, else FILE.key beside --output), checked before
     anything is issued: a key refused afterwards would leave a live claim nobody can use."""
+    from integrator.fleet.keys import tracked_tree_problem
+
     out = args.key_out or (args.output + ".key" if args.output not in (None, "-") else None)
     if out is None:
         return None
@@ -248,6 +237,9 @@ def _key_destination(args: argparse.Namespace) -> Path | None:
 
 
 def run_issue(args: argparse.Namespace) -> int:
+    from integrator.records.claims import IssueRequest
+    from integrator.records.contract_views import issue_contract
+
     args.key_destination = _key_destination(args)
     request = IssueRequest(
         task_id=args.task,
@@ -286,6 +278,9 @@ def _described(contract: OwnershipContract) -> str:
 def _hand_out_key(args: argparse.Namespace, contract: OwnershipContract) -> None:
     """Write the attempt key issued with `contract` where the agent gets it: --key-out,
     else beside the contract file (`FILE.key`); said on stderr either way."""
+    from integrator.fleet.keys import hand_out
+    from integrator.records.contract_views import issued_key_of
+
     key = issued_key_of(args.repo, contract)
     if key is None:
         return
@@ -302,6 +297,8 @@ def _hand_out_key(args: argparse.Namespace, contract: OwnershipContract) -> None
 
 
 def run_renew(args: argparse.Namespace) -> int:
+    from integrator.records.contract_views import renew_contract, summary
+
     claim, until = renew_contract(args.repo, args.task, args.until)
     doc = summary(claim)
     if args.json:
@@ -312,6 +309,8 @@ def run_renew(args: argparse.Namespace) -> int:
 
 
 def run_reclaim(args: argparse.Namespace) -> int:
+    from integrator.records.contract_views import reclaim_contract
+
     args.key_destination = _key_destination(args)
     contract = reclaim_contract(
         args.repo, args.task, force=args.force, holder=args.holder, lease=args.lease, base=args.base
@@ -323,6 +322,8 @@ def run_reclaim(args: argparse.Namespace) -> int:
 
 
 def run_expand(args: argparse.Namespace) -> int:
+    from integrator.records.contract_views import expand_contract, expand_filed
+
     args.key_destination = _key_destination(args)
     if args.id is not None:
         contract = expand_filed(args.repo, args.id)
@@ -335,6 +336,8 @@ def run_expand(args: argparse.Namespace) -> int:
 
 
 def run_dismiss(args: argparse.Namespace) -> int:
+    from integrator.records.contract_views import dismiss_request
+
     entry = dismiss_request(args.repo, args.id, args.reason)
     if args.json:
         print_json(entry.summary())
@@ -344,6 +347,8 @@ def run_dismiss(args: argparse.Namespace) -> int:
 
 
 def run_revoke(args: argparse.Namespace) -> int:
+    from integrator.records.contract_views import revoke_contract, summary
+
     claim = revoke_contract(args.repo, args.task, args.reason)
     if args.json:
         print_json(summary(claim))
@@ -353,6 +358,8 @@ def run_revoke(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    from integrator.records.contract_views import show_contract
+
     shown = show_contract(args.repo, args.task)
     if args.json:
         print_json(shown.wire())
@@ -387,6 +394,9 @@ def _lease_column(value: object) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
+    from integrator.records.archive_index import archive_ref
+    from integrator.records.contract_views import list_contracts
+
     listed = list_contracts(args.repo, archived=args.archived)
     rows, pending, folded = listed.rows, listed.pending, listed.folded
     if args.live:

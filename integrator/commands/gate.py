@@ -6,21 +6,14 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from integrator import refnames
 from integrator.commands._common import add_repo, read_input
-from integrator.documents.policy import PolicyState, load_policy_file
-from integrator.landing.engine import Integrator
-from integrator.landing.evaluation import Complete, Evaluation, Stopped
-from integrator.records.canonical import Canonical
-from integrator.report.formats import (
-    FORMATS,
-    append_github_summary,
-    contract_in_worktree,
-    render,
-    write_document,
-)
+from integrator.report.kinds import FORMATS
+
+if TYPE_CHECKING:
+    from integrator.landing.evaluation import Evaluation
 
 GATE_HELP = f"""\
 Check one candidate against its ownership contract without moving any ref: the contract
@@ -92,6 +85,14 @@ def register(sub: Any) -> None:
 
 
 def _emit(args: argparse.Namespace, evaluation: Evaluation, worktree: str | None = None) -> int:
+    from integrator.landing.evaluation import Complete
+    from integrator.report.formats import (
+        append_github_summary,
+        contract_in_worktree,
+        render,
+        write_document,
+    )
+
     verdict = evaluation.verdict
     fmt = "json" if args.json else args.format
     changes = evaluation.diff.changes if isinstance(evaluation, Complete) else ()
@@ -105,6 +106,10 @@ def _emit(args: argparse.Namespace, evaluation: Evaluation, worktree: str | None
 
 
 def run_gate(args: argparse.Namespace) -> int:
+    from integrator.documents.policy import PolicyState, load_policy_file
+    from integrator.landing.engine import Integrator
+    from integrator.records.canonical import Canonical
+
     data = read_input(args.contract)
     with Canonical(args.repo) as canonical:
         canonical.refresh()
@@ -117,6 +122,10 @@ def run_gate(args: argparse.Namespace) -> int:
 
 
 def run_integrate(args: argparse.Namespace) -> int:
+    from integrator.landing.engine import Integrator
+    from integrator.landing.evaluation import Stopped
+    from integrator.records.canonical import Canonical
+
     data = read_input(args.contract)
     with Canonical(args.repo) as canonical:
         engine = Integrator(canonical)

@@ -5,14 +5,15 @@ from __future__ import annotations
 import argparse
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from integrator.commands._common import configured, one_line, print_json, say
 from integrator.daemon import logs
 from integrator.errors import EXIT_OK, InfrastructureError, UsageError
-from integrator.store.entries import MirrorRecord
-from integrator.store.mirror import REGISTRY_FILE, for_spool
-from integrator.store.spool import Spool
+from integrator.store.meta import REGISTRY_FILE
+
+if TYPE_CHECKING:
+    from integrator.store.entries import MirrorRecord
 
 
 def register(sub: Any) -> None:
@@ -49,6 +50,9 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from integrator.store.mirror import for_spool
+    from integrator.store.spool import Spool
+
     if args.spool is None and args.mirror is None:
         raise UsageError("pass --spool DIR (or --mirror FILE)")
     logs.configure(stream=logs.STDERR)

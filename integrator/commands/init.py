@@ -12,10 +12,6 @@ from integrator import refnames
 from integrator.commands._common import add_json, add_repo, print_json, say
 from integrator.docpath import doc
 from integrator.errors import ConfigurationError, UsageError
-from integrator.plumbing.remote import INTAKE_KEY_FILE_CONFIG, KEY_FILE_CONFIG
-from integrator.records import verdict_keys
-from integrator.records.canonical import Canonical
-from integrator.records.prepare import prepare, prepare_remote
 
 
 def register(sub: Any) -> None:
@@ -107,6 +103,8 @@ def _authority(args: argparse.Namespace) -> Callable[[Path], list[str]]:
     """What sets up authority keys in a repository's git folder, before records are written
     (the first policy is signed too)."""
 
+    from integrator.records import verdict_keys
+
     def configure(git_dir: Path) -> list[str]:
         return verdict_keys.configure(
             git_dir, args.authority_key, args.trust_authority_key, verdict_keys.AUTHORITY
@@ -116,6 +114,11 @@ def _authority(args: argparse.Namespace) -> Callable[[Path], list[str]]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from integrator.plumbing.remote import INTAKE_KEY_FILE_CONFIG, KEY_FILE_CONFIG
+    from integrator.records import verdict_keys
+    from integrator.records.canonical import Canonical
+    from integrator.records.prepare import prepare, prepare_remote
+
     policy_text = None
     if args.policy is not None:
         try:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from integrator.commands._common import say
-from integrator.fleet.planner import Edge, Plan
-from integrator.fleet.plans import load_plan, plan_json, planning_policy, state_of
+
+if TYPE_CHECKING:
+    from integrator.fleet.planner import Edge, Plan
 
 
 def register(sub: Any) -> None:
@@ -34,6 +35,8 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from integrator.fleet.plans import load_plan, plan_json, planning_policy
+
     plan = load_plan(args.dir, planning_policy(args.dir, args.policy), args.fleet)
     if args.json:
         print(json.dumps(plan_json(plan), indent=2, ensure_ascii=False))
@@ -47,6 +50,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def text(plan: Plan) -> str:
+    from integrator.fleet.plans import state_of
+
     running = f" ({len(plan.running)} running)" if plan.running else ""
     lines = [
         f"plan: {len(plan.order)} tasks{running}, {len(plan.edges)} blocking edges, "
@@ -96,6 +101,8 @@ def _label(plan: Plan, task_id: str) -> str:
 
 
 def mermaid(plan: Plan) -> str:
+    from integrator.fleet.plans import state_of
+
     ids = {t: f"n{i}" for i, t in enumerate(plan.order)}
     lines = ["flowchart TD"]
     for t in plan.order:
@@ -113,6 +120,8 @@ def mermaid(plan: Plan) -> str:
 
 
 def dot(plan: Plan) -> str:
+    from integrator.fleet.plans import state_of
+
     colours = {"ready": "palegreen", "running": "lightblue", "waiting": "lightgrey"}
     lines = ["digraph plan {", "  rankdir=LR;", "  node [shape=box, style=filled];"]
     for t in plan.order:

@@ -10,10 +10,8 @@ from typing import Any
 from integrator import refnames
 from integrator.commands._common import add_json, add_repo, print_json, say
 from integrator.docpath import doc
-from integrator.documents.policy import Category, default_policy_text, load_policy_file
+from integrator.documents.categories import Category
 from integrator.errors import ConfigurationError
-from integrator.records.canonical import Canonical
-from integrator.records.policy_ref import set_policy
 
 
 def register(sub: Any) -> None:
@@ -60,11 +58,15 @@ def register(sub: Any) -> None:
 
 
 def run_init(args: argparse.Namespace) -> int:
+    from integrator.documents.policy import default_policy_text
+
     print(default_policy_text(), end="")
     return 0
 
 
 def run_show(args: argparse.Namespace) -> int:
+    from integrator.records.canonical import Canonical
+
     with Canonical(args.repo) as canonical:
         if not canonical.initialized:
             raise ConfigurationError(f"{args.repo} has no policy ref; run integrator init")
@@ -78,6 +80,10 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_set(args: argparse.Namespace) -> int:
+    from integrator.documents.policy import load_policy_file
+    from integrator.records.canonical import Canonical
+    from integrator.records.policy_ref import set_policy
+
     load_policy_file(args.file)
     with Canonical(args.repo) as canonical:
         if not canonical.initialized:
@@ -92,6 +98,7 @@ def run_set(args: argparse.Namespace) -> int:
 
 
 def run_mode(args: argparse.Namespace) -> int:
+    from integrator.records.canonical import Canonical
     from integrator.review.actions import default_actor
     from integrator.rollout.enforcement import change_mode
 

@@ -9,8 +9,6 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-import structlog
-
 from integrator import refnames
 from integrator.commands._common import add_json, configured, print_json, say
 from integrator.daemon import logs
@@ -114,6 +112,8 @@ def _serve(
 ) -> dict[str, Any]:  # fmt: skip
     """Rounds (and reflecting them) until idle with --once, else until a signal."""
     from datetime import UTC, datetime
+
+    import structlog
 
     from integrator.daemon.memory import Trimmer, bound_git_cache
     from integrator.promotion.promoter import Promoter

@@ -11,18 +11,11 @@ from integrator import refnames
 from integrator.commands._common import add_json, add_repo, duration, print_json, say
 from integrator.docpath import doc
 from integrator.errors import EXIT_OK, UsageError
-from integrator.records.archive_index import (
-    KINDS,
-    archive_ref,
-)
-from integrator.records.canonical import Canonical
-from integrator.records.census import (
-    archive_kinds,
-    count_document,
-    show_document,
-)
 
 HISTORY_LIMIT = 1000
+
+
+KINDS = tuple(refnames.ARCHIVE_PREFIXES)  # the record kinds `refs archive` folds
 
 
 def kinds(text: str) -> tuple[str, ...]:
@@ -103,6 +96,10 @@ def register(sub: Any) -> None:
 
 
 def run_archive(args: argparse.Namespace) -> int:
+    from integrator.records.archive_index import archive_ref
+    from integrator.records.canonical import Canonical
+    from integrator.records.census import archive_kinds
+
     with Canonical(args.repo) as canonical:
         done = archive_kinds(canonical, args.kinds, args.older_than, dry_run=args.dry_run)
     reports, before, after, seconds = done.reports, done.before, done.after, done.seconds
@@ -124,6 +121,9 @@ def run_archive(args: argparse.Namespace) -> int:
 
 
 def run_count(args: argparse.Namespace) -> int:
+    from integrator.records.canonical import Canonical
+    from integrator.records.census import count_document
+
     with Canonical(args.repo) as canonical:
         doc = count_document(canonical)
     if args.json:
@@ -141,6 +141,9 @@ def run_count(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    from integrator.records.canonical import Canonical
+    from integrator.records.census import show_document
+
     if args.limit < 1 or args.limit > HISTORY_LIMIT:
         raise UsageError(f"--limit must be between 1 and {HISTORY_LIMIT}")
     with Canonical(args.repo) as canonical:

@@ -8,28 +8,18 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from integrator import refnames
 from integrator.commands._common import configured, print_json, read_input, say
 from integrator.daemon import logs
-from integrator.documents.verdict import Verdict
 from integrator.errors import EXIT_OK, UsageError
 from integrator.escape import visible, write_text
-from integrator.landing.engine import Integrator
-from integrator.records.canonical import Canonical
-from integrator.records.held import history
-from integrator.review.actions import (
-    Held,
-    Review,
-    default_actor,
-    expansion_lines,
-    listing,
-    open_review,
-)
-from integrator.review.changes import FileDiff
-from integrator.review.documents import show_document, show_document_of, summary_document
-from integrator.store.spool import Spool
+
+if TYPE_CHECKING:
+    from integrator.documents.verdict import Verdict
+    from integrator.review.actions import Held, Review
+    from integrator.review.changes import FileDiff
 
 RED, GREEN, CYAN, YELLOW, BOLD, RESET = (
     "\033[31m", "\033[32m", "\033[36m", "\033[33m", "\033[1m", "\033[0m",
@@ -61,11 +51,11 @@ def register(sub: Any) -> None:
         p.add_argument("--mirror", type=Path, metavar="FILE", help="SQLite registry")
         p.add_argument("--json", action="store_true", help="print the result as JSON")
 
-    listing = inner.add_parser(
+    list_parser = inner.add_parser(
         "list", help="held candidates with their codes, and expansion requests not granted"
     )
-    common(listing)
-    listing.set_defaults(func=run_list)
+    common(list_parser)
+    list_parser.set_defaults(func=run_list)
 
     show = inner.add_parser("show", help="a held candidate's violations beside its diff")
     show.add_argument("id", help="submission id")
@@ -188,6 +178,9 @@ def _register_mark(inner: Any) -> None:
 
 @contextlib.contextmanager
 def _review(args: argparse.Namespace, *, engine: bool = False) -> Iterator[Review]:
+    from integrator.landing.engine import Integrator
+    from integrator.review.actions import open_review
+
     logs.configure(stream=logs.STDERR)
     with open_review(
         args.spool, args.repo, args.mirror, engine=Integrator if engine else None
@@ -200,6 +193,10 @@ def _codes(verdict: Verdict) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
+    from integrator.review.actions import expansion_lines, listing
+    from integrator.review.documents import summary_document
+    from integrator.store.spool import Spool
+
     logs.configure(stream=logs.STDERR)  # stdout carries the listing
     spool = Spool(args.spool).existing()
     items = listing(spool, args.repo)
@@ -221,6 +218,9 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
+    from integrator.records.held import history
+    from integrator.review.documents import show_document_of
+
     with _review(args) as review:
         held = review.get(args.id)
         base, files = review.diff(held)
@@ -303,6 +303,8 @@ def _paint_line(line: str, paint: Any) -> str:
 
 
 def run_approve(args: argparse.Namespace) -> int:
+    from integrator.review.actions import default_actor
+
     contract = read_input(args.contract) if args.contract else None
     with _review(args, engine=True) as review:
         verdict = review.approve(args.id, args.actor or default_actor(), contract, args.reason)
@@ -311,6 +313,8 @@ def run_approve(args: argparse.Namespace) -> int:
 
 
 def run_reject(args: argparse.Namespace) -> int:
+    from integrator.review.actions import default_actor
+
     with _review(args) as review:
         review.reject(args.id, args.actor or default_actor(), args.reason)
     if args.json:
@@ -322,6 +326,7 @@ def run_reject(args: argparse.Namespace) -> int:
 
 def run_requeue(args: argparse.Namespace) -> int:
     from integrator.promotion.requeue import requeue
+    from integrator.review.actions import default_actor
 
     with _review(args) as review:
         new_sid, contract = requeue(
@@ -354,6 +359,9 @@ def _print_verdict(args: argparse.Namespace, sid: str, verdict: Verdict) -> None
 
 def run_web(args: argparse.Namespace) -> int:
     """Serve the review pages until SIGINT or SIGTERM."""
+    from integrator.landing.engine import Integrator
+    from integrator.review.actions import default_actor, open_review
+    from integrator.review.documents import show_document, summary_document
     from integrator.tokens import read_token
     from integrator.web.app import Backend, WebConfig
     from integrator.web.server import serve
@@ -374,9 +382,12 @@ def run_web(args: argparse.Namespace) -> int:
 
 def run_mark(args: argparse.Namespace) -> int:
     from integrator.documents.verdict import Code
+    from integrator.records.canonical import Canonical
     from integrator.records.marks import FalsePositive, write_mark
+    from integrator.review.actions import default_actor
     from integrator.rollout.observe import find_subject
     from integrator.rollout.records import Records
+    from integrator.store.spool import Spool
 
     unknown = [c for c in args.code if c not in Code.__members__]
     if unknown:

@@ -8,7 +8,6 @@ from typing import Any
 
 from integrator import refnames
 from integrator.commands._common import configured
-from integrator.daemon.service import ServeOptions, serve
 from integrator.docpath import doc
 
 
@@ -90,6 +89,7 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from integrator.configfile import load
+    from integrator.daemon.service import ServeOptions, serve
 
     # The file in effect, read (and checked) now: a misspelled table stops the daemon before
     # it starts, naming it. SIGHUP reads the same file again.

@@ -10,9 +10,6 @@ from typing import Any
 
 from integrator.commands._common import duration, say
 from integrator.errors import IntegratorError, UsageError
-from integrator.fleet.assignments import Fleet
-from integrator.fleet.tasking import claim_document, error_document, init_queue, list_document
-from integrator.fleet.taskqueue import Queue
 
 
 def _common(parser: argparse.ArgumentParser, *, json_flag: bool = True) -> None:
@@ -107,11 +104,15 @@ def _print(args: argparse.Namespace, document: object, text: str) -> None:
 
 
 def run_init(args: argparse.Namespace) -> int:
+    from integrator.fleet.tasking import init_queue
+
     say(init_queue(args.repo, ignore=args.ignore))
     return 0
 
 
 def run_add(args: argparse.Namespace) -> int:
+    from integrator.fleet.taskqueue import Queue
+
     queue = Queue.find(args.repo)
     for path in args.files:
         try:
@@ -123,12 +124,16 @@ def run_add(args: argparse.Namespace) -> int:
 
 
 def run_list(args: argparse.Namespace) -> int:
+    from integrator.fleet.tasking import list_document
+
     doc, text = list_document(args.repo)
     _print(args, doc, text)
     return 0
 
 
 def run_claim(args: argparse.Namespace) -> int:
+    from integrator.fleet.tasking import error_document
+
     try:
         return _claim(args)
     except IntegratorError as err:
@@ -140,6 +145,8 @@ def run_claim(args: argparse.Namespace) -> int:
 
 
 def _claim(args: argparse.Namespace) -> int:
+    from integrator.fleet.tasking import claim_document
+
     doc, text = claim_document(
         args.repo,
         agent=args.agent,
@@ -153,6 +160,8 @@ def _claim(args: argparse.Namespace) -> int:
 
 
 def run_complete(args: argparse.Namespace) -> int:
+    from integrator.fleet.assignments import Fleet
+
     fleet = Fleet(args.repo)
     path = fleet.complete(args.task_id, agent=args.agent, no_candidate=args.no_candidate)
     _print(args, {"task": args.task_id, "state": "done", "file": str(path)}, f"done:{path}")
@@ -160,18 +169,24 @@ def run_complete(args: argparse.Namespace) -> int:
 
 
 def run_release(args: argparse.Namespace) -> int:
+    from integrator.fleet.assignments import Fleet
+
     path = Fleet(args.repo).release(args.task_id, agent=args.agent, reason=args.reason)
     _print(args, {"task": args.task_id, "state": "inbox", "file": str(path)}, f"released:{path}")
     return 0
 
 
 def run_heartbeat(args: argparse.Namespace) -> int:
+    from integrator.fleet.taskqueue import Queue
+
     entry = Queue.find(args.repo).heartbeat(args.task_id, agent=args.agent)
     _print(args, {"task": entry.task_id, "since": entry.since.isoformat()}, f"alive:{entry.path}")
     return 0
 
 
 def run_requeue(args: argparse.Namespace) -> int:
+    from integrator.fleet.assignments import Fleet
+
     moved = Fleet(args.repo).requeue_stale(args.older_than)
     doc = [{"task": e.task_id, "agent": e.agent, "since": e.since.isoformat()} for e in moved]
     text = "\n".join(

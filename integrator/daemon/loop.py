@@ -165,7 +165,7 @@ class Daemon:
                 if answering and self.answer is not None:
                     self.answer.stop()
                 self.notifier.stopping()
-                self._close_watcher()
+                self._wakeup.close()
                 self.promotion.stop()
                 self._worker.stop()
                 self.repacker.close(self.canonical.repo)
@@ -205,7 +205,8 @@ class Daemon:
                 self._apply_reload()
                 continue
             timeout = self._backoff.seconds or self.settings.poll
-            self._wait(min(timeout, watchdog) if watchdog else timeout)
+            watch = self.settings.watch and not self._backoff.seconds  # new/ wakes us, or a signal
+            self._wakeup.wait(min(timeout, watchdog) if watchdog else timeout, watch=watch)
 
     def drain(self, *, only_work: bool = False) -> int:
         """Decide everything in `work/` (then `new/`), in id order; returns how many.
@@ -473,14 +474,7 @@ class Daemon:
             latency_ms=round(o.latency * 1000, 3),
         )  # fmt: skip
 
-    # -- waiting and reloading -----------------------------------------------------------
-
-    def _wait(self, timeout: float) -> None:
-        """Until a file lands in new/, a signal arrives, or `timeout` passes (the rescan)."""
-        self._wakeup.wait(timeout, watch=self.settings.watch and not self._backoff.seconds)
-
-    def _close_watcher(self) -> None:
-        self._wakeup.close()
+    # -- reloading ------------------------------------------------------------------------
 
     def _apply_reload(self) -> None:
         self._reload_requested = False
@@ -494,7 +488,7 @@ class Daemon:
             self.log.error("daemon.reload_failed", error=str(err), kept="previous settings")
         else:
             self.log.info("daemon.reloaded", **asdict(self.settings))
-        self._close_watcher()  # its timeout is the poll interval, which may have changed
+        self._wakeup.close()  # its timeout is the poll interval, which may have changed
         if self._worker is not None:
             self._worker.interval = self.settings.poll
         self.notifier.ready()

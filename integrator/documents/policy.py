@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass
-from enum import StrEnum
 from functools import cached_property
 from importlib import resources as importlib_resources
 from pathlib import Path
@@ -22,6 +21,7 @@ from pydantic_core import PydanticCustomError
 from integrator import limits as fixed
 from integrator import paths
 from integrator.documents.bounds import DEFAULT_LIMITS, KEYS, ContractLimits
+from integrator.documents.categories import Category
 from integrator.documents.contract import parse_resource
 from integrator.documents.digests import digest_of
 from integrator.documents.expansion import ExpansionPolicy
@@ -29,14 +29,6 @@ from integrator.errors import ConfigurationError
 from integrator.limits import CEILINGS, POLICY_BYTES
 
 POLICY_SCHEMA = "integrator.policy.v1"
-
-
-class Category(StrEnum):
-    MIGRATIONS = "migrations"
-    SCHEMAS = "schemas"
-    CODEGEN = "codegen"
-    CI = "ci"
-    SOURCE = "source"
 
 
 Mode = Literal["enforce", "observe"]

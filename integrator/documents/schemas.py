@@ -10,9 +10,10 @@ from __future__ import annotations
 import importlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+if TYPE_CHECKING:  # pydantic is loaded with the first model, not to build `schema --help`
+    from pydantic import BaseModel
 
 # file stem → "module:Model"
 MODELS: dict[str, str] = {
@@ -35,6 +36,8 @@ TITLES: dict[str, str] = {
 
 
 def load_model(spec: str) -> type[BaseModel]:
+    from pydantic import BaseModel
+
     module_name, _, attr = spec.partition(":")
     model = getattr(importlib.import_module(module_name), attr)
     assert isinstance(model, type) and issubclass(model, BaseModel)

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from integrator import paths
+from integrator.documents.categories import Category
 from integrator.documents.contract import OwnershipContract
-from integrator.documents.policy import Category, Policy, category_of_resource
+from integrator.documents.policy import Policy, category_of_resource
 from integrator.documents.verdict import (
     Code,
     Decision,

@@ -25,12 +25,7 @@ from integrator.documents.claim import Claim
 from integrator.plumbing import git
 from integrator.records.canonical import Canonical
 
-PREFIXES = {
-    "claims": refnames.CLAIMS,
-    "archived": refnames.ARCHIVED,
-    "expansions": refnames.EXPANSIONS,
-    "verdicts": refnames.VERDICTS,
-}
+PREFIXES = refnames.ARCHIVE_PREFIXES
 KINDS = tuple(PREFIXES)
 INDEX = "index"
 SUMMARY = "summary.json"

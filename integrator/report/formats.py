@@ -25,12 +25,11 @@ from integrator.report.codequality import render_codequality
 from integrator.report.common import printable
 from integrator.report.github import append_github_summary, render_github
 from integrator.report.junit import render_junit
+from integrator.report.kinds import FORMATS
 from integrator.report.sarif import render_sarif
 from integrator.report.text import render_text
 
 __all__ = ["FORMATS", "append_github_summary", "contract_in_worktree", "render", "write_document"]
-
-FORMATS: tuple[str, ...] = ("text", "json", "github", "sarif", "junit", "codequality")
 
 
 def render(

@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from integrator.documents.policy import Category, Mode, PolicyState, parse_policy
+from integrator.documents.categories import Category
+from integrator.documents.policy import Mode, PolicyState, parse_policy
 from integrator.errors import ConfigurationError, UsageError
 from integrator.limits import REASON_CHARS
 from integrator.records.canonical import Canonical

@@ -19,7 +19,8 @@ from typing import Any
 import pygit2
 
 from integrator import refnames
-from integrator.documents.policy import Category, PolicyState, category_of_resource
+from integrator.documents.categories import Category
+from integrator.documents.policy import PolicyState, category_of_resource
 from integrator.documents.trailers import TRAILER_CANDIDATE, trailers
 from integrator.documents.verdict import Code, Verdict, Violation
 from integrator.errors import UsageError

@@ -1,4 +1,5 @@
-"""A spool's metadata file, `spool.json`: the repository its daemon serves.
+"""A spool's metadata file, `spool.json`: the repository its daemon serves (and the name of
+its registry mirror, which `history --help` gives).
 
 Read without the spool's own module, so that `integrator status` answered by the daemon
 (integrator/daemon/answer.py) finds the spool's repository at the cost of one small read.
@@ -12,6 +13,7 @@ from pathlib import Path
 SPOOL_SCHEMA = "integrator.spool.v1"
 META_FILE = "spool.json"
 META_BYTES = 64 << 10  # spool.json holds a schema and one path
+REGISTRY_FILE = "registry.sqlite3"  # the spool's registry mirror (store/mirror.py)
 
 
 def read_repo(root: Path) -> Path | None:

@@ -29,6 +29,7 @@ from tenacity import (
 from integrator.errors import InfrastructureError
 from integrator.store.backlog import Backlog
 from integrator.store.entries import MirrorRecord
+from integrator.store.meta import REGISTRY_FILE
 from integrator.store.registry import Registry, SqliteRegistry
 
 log = structlog.get_logger("integrator.mirror")
@@ -175,9 +176,6 @@ class MirrorWorker:
                 log.warning(
                     "mirror.left_backlog", records=self.mirror.backlog.depth(), error=str(err)
                 )
-
-
-REGISTRY_FILE = "registry.sqlite3"
 
 
 def for_spool(spool_root: Path, registry: Path | None = None, *, timeout: float = 0.5) -> Mirror:

@@ -113,6 +113,28 @@ def test_a_command_s_help_imports_only_its_module() -> None:
     assert json.loads(out) == ["integrator.commands.queue"]
 
 
+HEAVY = ("pydantic", "pygit2", "structlog", "prometheus_client", "cryptography")
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_s_help_loads_no_heavy_library(command: str) -> None:
+    """`integrator COMMAND --help` builds its parser without the models, the repository
+    library, the logger or the metrics (each costs tens to hundreds of milliseconds): a
+    command module keeps them inside the functions that run it."""
+    probe = (
+        "import sys, io, contextlib, json\n"
+        "from integrator.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    try: main([{command!r}, '--help'])\n"
+        "    except SystemExit: pass\n"
+        f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert json.loads(out) == []
+
+
 def test_a_mistyped_command_suggests_the_nearest(capsys: pytest.CaptureFixture[str]) -> None:
     """`integrator stauts` exits 2 and names `status`; a word near nothing gets no guess."""
     assert main(["stauts"]) == 2

@@ -10,8 +10,8 @@ import pytest
 
 from integrator import refnames
 from integrator.cli import main
+from integrator.documents.categories import Category
 from integrator.documents.expansion import ExpansionRequest
-from integrator.documents.policy import Category
 from integrator.errors import ClaimConflictError, ClaimsPausedError, ConfigurationError
 from integrator.records.canonical import Canonical
 from integrator.records.claims import Claims, IssueRequest
