@@ -1,7 +1,9 @@
 """A newcomer's first day, from a fresh wheel install in a fresh folder: the README's quick
 start in the order the README gives it (prepare, issue, the CI gate in a plain clone, a
 daemon on a spool, a submission from a separate clone, the overview, review, history),
-with nothing the reader would learn only later.
+with nothing the reader would learn only later; then docs/remote.md's setup with two
+integrator hosts, an intake and docs/validation.md's `[validation]` on a real `git daemon`,
+and the review page of docs/review.md.
 
 Heavy (it builds the wheel and installs it, with its dependencies, into a new virtual
 environment): it runs only with INTEGRATOR_NEWCOMER=1 (`make newcomer`).
@@ -14,9 +16,12 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests.git_server import git_daemon
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -150,3 +155,130 @@ def test_the_quick_start_in_readme_order(shell: Shell, tmp_path: Path) -> None:
         daemon.wait(60)
     log = shell.run("git", "--git-dir", str(canon), "log", "--oneline", "main")
     assert "billing: total 2" in log
+
+
+def _page_url(log: Path, proc: subprocess.Popen[bytes]) -> str:
+    """The address `review web` prints once it listens (port 0 picks a free one)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        for line in log.read_text("utf-8", "replace").splitlines():
+            if line.startswith("review pages on "):
+                return line.split()[3]
+        time.sleep(0.1)
+    raise AssertionError(f"review web did not listen: {log.read_text('utf-8', 'replace')}")
+
+
+def _get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        assert answer.status == 200, url
+        return str(answer.read().decode("utf-8"))
+
+
+def _prepare_remote(shell: Shell, tmp_path: Path, url: str) -> None:
+    """docs/remote.md, "Setting up": the project on the server, `init --remote` on each
+    integrator host and on the coordinator's own mirror; docs/validation.md's section set
+    in the policy before any contract is issued (setting a policy revokes live ones)."""
+    seed = tmp_path / "seed"
+    shell.run("git", "init", "-q", "-b", "main", str(seed))
+    for task in TASKS:
+        (seed / task).mkdir()
+        (seed / task / "code.py").write_text(f"{task} = 1\n")
+    shell.run("git", "add", "-A", cwd=seed)
+    shell.run("git", "commit", "-qm", "initial", cwd=seed)
+    shell.run("git", "push", "-q", url, "HEAD:refs/heads/main", cwd=seed)
+    for host in ("host-a", "host-b", "coordinator"):
+        shell.run("integrator", "init", "--repo", f"{host}.git", "--remote", url)
+    policy = shell.run("integrator", "policy", "init")
+    (tmp_path / "policy.toml").write_text(
+        policy + '\n[validation]\ncommand = "! grep -rq BROKEN ."\ntimeout = 120\n'
+    )
+    shell.run("integrator", "policy", "set", "--repo", "coordinator.git", "policy.toml")
+    for task in TASKS:
+        shell.run(
+            "integrator", "contract", "issue", "--repo", "coordinator.git", "--task", task,
+            "--path", f"{task}/**", "--lease", "1h", "-o", f"{task}.json",
+        )  # fmt: skip
+
+
+def _agents_submit(shell: Shell, tmp_path: Path, url: str, intake: str) -> dict[str, str]:
+    """Each agent clones, `sync`s (the contract's base is the unpromoted queue head),
+    commits and submits to the intake: the submission ids, by task."""
+    sids = {}
+    for task, text in TASKS.items():
+        clone = tmp_path / f"agent-{task}"
+        shell.run("git", "clone", "-q", url, str(clone))
+        shell.run("integrator", "sync", "--contract", str(tmp_path / f"{task}.json"), cwd=clone)
+        (clone / task / "code.py").write_text(text)
+        shell.run("git", "commit", "-qam", f"{task}: work", cwd=clone)
+        sids[task] = shell.run(
+            "integrator", "submit", "--intake", intake, "--contract",
+            str(tmp_path / f"{task}.json"), "--candidate", "HEAD", "--repo", str(clone),
+        ).strip()  # fmt: skip
+    return sids
+
+
+def _page_holding(pages: list[str], sid: str) -> str:
+    """The review page (of whichever host decided the ejection) that lists `sid` as held."""
+    deadline = time.monotonic() + 120
+    while True:
+        for page in pages:
+            if sid in _get(page + "api/held"):
+                return page
+        assert time.monotonic() < deadline, f"no host holds {sid}"
+        time.sleep(0.5)
+
+
+TASKS = {"billing": "billing = 2\n", "auth": "auth = 'BROKEN'\n"}
+
+
+def test_two_hosts_validation_and_the_page(shell: Shell, tmp_path: Path) -> None:
+    """docs/remote.md's setup in its order (each integrator host `init --remote`, the
+    coordinator its own mirror, an intake, agents that `sync` and submit), with
+    docs/validation.md's `[validation]` section, on a real `git daemon`; then the review
+    page (docs/review.md). Of two changes, the one that passes is promoted to the target;
+    the one its validation fails is ejected, and the page of the host that ejected it
+    holds it."""
+    with git_daemon(tmp_path / "srv") as server:
+        server.bare("canon")
+        server.bare("intake")
+        url, intake = server.url("canon"), server.url("intake")
+        _prepare_remote(shell, tmp_path, url)
+        hosts = ("host-a", "host-b")
+        serve = ("integrator", "serve", "--intake", intake, "--poll", "0.3")
+        procs = [
+            shell.spawn(*serve, "--repo", f"{h}.git", "--spool", f"spool-{h}", log=tmp_path / h)
+            for h in hosts
+        ]
+        try:
+            sids = _agents_submit(shell, tmp_path, url, intake)
+            for task, ok in (("billing", 0), ("auth", 1)):
+                told = shell.run(
+                    "integrator", "status", "--intake", intake, "--submission", sids[task],
+                    "--contract", str(tmp_path / f"{task}.json"), "--candidate", "HEAD",
+                    "--repo", str(tmp_path / f"agent-{task}"), "--wait", "240",
+                    "--until", "promoted", "--json", ok=ok,
+                )  # fmt: skip
+                assert ("VALIDATION_FAILED" in told) is (task == "auth"), told
+            canon = str(server.root / "canon.git")
+            assert shell.run("git", "--git-dir", canon, "show", "main:billing/code.py") == (
+                "billing = 2\n"
+            )
+            assert shell.run("git", "--git-dir", canon, "show", "main:auth/code.py") == (
+                "auth = 1\n"
+            )
+            pages = []
+            for host in hosts:
+                log = tmp_path / f"web-{host}.log"
+                procs.append(shell.spawn("integrator", "review", "web", "--spool",
+                                         f"spool-{host}", "--http", "127.0.0.1:0", log=log))  # fmt: skip
+                pages.append(_page_url(log, procs[-1]))
+                assert "Queue" in _get(pages[-1] + "queue")
+            holder = _page_holding(pages, sids["auth"])
+            candidate = _get(f"{holder}held/{sids['auth']}")
+            assert "VALIDATION_FAILED" in candidate, candidate
+            assert sids["billing"] not in _get(holder + "api/held")
+        finally:
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.wait(60)
