@@ -132,6 +132,16 @@ def register(sub: Any) -> None:
         help="a Host header to serve besides the bound loopback address (repeatable; "
         "required off loopback: any other Host is refused)",
     )
+    web.add_argument(
+        "--log-file",
+        type=Path,
+        metavar="FILE",
+        help="append the log (every request, every action and refusal) to FILE, created "
+        "0600 (default: standard error)",
+    )
+    web.add_argument(
+        "--log-format", choices=("auto", "json", "console"), default="auto", help="default auto"
+    )
     web.set_defaults(func=run_web)
 
 
@@ -366,7 +376,8 @@ def run_web(args: argparse.Namespace) -> int:
     from integrator.web.app import Backend, WebConfig
     from integrator.web.server import serve
 
-    logs.configure(stream=logs.STDERR)
+    stream = logs.append_to(args.log_file) if args.log_file else logs.STDERR
+    logs.configure(fmt=args.log_format, stream=stream)
     token = read_token(args.token_file) if args.token_file else None
     with open_review(args.spool, args.repo, args.mirror):
         pass  # the spool and the repository are there before anything listens

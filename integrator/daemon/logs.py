@@ -8,9 +8,12 @@ every decision from the JSON lines alone.
 from __future__ import annotations
 
 import logging
+import os
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TextIO
 
+from integrator.errors import UsageError
 from integrator.escape import visible
 
 if TYPE_CHECKING:  # structlog is imported when logging is configured, not to build --help
@@ -41,6 +44,17 @@ class LateStream:
 
     def isatty(self) -> bool:
         return self._target().isatty()
+
+
+def append_to(path: Path) -> TextIO:
+    """A log file opened for appending, one line at a time: created 0600 (a log names
+    submissions, actors and paths), never through a symbolic link at its name."""
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags, 0o600)
+    except OSError as err:
+        raise UsageError(f"cannot open the log file {path}: {err.strerror or err}") from err
+    return os.fdopen(fd, "a", buffering=1, encoding="utf-8", errors="backslashreplace")
 
 
 STDOUT = LateStream("stdout")

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import jinja2
+import structlog
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -40,7 +41,7 @@ from integrator.web.forms import (
     read_form,
     reason_of,
 )
-from integrator.web.guard import Guard
+from integrator.web.guard import Guard, shown_path
 from integrator.web.queue_view import PromotionView
 from integrator.web.security import (
     ACTION_HEADER,
@@ -51,6 +52,8 @@ from integrator.web.security import (
     csrf_matches,
     origin_is,
 )
+
+log = structlog.get_logger("integrator.web")
 
 STATIC = {
     "review.css": "text/css; charset=utf-8",
@@ -270,7 +273,7 @@ class Site:
             with self.backend.open_review(True) as review:
                 return review.approve(sid, actor, None, reason, seen=seen)
 
-        verdict = await self.act(act)
+        verdict = await self.act(act, "approve", sid, actor)
         return self.page(
             request, session, "result.html", title=f"approve {sid}", sid=sid,
             action="approve", by=views.text(actor), decision=verdict.decision.value,
@@ -291,22 +294,27 @@ class Site:
             with self.backend.open_review(False) as review:
                 review.reject(sid, actor, reason, seen=seen)
 
-        await self.act(act)
+        await self.act(act, "reject", sid, actor)
         return self.page(
             request, session, "result.html", title=f"reject {sid}", sid=sid,
             action="reject", by=views.text(actor), decision="ARCHIVED",
             lines=(("-", "reason", views.text(reason)),), staging=None,
         )  # fmt: skip
 
-    async def act(self, work: Callable[[], Any]) -> Any:
+    async def act(self, work: Callable[[], Any], action: str, sid: str, actor: str) -> Any:
+        """Run an action in a worker thread; its outcome is logged (`web.action`), a
+        refusal by `handled` (`web.refused`)."""
         try:
-            return await run_in_threadpool(work)
+            done = await run_in_threadpool(work)
         except ClaimMoved as err:
             raise Moved(err) from err
         except UsageError as err:
             raise Refused(409, str(err)) from err
         except IntegratorError as err:
             raise Refused(503 if err.exit_code == 4 else 409, str(err)) from err
+        decision = done.decision.value if isinstance(done, Verdict) else "ARCHIVED"
+        log.info("web.action", action=action, submission=sid, actor=actor, decision=decision)
+        return done
 
     async def login(self, request: Request) -> Response:
         session = self.session(request)
@@ -331,6 +339,7 @@ class Site:
             request, fresh, "logged-in.html", title="Logged in", next=target, key=key
         )
         response.set_cookie(COOKIE, fresh.sid, httponly=True, samesite="strict", path="/")
+        log.info("web.login", actor=self.config.actor)  # neither the token nor the session
         return response
 
     async def logout(self, request: Request) -> Response:
@@ -340,6 +349,7 @@ class Site:
         if session is None or not csrf_matches(session, form.get("csrf")):
             raise Refused(403, "the form is stale; reload the page and try again")
         self.sessions.drop(session.sid)
+        log.info("web.logout", actor=self.config.actor)
         response = RedirectResponse("/", status_code=303)
         response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
         return response
@@ -386,6 +396,10 @@ def application(site: Site) -> ASGIApp:
             try:
                 response: Response = await endpoint(request)
             except Refused as err:
+                log.warning(
+                    "web.refused", method=request.method, path=shown_path(request.url.path),
+                    status=err.status, reason=err.message,
+                )  # fmt: skip
                 if request.url.path.startswith("/api/"):
                     return _error_json(err.status, err.message)
                 return site.problem(request, err)
